@@ -1,0 +1,56 @@
+// Package observability owns what operators see of the service: the zap
+// logger, the access log line, the HTTP metrics, the registry with the Go,
+// process and build collectors, and the admin listener (/metrics, /healthz,
+// /readyz, /openapi.json, pprof).
+package observability
+
+import "github.com/gin-gonic/gin"
+
+// Entry collects what the handlers of one request learn about it, for that
+// request's access log line. Its zero value logs nothing extra. The methods
+// are safe on a nil *Entry, so callers never check.
+type Entry struct {
+	subject     string
+	authFailure string
+	plants      int
+	hasPlants   bool
+}
+
+// SetSubject records the authenticated subject (logged as "sub").
+func (e *Entry) SetSubject(sub string) {
+	if e != nil {
+		e.subject = sub
+	}
+}
+
+// SetAuthFailure records why the credential was refused (logged as
+// "auth_failure"). reason comes from a closed set.
+func (e *Entry) SetAuthFailure(reason string) {
+	if e != nil {
+		e.authFailure = reason
+	}
+}
+
+// SetPlants records how many plants the response carried (logged as
+// "plants").
+func (e *Entry) SetPlants(n int) {
+	if e != nil {
+		e.plants, e.hasPlants = n, true
+	}
+}
+
+// entryWriter carries the request's Entry alongside gin's writer, so that
+// Annotate finds it without allocating (gin's c.Set allocates a map).
+type entryWriter struct {
+	gin.ResponseWriter
+	entry Entry
+}
+
+// Annotate returns the Entry of the request c is serving, or nil (which is
+// safe to use) when the request did not pass through [Middleware].
+func Annotate(c *gin.Context) *Entry {
+	if w, ok := c.Writer.(*entryWriter); ok {
+		return &w.entry
+	}
+	return nil
+}

@@ -1,0 +1,51 @@
+// Package plants is the product: the Plant Store API. It owns the Plant type
+// and its JSON shape, the catalog format and its validation, the access rule,
+// the ordering, limit parsing, the Store contract with its in-memory
+// implementation, the streaming GET /plants handler and the API's error
+// contract.
+package plants
+
+import (
+	"context"
+	"errors"
+	"iter"
+)
+
+// Plant is one catalog entry. Only Name and Tag are ever shown to a caller;
+// ID and Readers stay inside the service.
+type Plant struct {
+	// ID is unique within a catalog; generated from the entry's position when
+	// the file gives none.
+	ID string
+	// Name is non-empty.
+	Name string
+	// Tag is optional; empty means the plant has none.
+	Tag string
+	// Readers are the principals that may see the plant: "*", "user:<x>" or
+	// "group:<x>".
+	Readers []string
+}
+
+// NoLimit is the Query.Limit that asks for every visible plant.
+const NoLimit = -1
+
+// Query selects the plants a caller may see.
+type Query struct {
+	// Principals are the caller's principals (see [Principals]).
+	Principals []string
+	// Limit bounds the number of plants returned; [NoLimit] means no bound.
+	Limit int
+}
+
+// A Store lists plants in the contract's order: by name (byte order), ties
+// by id. Implementations are safe for concurrent use.
+type Store interface {
+	// List yields the plants visible to q.Principals, in order, at most
+	// q.Limit of them. A non-nil error ends the sequence; it wraps
+	// [ErrUnavailable] when the store cannot answer.
+	List(ctx context.Context, q Query) iter.Seq2[Plant, error]
+}
+
+// ErrUnavailable reports that the store cannot answer now (database down,
+// catalog not loaded). The API answers 503 with Retry-After.
+var ErrUnavailable = errors.New("store unavailable")
