@@ -37,6 +37,46 @@ func Reasons() []Reason {
 	}
 }
 
+// Description returns a short human description of r, used as the
+// error_description of the WWW-Authenticate challenge. It is plain ASCII
+// without double quotes or backslashes, so it needs no escaping inside a
+// quoted-string, and it never carries request-derived text.
+func (r Reason) Description() string {
+	switch r {
+	case ReasonMissing:
+		return "no bearer token"
+	case ReasonMalformed:
+		return "malformed bearer token"
+	case ReasonTooLarge:
+		return "authorization header too large"
+	case ReasonAlgorithm:
+		return "signing algorithm not allowed"
+	case ReasonCrit:
+		return "critical header not supported"
+	case ReasonUnknownKey:
+		return "unknown signing key"
+	case ReasonKeysUnavailable:
+		return "verification keys unavailable"
+	case ReasonBadSignature:
+		return "invalid signature"
+	case ReasonExpired:
+		return "token expired"
+	case ReasonNotYetValid:
+		return "token not yet valid"
+	case ReasonIssuer:
+		return "issuer not accepted"
+	case ReasonAudience:
+		return "audience not accepted"
+	case ReasonNoSubject:
+		return "token has no subject"
+	case ReasonClaims:
+		return "claim has the wrong type"
+	case ReasonScope:
+		return "insufficient scope"
+	}
+	return "invalid token"
+}
+
 // Error is a refused credential. Code is the RFC 6750 error code
 // ("invalid_token", "invalid_request" or "insufficient_scope"; empty for a
 // missing credential), Scope the required scope for insufficient_scope.

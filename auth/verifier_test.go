@@ -1,0 +1,570 @@
+package auth_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/rsa"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/MicahParks/jwkset"
+
+	"github.com/plantstore/plantstore/auth"
+)
+
+// verifyTest is one Verify case: want is the Reason of the refusal, or ""
+// when the token must be accepted (and, when wantID is set, yield it).
+type verifyTest struct {
+	name   string
+	cfg    auth.Config
+	keys   auth.Keys
+	token  string
+	want   auth.Reason
+	wantID *auth.Identity
+}
+
+func runVerifyTests(t *testing.T, tests []verifyTest) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := newVerifier(t, tt.cfg, tt.keys, nil)
+			id, err := v.Verify(t.Context(), tt.token)
+			if got := reasonOf(t, err); got != tt.want {
+				t.Fatalf("Verify(%s token) = %+v, %v (reason %q); want reason %q", tt.name, id, err, got, tt.want)
+			}
+			if err != nil {
+				var ae *auth.Error
+				errors.As(err, &ae)
+				wantStatus, wantCode := http.StatusUnauthorized, "invalid_token"
+				if tt.want == auth.ReasonScope {
+					wantStatus, wantCode = http.StatusForbidden, "insufficient_scope"
+				}
+				if ae.HTTPStatus() != wantStatus || ae.Code != wantCode {
+					t.Errorf("Verify(%s token) error status, code = %d, %q; want %d, %q", tt.name, ae.HTTPStatus(), ae.Code, wantStatus, wantCode)
+				}
+				if len(tt.token) > 8 && strings.Contains(err.Error(), tt.token) {
+					t.Errorf("Verify(%s token) error text %q contains the token", tt.name, err)
+				}
+				if id.Subject != "" || id.Groups != nil || id.Scopes != nil {
+					t.Errorf("Verify(%s token) = %+v with an error; want the zero Identity", tt.name, id)
+				}
+				return
+			}
+			if id.Subject == "" {
+				t.Errorf("Verify(%s token) = %+v; want a subject", tt.name, id)
+			}
+			if w := tt.wantID; w != nil {
+				if id.Subject != w.Subject || !slices.Equal(id.Groups, w.Groups) || !slices.Equal(id.Scopes, w.Scopes) {
+					t.Errorf("Verify(%s token) = %+v; want %+v", tt.name, id, *w)
+				}
+			}
+		})
+	}
+}
+
+func TestVerifyKeyFamilies(t *testing.T) {
+	var tests []verifyTest
+	for _, alg := range []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA", "HS256", "HS384", "HS512"} {
+		k := newTestKey(t, alg)
+		tests = append(tests, verifyTest{
+			name:  alg,
+			keys:  keySet(k),
+			token: mustToken(t, k, nil, claims(nil)),
+		})
+		// The same kid, but the signature was made by another key.
+		other := newTestKey(t, alg)
+		tests = append(tests, verifyTest{
+			name:  alg + " signed by another key",
+			keys:  keySet(k),
+			token: mustToken(t, other, map[string]any{"kid": k.key.ID}, claims(nil)),
+			want:  auth.ReasonBadSignature,
+		})
+	}
+	runVerifyTests(t, tests)
+}
+
+func TestVerifyAlgorithms(t *testing.T) {
+	rsaKey := newTestKey(t, "RS256")
+	ecKey := newTestKey(t, "ES256")
+	hmacKey := newTestKey(t, "HS256")
+	keys := keySet(rsaKey, ecKey, hmacKey)
+	onlyRS256 := auth.Config{Algorithms: []string{"RS256"}}
+	valid := claims(nil)
+
+	tests := []verifyTest{
+		{name: "allowed RS256", cfg: onlyRS256, keys: keys, token: mustToken(t, rsaKey, nil, valid)},
+		{name: "ES256 not in allow-list", cfg: onlyRS256, keys: keys, token: mustToken(t, ecKey, nil, valid), want: auth.ReasonAlgorithm},
+		{name: "HS256 not in allow-list", cfg: onlyRS256, keys: keys, token: mustToken(t, hmacKey, nil, valid), want: auth.ReasonAlgorithm},
+		{name: "RS384 with an RS256-only list", cfg: onlyRS256, keys: keys, token: mustTokenAlg(t, rsaKey, "RS384", nil, valid), want: auth.ReasonAlgorithm},
+		{name: "default list allows ES256", keys: keys, token: mustToken(t, ecKey, nil, valid)},
+		{name: "alg missing", keys: keys, token: rawToken(t, map[string]any{"typ": "JWT", "kid": rsaKey.key.ID}, valid, "c2ln"), want: auth.ReasonAlgorithm},
+		{name: "alg not a string", keys: keys, token: rawToken(t, map[string]any{"alg": 256, "kid": rsaKey.key.ID}, valid, "c2ln"), want: auth.ReasonAlgorithm},
+		{name: "unknown alg", keys: keys, token: rawToken(t, map[string]any{"alg": "HS1024", "kid": hmacKey.key.ID}, valid, "c2ln"), want: auth.ReasonAlgorithm},
+	}
+	for _, none := range []string{"none", "None", "NONE", "nOnE"} {
+		for _, sig := range []string{"", "c2ln"} {
+			name := "alg " + none
+			if sig != "" {
+				name += " with a signature"
+			}
+			for _, cfg := range []auth.Config{{}, onlyRS256} {
+				tests = append(tests, verifyTest{
+					name:  name + " " + strings.Join(cfg.Algorithms, ","),
+					cfg:   cfg,
+					keys:  keys,
+					token: rawToken(t, map[string]any{"alg": none, "typ": "JWT"}, valid, sig),
+					want:  auth.ReasonAlgorithm,
+				})
+			}
+		}
+	}
+	runVerifyTests(t, tests)
+}
+
+func TestVerifyKeyConfusion(t *testing.T) {
+	rsaKey := newTestKey(t, "RS256")
+	pub := rsaKey.key.Public
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemPKIX := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+	pkcs1DER := x509.MarshalPKCS1PublicKey(rsaKey.key.Public.(*rsa.PublicKey))
+	pkcs1 := pem.EncodeToMemory(&pem.Block{Type: "RSA PUBLIC KEY", Bytes: pkcs1DER})
+
+	// The attacker signs HS256 with the public key bytes as the secret.
+	forge := func(secret []byte, alg string, header map[string]any) string {
+		k := testKey{alg: alg, priv: secret, key: auth.Key{ID: rsaKey.key.ID}}
+		return mustTokenAlg(t, k, alg, header, claims(nil))
+	}
+	only := keySet(rsaKey)
+	// A careless source that hands out the RSA key for any lookup: the
+	// Verifier's own family check must still refuse.
+	careless := fixedKeys{key: rsaKey.key}
+
+	tests := []verifyTest{
+		{name: "genuine RS256", keys: only, token: mustToken(t, rsaKey, nil, claims(nil))},
+		{name: "HS256 with PEM as secret", keys: only, token: forge(pemPKIX, "HS256", nil), want: auth.ReasonUnknownKey},
+		{name: "HS256 with DER as secret", keys: only, token: forge(der, "HS256", nil), want: auth.ReasonUnknownKey},
+		{name: "HS256 with PKCS1 PEM as secret", keys: only, token: forge(pkcs1, "HS256", nil), want: auth.ReasonUnknownKey},
+		{name: "HS512 with PEM as secret", keys: only, token: forge(pemPKIX, "HS512", nil), want: auth.ReasonUnknownKey},
+		{name: "HS256 with PEM as secret, no kid", keys: only, token: forge(pemPKIX, "HS256", map[string]any{"kid": nil}), want: auth.ReasonUnknownKey},
+		{name: "HS256 with DER as secret, no kid", keys: only, token: forge(der, "HS256", map[string]any{"kid": nil}), want: auth.ReasonUnknownKey},
+		{name: "careless source, genuine RS256", keys: careless, token: mustToken(t, rsaKey, nil, claims(nil))},
+		{name: "careless source, HS256 with PEM", keys: careless, token: forge(pemPKIX, "HS256", nil), want: auth.ReasonUnknownKey},
+		{name: "careless source, HS256 with DER", keys: careless, token: forge(der, "HS256", nil), want: auth.ReasonUnknownKey},
+		{name: "careless source, ES256 token", keys: careless, token: mustToken(t, newTestKey(t, "ES256"), nil, claims(nil)), want: auth.ReasonUnknownKey},
+		{name: "empty HMAC secret", keys: fixedKeys{key: auth.Key{Public: []byte{}}}, token: forge([]byte{}, "HS256", nil), want: auth.ReasonUnknownKey},
+	}
+	runVerifyTests(t, tests)
+}
+
+func TestVerifyIgnoresKeyHeaders(t *testing.T) {
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		http.Error(w, "not here", http.StatusTeapot)
+	}))
+	t.Cleanup(srv.Close)
+
+	configured := newTestKey(t, "ES256")
+	attacker := newTestKey(t, "ES256")
+	jwk, err := jwkset.NewJWKFromKey(attacker.key.Public, jwkset.JWKOptions{
+		Metadata: jwkset.JWKMetadataOptions{KID: attacker.key.ID, ALG: jwkset.AlgES256, USE: jwkset.UseSig},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "attacker"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+	}
+	attackerPriv := attacker.priv.(*ecdsa.PrivateKey)
+	cert, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &attackerPriv.PublicKey, attackerPriv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	headers := map[string]any{
+		"jwk": jwk.Marshal(),
+		"jku": srv.URL + "/jwks.json",
+		"x5u": srv.URL + "/cert.pem",
+		"x5c": []string{base64.StdEncoding.EncodeToString(cert)},
+	}
+	with := func(extra map[string]any) map[string]any {
+		h := map[string]any{}
+		for k, v := range headers {
+			h[k] = v
+		}
+		for k, v := range extra {
+			h[k] = v
+		}
+		return h
+	}
+	keys := keySet(configured)
+
+	tests := []verifyTest{
+		{name: "configured key, key headers present", keys: keys, token: mustToken(t, configured, with(nil), claims(nil))},
+		{name: "attacker key, its own kid", keys: keys, token: mustToken(t, attacker, with(nil), claims(nil)), want: auth.ReasonUnknownKey},
+		{name: "attacker key, no kid", keys: keys, token: mustToken(t, attacker, with(map[string]any{"kid": nil}), claims(nil)), want: auth.ReasonBadSignature},
+		{name: "attacker key, configured kid", keys: keys, token: mustToken(t, attacker, with(map[string]any{"kid": configured.key.ID}), claims(nil)), want: auth.ReasonBadSignature},
+		{name: "attacker key, jku only", keys: keys, token: mustToken(t, attacker, map[string]any{"jku": srv.URL}, claims(nil)), want: auth.ReasonUnknownKey},
+	}
+	runVerifyTests(t, tests)
+	if n := hits.Load(); n != 0 {
+		t.Errorf("jku/x5u server got %d requests; want 0", n)
+	}
+}
+
+func TestVerifyCrit(t *testing.T) {
+	k := newTestKey(t, "EdDSA")
+	keys := keySet(k)
+	tests := []verifyTest{
+		{name: "no crit", keys: keys, token: mustToken(t, k, nil, claims(nil))},
+		{name: "crit names exp", keys: keys, token: mustToken(t, k, map[string]any{"crit": []string{"exp"}}, claims(nil)), want: auth.ReasonCrit},
+		{name: "crit names an extension", keys: keys, token: mustToken(t, k, map[string]any{"crit": []string{"http://example.com/x"}, "http://example.com/x": true}, claims(nil)), want: auth.ReasonCrit},
+		{name: "crit empty list", keys: keys, token: mustToken(t, k, map[string]any{"crit": []string{}}, claims(nil)), want: auth.ReasonCrit},
+		{name: "crit not a list", keys: keys, token: mustToken(t, k, map[string]any{"crit": "b64"}, claims(nil)), want: auth.ReasonCrit},
+		{name: "crit null", keys: keys, token: rawCritNull(t, k), want: auth.ReasonCrit},
+	}
+	runVerifyTests(t, tests)
+}
+
+// rawCritNull returns a token signed by k whose header has "crit": null,
+// which the header map of mustToken cannot express.
+func rawCritNull(t *testing.T, k testKey) string {
+	t.Helper()
+	tok := mustToken(t, k, map[string]any{"crit": "x"}, claims(nil))
+	parts := strings.Split(tok, ".")
+	hb, err := base64.RawURLEncoding.DecodeString(parts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h map[string]any
+	if err := json.Unmarshal(hb, &h); err != nil {
+		t.Fatal(err)
+	}
+	h["crit"] = nil
+	hb, err = json.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Re-sign over the new header.
+	unsigned := base64.RawURLEncoding.EncodeToString(hb) + "." + parts[1]
+	sig, err := signingMethod(t, k.alg).Sign(unsigned, k.priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return unsigned + "." + base64.RawURLEncoding.EncodeToString(sig)
+}
+
+func TestVerifyKeyChoice(t *testing.T) {
+	rs1 := newTestKey(t, "RS256")
+	rs2 := newTestKey(t, "RS256")
+	ec := newTestKey(t, "ES256")
+	ec384 := newTestKey(t, "ES384")
+	noKid := map[string]any{"kid": nil}
+
+	tests := []verifyTest{
+		{name: "kid of the key", keys: keySet(rs1, rs2), token: mustToken(t, rs2, nil, claims(nil))},
+		{name: "unknown kid", keys: keySet(rs1), token: mustToken(t, rs2, nil, claims(nil)), want: auth.ReasonUnknownKey},
+		{name: "kid of a key of another family", keys: keySet(rs1, ec), token: mustToken(t, rs1, map[string]any{"kid": ec.key.ID}, claims(nil)), want: auth.ReasonUnknownKey},
+		{name: "kid of an EC key on another curve", keys: keySet(ec, ec384), token: mustToken(t, ec, map[string]any{"kid": ec384.key.ID}, claims(nil)), want: auth.ReasonUnknownKey},
+		{name: "kid pinned to another alg", keys: auth.NewKeySet([]auth.Key{{ID: rs1.key.ID, Algorithm: "RS512", Public: rs1.key.Public}}), token: mustToken(t, rs1, nil, claims(nil)), want: auth.ReasonUnknownKey},
+		{name: "kid not a string", keys: keySet(rs1), token: mustToken(t, rs1, map[string]any{"kid": 7}, claims(nil)), want: auth.ReasonMalformed},
+		{name: "no kid, one key", keys: keySet(rs1), token: mustToken(t, rs1, noKid, claims(nil))},
+		{name: "no kid, one key fits alg among others", keys: keySet(rs1, ec, ec384), token: mustToken(t, ec, noKid, claims(nil))},
+		{name: "no kid, two keys fit alg", keys: keySet(rs1, rs2), token: mustToken(t, rs1, noKid, claims(nil)), want: auth.ReasonUnknownKey},
+		{name: "no kid, no key fits alg", keys: keySet(rs1), token: mustToken(t, ec, noKid, claims(nil)), want: auth.ReasonUnknownKey},
+		{name: "empty key set", keys: auth.NewKeySet(nil), token: mustToken(t, rs1, nil, claims(nil)), want: auth.ReasonUnknownKey},
+		{name: "no key set yet", keys: (*auth.KeySet)(nil), token: mustToken(t, rs1, nil, claims(nil)), want: auth.ReasonKeysUnavailable},
+		{name: "source fails", keys: fixedKeys{err: errors.New("fetch jwks: connection refused")}, token: mustToken(t, rs1, nil, claims(nil)), want: auth.ReasonKeysUnavailable},
+		{name: "source reports ambiguity", keys: fixedKeys{err: auth.ErrAmbiguousKey}, token: mustToken(t, rs1, nil, claims(nil)), want: auth.ReasonUnknownKey},
+	}
+	runVerifyTests(t, tests)
+}
+
+func TestVerifyTimes(t *testing.T) {
+	k := newTestKey(t, "ES256")
+	keys := keySet(k)
+	// Offsets are far from the leeway edges, so the test does not depend
+	// on how long it runs.
+	leeway := auth.Config{Leeway: 2 * time.Minute}
+	now := time.Now()
+	at := func(d time.Duration) int64 { return now.Add(d).Unix() }
+
+	tests := []verifyTest{
+		{name: "all in range", cfg: leeway, keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"nbf": at(-time.Minute)}))},
+		{name: "exp missing", cfg: leeway, keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"exp": nil})), want: auth.ReasonExpired},
+		{name: "exp zero", cfg: leeway, keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"exp": 0})), want: auth.ReasonExpired},
+		{name: "exp past inside leeway", cfg: leeway, keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"exp": at(-time.Minute)}))},
+		{name: "exp past beyond leeway", cfg: leeway, keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"exp": at(-3 * time.Minute)})), want: auth.ReasonExpired},
+		{name: "exp past, no leeway", keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"exp": at(-time.Minute)})), want: auth.ReasonExpired},
+		{name: "exp a string", cfg: leeway, keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"exp": "tomorrow"})), want: auth.ReasonClaims},
+		{name: "nbf future inside leeway", cfg: leeway, keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"nbf": at(time.Minute)}))},
+		{name: "nbf future beyond leeway", cfg: leeway, keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"nbf": at(3 * time.Minute)})), want: auth.ReasonNotYetValid},
+		{name: "nbf future, no leeway", keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"nbf": at(time.Minute)})), want: auth.ReasonNotYetValid},
+		{name: "iat missing", cfg: leeway, keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"iat": nil}))},
+		{name: "iat future inside leeway", cfg: leeway, keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"iat": at(time.Minute)}))},
+		{name: "iat future beyond leeway", cfg: leeway, keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"iat": at(3 * time.Minute)})), want: auth.ReasonNotYetValid},
+		{name: "iat future, no leeway", keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"iat": at(time.Minute)})), want: auth.ReasonNotYetValid},
+		{name: "iat a string", cfg: leeway, keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"iat": "now"})), want: auth.ReasonClaims},
+	}
+	runVerifyTests(t, tests)
+}
+
+func TestVerifyIssuerAudience(t *testing.T) {
+	k := newTestKey(t, "RS256")
+	keys := keySet(k)
+	iss := auth.Config{Issuer: "https://idp.example.com"}
+	aud := auth.Config{Audiences: []string{"plantstore", "plants-api"}}
+	tok := func(over map[string]any) string { return mustToken(t, k, nil, claims(over)) }
+
+	tests := []verifyTest{
+		{name: "iss equal", cfg: iss, keys: keys, token: tok(map[string]any{"iss": "https://idp.example.com"})},
+		{name: "iss other", cfg: iss, keys: keys, token: tok(map[string]any{"iss": "https://evil.example.com"}), want: auth.ReasonIssuer},
+		{name: "iss with trailing slash", cfg: iss, keys: keys, token: tok(map[string]any{"iss": "https://idp.example.com/"}), want: auth.ReasonIssuer},
+		{name: "iss missing", cfg: iss, keys: keys, token: tok(nil), want: auth.ReasonIssuer},
+		{name: "iss empty", cfg: iss, keys: keys, token: tok(map[string]any{"iss": ""}), want: auth.ReasonIssuer},
+		{name: "iss not a string", cfg: iss, keys: keys, token: tok(map[string]any{"iss": 1}), want: auth.ReasonClaims},
+		{name: "iss not configured", keys: keys, token: tok(map[string]any{"iss": "https://anyone.example.com"})},
+		{name: "aud string", cfg: aud, keys: keys, token: tok(map[string]any{"aud": "plantstore"})},
+		{name: "aud string, second configured", cfg: aud, keys: keys, token: tok(map[string]any{"aud": "plants-api"})},
+		{name: "aud array containing one", cfg: aud, keys: keys, token: tok(map[string]any{"aud": []string{"other", "plants-api"}})},
+		{name: "aud string other", cfg: aud, keys: keys, token: tok(map[string]any{"aud": "other"}), want: auth.ReasonAudience},
+		{name: "aud array without one", cfg: aud, keys: keys, token: tok(map[string]any{"aud": []string{"a", "b"}}), want: auth.ReasonAudience},
+		{name: "aud missing", cfg: aud, keys: keys, token: tok(nil), want: auth.ReasonAudience},
+		{name: "aud empty array", cfg: aud, keys: keys, token: tok(map[string]any{"aud": []string{}}), want: auth.ReasonAudience},
+		{name: "aud array with a number", cfg: aud, keys: keys, token: tok(map[string]any{"aud": []any{"plantstore", 5}}), want: auth.ReasonClaims},
+		{name: "aud not configured", keys: keys, token: tok(map[string]any{"aud": "whatever"})},
+		{name: "aud configured with an empty entry only", cfg: auth.Config{Audiences: []string{""}}, keys: keys, token: tok(nil)},
+		{name: "iss and aud both wrong", cfg: auth.Config{Issuer: "https://idp.example.com", Audiences: []string{"plantstore"}}, keys: keys, token: tok(map[string]any{"iss": "x", "aud": "y"}), want: auth.ReasonIssuer},
+		{name: "iss right, aud missing", cfg: auth.Config{Issuer: "https://idp.example.com", Audiences: []string{"plantstore"}}, keys: keys, token: tok(map[string]any{"iss": "https://idp.example.com"}), want: auth.ReasonAudience},
+	}
+	runVerifyTests(t, tests)
+}
+
+func TestVerifySubject(t *testing.T) {
+	k := newTestKey(t, "EdDSA")
+	keys := keySet(k)
+	tests := []verifyTest{
+		{name: "sub present", keys: keys, token: mustToken(t, k, nil, claims(nil)), wantID: &auth.Identity{Subject: "alice"}},
+		{name: "sub missing", keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"sub": nil})), want: auth.ReasonNoSubject},
+		{name: "sub empty", keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"sub": ""})), want: auth.ReasonNoSubject},
+		{name: "sub a number", keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"sub": 42})), want: auth.ReasonClaims},
+		{name: "sub null", keys: keys, token: rawSubNull(t, k), want: auth.ReasonNoSubject},
+	}
+	runVerifyTests(t, tests)
+}
+
+// rawSubNull returns a token signed by k whose sub is JSON null.
+func rawSubNull(t *testing.T, k testKey) string {
+	t.Helper()
+	payload, err := json.Marshal(claims(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload = []byte(strings.Replace(string(payload), `"sub":"alice"`, `"sub":null`, 1))
+	header := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"EdDSA","kid":"` + k.key.ID + `"}`))
+	unsigned := header + "." + base64.RawURLEncoding.EncodeToString(payload)
+	sig, err := signingMethod(t, k.alg).Sign(unsigned, k.priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return unsigned + "." + base64.RawURLEncoding.EncodeToString(sig)
+}
+
+func TestVerifyGroups(t *testing.T) {
+	k := newTestKey(t, "ES256")
+	keys := keySet(k)
+	realm := auth.Config{GroupsClaim: "realm_access.roles"}
+	tok := func(over map[string]any) string { return mustToken(t, k, nil, claims(over)) }
+	id := func(groups ...string) *auth.Identity { return &auth.Identity{Subject: "alice", Groups: groups} }
+
+	tests := []verifyTest{
+		{name: "groups array", keys: keys, token: tok(map[string]any{"groups": []string{"gardeners", "staff"}}), wantID: id("gardeners", "staff")},
+		{name: "groups single string", keys: keys, token: tok(map[string]any{"groups": "gardeners"}), wantID: id("gardeners")},
+		{name: "groups repeated and empty values dropped", keys: keys, token: tok(map[string]any{"groups": []string{"a", "", "a", "b"}}), wantID: id("a", "b")},
+		{name: "groups missing", keys: keys, token: tok(nil), wantID: id()},
+		{name: "groups empty array", keys: keys, token: tok(map[string]any{"groups": []string{}}), wantID: id()},
+		{name: "groups a number", keys: keys, token: tok(map[string]any{"groups": 3}), want: auth.ReasonClaims},
+		{name: "groups an object", keys: keys, token: tok(map[string]any{"groups": map[string]any{"a": "b"}}), want: auth.ReasonClaims},
+		{name: "groups array with a number", keys: keys, token: tok(map[string]any{"groups": []any{"a", 1}}), want: auth.ReasonClaims},
+		{name: "groups array with an array", keys: keys, token: tok(map[string]any{"groups": []any{[]string{"a"}}}), want: auth.ReasonClaims},
+		{name: "dotted path", cfg: realm, keys: keys, token: tok(map[string]any{"realm_access": map[string]any{"roles": []string{"admin", "gardeners"}}}), wantID: id("admin", "gardeners")},
+		{name: "dotted path single string", cfg: realm, keys: keys, token: tok(map[string]any{"realm_access": map[string]any{"roles": "admin"}}), wantID: id("admin")},
+		{name: "dotted path ignores top-level groups", cfg: realm, keys: keys, token: tok(map[string]any{"groups": []string{"x"}}), wantID: id()},
+		{name: "dotted path, leaf missing", cfg: realm, keys: keys, token: tok(map[string]any{"realm_access": map[string]any{}}), wantID: id()},
+		{name: "dotted path, parent not an object", cfg: realm, keys: keys, token: tok(map[string]any{"realm_access": "roles"}), want: auth.ReasonClaims},
+		{name: "dotted path, leaf a number", cfg: realm, keys: keys, token: tok(map[string]any{"realm_access": map[string]any{"roles": 1}}), want: auth.ReasonClaims},
+		{name: "claim name with dots", cfg: auth.Config{GroupsClaim: "https://plantstore.example/groups"}, keys: keys, token: tok(map[string]any{"https://plantstore.example/groups": []string{"ns"}}), wantID: id("ns")},
+	}
+	runVerifyTests(t, tests)
+}
+
+func TestVerifyScope(t *testing.T) {
+	k := newTestKey(t, "RS256")
+	keys := keySet(k)
+	required := auth.Config{RequiredScope: "plants:read"}
+	tok := func(over map[string]any) string { return mustToken(t, k, nil, claims(over)) }
+	id := func(scopes ...string) *auth.Identity { return &auth.Identity{Subject: "alice", Scopes: scopes} }
+
+	tests := []verifyTest{
+		{name: "scope string", keys: keys, token: tok(map[string]any{"scope": "openid plants:read"}), wantID: id("openid", "plants:read")},
+		{name: "scp array", keys: keys, token: tok(map[string]any{"scp": []string{"openid", "plants:read"}}), wantID: id("openid", "plants:read")},
+		{name: "scp string", keys: keys, token: tok(map[string]any{"scp": "plants:read email"}), wantID: id("plants:read", "email")},
+		{name: "scope and scp united", keys: keys, token: tok(map[string]any{"scope": "openid email", "scp": []string{"email", "plants:read"}}), wantID: id("openid", "email", "plants:read")},
+		{name: "no scope", keys: keys, token: tok(nil), wantID: id()},
+		{name: "scope a number", keys: keys, token: tok(map[string]any{"scope": 1}), want: auth.ReasonClaims},
+		{name: "scp array with an object", keys: keys, token: tok(map[string]any{"scp": []any{map[string]any{}}}), want: auth.ReasonClaims},
+		{name: "required in scope", cfg: required, keys: keys, token: tok(map[string]any{"scope": "openid plants:read"})},
+		{name: "required in scp array", cfg: required, keys: keys, token: tok(map[string]any{"scp": []string{"plants:read"}})},
+		{name: "required in scp string", cfg: required, keys: keys, token: tok(map[string]any{"scp": "plants:read"})},
+		{name: "required missing", cfg: required, keys: keys, token: tok(map[string]any{"scope": "openid plants:write"}), want: auth.ReasonScope},
+		{name: "required prefix only", cfg: required, keys: keys, token: tok(map[string]any{"scope": "plants:readonly"}), want: auth.ReasonScope},
+		{name: "required, no scope claim", cfg: required, keys: keys, token: tok(nil), want: auth.ReasonScope},
+		{name: "required, but token expired", cfg: required, keys: keys, token: tok(map[string]any{"exp": time.Now().Add(-time.Hour).Unix()}), want: auth.ReasonExpired},
+	}
+	runVerifyTests(t, tests)
+
+	t.Run("403 error", func(t *testing.T) {
+		v := newVerifier(t, required, keys, nil)
+		_, err := v.Verify(t.Context(), tok(map[string]any{"scope": "openid"}))
+		var ae *auth.Error
+		if !errors.As(err, &ae) {
+			t.Fatalf("Verify() error = %v; want *auth.Error", err)
+		}
+		want := auth.Error{Status: http.StatusForbidden, Code: "insufficient_scope", Reason: auth.ReasonScope, Scope: "plants:read"}
+		if *ae != want {
+			t.Errorf("Verify() error = %+v; want %+v", *ae, want)
+		}
+	})
+}
+
+func TestVerifyMalformed(t *testing.T) {
+	k := newTestKey(t, "HS256")
+	keys := keySet(k)
+	good := mustToken(t, k, nil, claims(nil))
+	parts := strings.Split(good, ".")
+	enc := base64.RawURLEncoding.EncodeToString
+	header := parts[0]
+
+	tests := []verifyTest{
+		{name: "good", keys: keys, token: good},
+		{name: "empty", keys: keys, token: "", want: auth.ReasonMalformed},
+		{name: "one part", keys: keys, token: "abc", want: auth.ReasonMalformed},
+		{name: "two parts", keys: keys, token: parts[0] + "." + parts[1], want: auth.ReasonMalformed},
+		{name: "four parts", keys: keys, token: good + ".x", want: auth.ReasonMalformed},
+		{name: "header not base64", keys: keys, token: "*!." + parts[1] + "." + parts[2], want: auth.ReasonMalformed},
+		{name: "header padded base64", keys: keys, token: base64.URLEncoding.EncodeToString([]byte(`{"alg":"HS256","kid":"hmac"}`)) + "." + parts[1] + "." + parts[2], want: auth.ReasonMalformed},
+		{name: "header not JSON", keys: keys, token: enc([]byte("alg=HS256")) + "." + parts[1] + "." + parts[2], want: auth.ReasonMalformed},
+		{name: "header a JSON array", keys: keys, token: enc([]byte(`["HS256"]`)) + "." + parts[1] + "." + parts[2], want: auth.ReasonMalformed},
+		{name: "claims not base64", keys: keys, token: header + ".%%." + parts[2], want: auth.ReasonMalformed},
+		{name: "claims not JSON", keys: keys, token: header + "." + enc([]byte("sub=alice")) + "." + parts[2], want: auth.ReasonMalformed},
+		{name: "claims a JSON string", keys: keys, token: header + "." + enc([]byte(`"alice"`)) + "." + parts[2], want: auth.ReasonMalformed},
+		{name: "signature not base64", keys: keys, token: parts[0] + "." + parts[1] + ".***", want: auth.ReasonMalformed},
+		{name: "signature empty", keys: keys, token: parts[0] + "." + parts[1] + ".", want: auth.ReasonBadSignature},
+		{name: "claims changed", keys: keys, token: header + "." + enc([]byte(`{"sub":"mallory","exp":9999999999}`)) + "." + parts[2], want: auth.ReasonBadSignature},
+		{name: "over 8 KiB", keys: keys, token: good + strings.Repeat("A", 8<<10), want: auth.ReasonTooLarge},
+	}
+	runVerifyTests(t, tests)
+}
+
+func TestNewVerifier(t *testing.T) {
+	keys := auth.NewKeySet(nil)
+	tests := []struct {
+		name    string
+		cfg     auth.Config
+		keys    auth.Keys
+		wantErr bool
+	}{
+		{name: "zero config", cfg: auth.Config{}, keys: keys},
+		{name: "full config", cfg: auth.Config{Issuer: "https://idp", Audiences: []string{"a"}, Algorithms: []string{"RS256", "EdDSA"}, Leeway: time.Second, GroupsClaim: "realm_access.roles", RequiredScope: "plants:read"}, keys: keys},
+		{name: "nil keys", cfg: auth.Config{}, keys: nil, wantErr: true},
+		{name: "none", cfg: auth.Config{Algorithms: []string{"RS256", "none"}}, keys: keys, wantErr: true},
+		{name: "None", cfg: auth.Config{Algorithms: []string{"None"}}, keys: keys, wantErr: true},
+		{name: "unknown alg", cfg: auth.Config{Algorithms: []string{"HS1"}}, keys: keys, wantErr: true},
+		{name: "lower-case alg", cfg: auth.Config{Algorithms: []string{"rs256"}}, keys: keys, wantErr: true},
+		{name: "negative leeway", cfg: auth.Config{Leeway: -time.Second}, keys: keys, wantErr: true},
+		{name: "empty groups path element", cfg: auth.Config{GroupsClaim: "realm_access..roles"}, keys: keys, wantErr: true},
+		{name: "trailing dot in groups path", cfg: auth.Config{GroupsClaim: "groups."}, keys: keys, wantErr: true},
+		{name: "scope with a space", cfg: auth.Config{RequiredScope: "plants read"}, keys: keys, wantErr: true},
+		{name: "scope with a quote", cfg: auth.Config{RequiredScope: `plants"`}, keys: keys, wantErr: true},
+		{name: "scope with a backslash", cfg: auth.Config{RequiredScope: `plants\`}, keys: keys, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v, err := auth.NewVerifier(tt.cfg, tt.keys, nil)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("NewVerifier(%+v) = %v, %v; want error %t", tt.cfg, v, err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestVerifierConfig(t *testing.T) {
+	tests := []struct {
+		name       string
+		cfg        auth.Config
+		wantAlgs   []string
+		wantGroups string
+	}{
+		{name: "defaults", cfg: auth.Config{}, wantAlgs: auth.DefaultAlgorithms(), wantGroups: "groups"},
+		{name: "given", cfg: auth.Config{Algorithms: []string{"EdDSA", "ES256", "EdDSA"}, GroupsClaim: "realm_access.roles"}, wantAlgs: []string{"EdDSA", "ES256"}, wantGroups: "realm_access.roles"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := newVerifier(t, tt.cfg, auth.NewKeySet(nil), nil).Config()
+			if !slices.Equal(got.Algorithms, tt.wantAlgs) || got.GroupsClaim != tt.wantGroups {
+				t.Errorf("NewVerifier(%+v).Config() = %+v; want Algorithms %v, GroupsClaim %q", tt.cfg, got, tt.wantAlgs, tt.wantGroups)
+			}
+		})
+	}
+	t.Run("none is not a default", func(t *testing.T) {
+		for _, a := range auth.DefaultAlgorithms() {
+			if strings.EqualFold(a, "none") {
+				t.Errorf("DefaultAlgorithms() contains %q", a)
+			}
+		}
+	})
+}
+
+func BenchmarkVerify(b *testing.B) {
+	for _, alg := range []string{"RS256", "ES256", "EdDSA"} {
+		b.Run(alg, func(b *testing.B) {
+			k := newTestKey(b, alg)
+			v := newVerifier(b, auth.Config{
+				Issuer:      "https://idp.example.com",
+				Audiences:   []string{"plantstore"},
+				GroupsClaim: "realm_access.roles",
+			}, keySet(k, newTestKey(b, alg)), nil)
+			token := mustToken(b, k, nil, claims(map[string]any{
+				"iss":          "https://idp.example.com",
+				"aud":          "plantstore",
+				"exp":          time.Now().Add(time.Hour).Unix(),
+				"scope":        "openid plants:read",
+				"realm_access": map[string]any{"roles": []string{"gardeners", "staff"}},
+			}))
+			ctx := b.Context()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := v.Verify(ctx, token); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
