@@ -2,8 +2,8 @@ package auth_test
 
 import (
 	"crypto/ecdsa"
-	"crypto/rsa"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"

@@ -1,0 +1,122 @@
+package auth
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/plantstore/plantstore/observability"
+)
+
+// realm is the protection space named in every challenge.
+const realm = "plantstore"
+
+// Middleware returns gin middleware that admits only requests bearing a
+// token v accepts (RFC 6750 section 2.1).
+//
+// The Authorization header must appear once and read "Bearer <token>" with
+// the scheme in any case, one space, and a token of RFC 6750 b64token
+// characters. A header over 8 KiB is refused without being parsed. Two
+// Authorization headers are refused as a malformed credential (401
+// invalid_token), like any other malformed header.
+//
+// On failure it sets WWW-Authenticate, records the reason on the access log
+// entry and in v's metrics, pushes the *[Error] with c.Error and aborts; it
+// writes no body, which is left to the error renderer. On success it stores
+// the [Identity] in the request context (see [FromContext]) and records the
+// subject on the access log entry. It never logs the header or the token.
+func Middleware(v *Verifier) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		id, err := authenticate(c.Request, v)
+		if err != nil {
+			c.Header("WWW-Authenticate", challenge(err))
+			observability.Annotate(c).SetAuthFailure(string(err.Reason))
+			v.m.Failure(err.Reason)
+			_ = c.Error(err)
+			c.Abort()
+			return
+		}
+		c.Request = c.Request.WithContext(NewContext(c.Request.Context(), id))
+		observability.Annotate(c).SetSubject(id.Subject)
+		c.Next()
+	}
+}
+
+// authenticate extracts the bearer token of r and verifies it.
+func authenticate(r *http.Request, v *Verifier) (Identity, *Error) {
+	token, err := bearerToken(r.Header)
+	if err != nil {
+		return Identity{}, err
+	}
+	id, verr := v.Verify(r.Context(), token)
+	if verr != nil {
+		ae, ok := verr.(*Error)
+		if !ok {
+			ae = invalidToken(ReasonMalformed)
+		}
+		return Identity{}, ae
+	}
+	return id, nil
+}
+
+// bearerToken returns the token of the one Authorization header of h.
+func bearerToken(h http.Header) (string, *Error) {
+	values := h.Values("Authorization")
+	switch len(values) {
+	case 0:
+		return "", &Error{Status: http.StatusUnauthorized, Reason: ReasonMissing}
+	case 1:
+	default:
+		return "", invalidToken(ReasonMalformed)
+	}
+	v := values[0]
+	if len(v) > maxCredential {
+		return "", invalidToken(ReasonTooLarge)
+	}
+	const scheme = "Bearer "
+	if len(v) <= len(scheme) || !strings.EqualFold(v[:len(scheme)], scheme) {
+		return "", invalidToken(ReasonMalformed)
+	}
+	token := v[len(scheme):]
+	if !isB64Token(token) {
+		return "", invalidToken(ReasonMalformed)
+	}
+	return token, nil
+}
+
+// isB64Token reports whether s matches RFC 6750's
+// b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=".
+func isB64Token(s string) bool {
+	i := 0
+	for ; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			c == '-' || c == '.' || c == '_' || c == '~' || c == '+' || c == '/' {
+			continue
+		}
+		break
+	}
+	if i == 0 {
+		return false
+	}
+	for ; i < len(s); i++ {
+		if s[i] != '=' {
+			return false
+		}
+	}
+	return true
+}
+
+// challenge returns the WWW-Authenticate value for e. Every piece comes
+// from the closed Reason set or the configuration, never from the request,
+// so nothing needs escaping.
+func challenge(e *Error) string {
+	switch e.Code {
+	case "":
+		return `Bearer realm="` + realm + `"`
+	case "insufficient_scope":
+		return `Bearer realm="` + realm + `", error="insufficient_scope", scope="` + e.Scope + `"`
+	}
+	return `Bearer realm="` + realm + `", error="` + e.Code + `", error_description="` + e.Reason.Description() + `"`
+}
