@@ -1,0 +1,230 @@
+package plants_test
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/plantstore/plantstore/plants"
+)
+
+func TestParseCatalogErrors(t *testing.T) {
+	const ok = `{"name":"Basil","readers":["*"]}`
+	tests := []struct {
+		name    string
+		in      string
+		index   int
+		problem string // a substring of the problem
+	}{
+		{"empty file", ``, -1, "empty file"},
+		{"white space only", " \n\t", -1, "empty file"},
+		{"not JSON", `plants`, -1, "invalid JSON"},
+		{"object", `{"name":"Basil"}`, -1, "not a JSON array"},
+		{"null", `null`, -1, "not a JSON array"},
+		{"string", `"x"`, -1, "not a JSON array"},
+		{"trailing data", `[]x`, -1, "data after the JSON array"},
+		{"second array", `[] []`, -1, "data after the JSON array"},
+		{"unclosed array", `[` + ok, -1, "not closed"},
+		{"truncated entry", `[` + ok + `,{"name":"B`, 1, "unexpected end of file"},
+		{"syntax error in entry", `[` + ok + `,{"name" "B"}]`, 1, "invalid JSON at byte"},
+		{"entry is a string", `["Basil"]`, 0, "entry is a string; want an object"},
+		{"entry is null", `[` + ok + `,null]`, 1, "entry is null; want an object"},
+		{"entry is an array", `[[]]`, 0, "entry is an array"},
+		{"empty object", `[{}]`, 0, `"name" is missing`},
+		{"name missing", `[{"readers":["*"]}]`, 0, `"name" is missing`},
+		{"name empty", `[{"name":"","readers":["*"]}]`, 0, `"name" is empty`},
+		{"name null", `[{"name":null,"readers":["*"]}]`, 0, `"name" is null`},
+		{"name number", `[{"name":1,"readers":["*"]}]`, 0, `"name" is a number; want a string`},
+		{"name object", `[{"name":{},"readers":["*"]}]`, 0, `"name" is an object`},
+		{"name bool", `[{"name":true,"readers":["*"]}]`, 0, `"name" is a boolean`},
+		{"name NUL", `[{"name":"a\u0000b","readers":["*"]}]`, 0, `"name" contains U+0000`},
+		{"name invalid UTF-8", "[{\"name\":\"a\xffb\",\"readers\":[\"*\"]}]", 0, "not valid UTF-8"},
+		{"name twice", `[{"name":"a","name":"b","readers":["*"]}]`, 0, `field "name" appears twice`},
+		{"name case", `[{"Name":"a","readers":["*"]}]`, 0, `unknown field "Name"`},
+		{"unknown field", `[` + ok + `,{"name":"a","readers":["*"],"owner":"x"}]`, 1, `unknown field "owner"`},
+		{"tag number", `[{"name":"a","tag":3,"readers":["*"]}]`, 0, `"tag" is a number`},
+		{"tag twice", `[{"name":"a","tag":"x","tag":null,"readers":["*"]}]`, 0, `field "tag" appears twice`},
+		{"id number", `[{"id":7,"name":"a","readers":["*"]}]`, 0, `"id" is a number`},
+		{"id empty", `[{"id":"","name":"a","readers":["*"]}]`, 0, `"id" is empty`},
+		{"readers missing", `[{"name":"a"}]`, 0, `"readers" is missing`},
+		{"readers null", `[{"name":"a","readers":null}]`, 0, `"readers" is null`},
+		{"readers empty", `[{"name":"a","readers":[]}]`, 0, `"readers" is empty`},
+		{"readers string", `[{"name":"a","readers":"*"}]`, 0, `"readers" is a string; want an array`},
+		{"reader number", `[{"name":"a","readers":["*",1]}]`, 0, `"readers" item 1 is a number`},
+		{"reader null", `[{"name":"a","readers":[null]}]`, 0, `"readers" item 0 is null`},
+		{"reader empty", `[{"name":"a","readers":[""]}]`, 0, `"readers" item 0 is not`},
+		{"reader user without name", `[{"name":"a","readers":["user:"]}]`, 0, `"readers" item 0 is not`},
+		{"reader group without name", `[{"name":"a","readers":["*","group:"]}]`, 0, `"readers" item 1 is not`},
+		{"reader other kind", `[{"name":"a","readers":["role:admin"]}]`, 0, `"readers" item 0 is not`},
+		{"reader all", `[{"name":"a","readers":["all"]}]`, 0, `"readers" item 0 is not`},
+		{"readers twice", `[{"name":"a","readers":["*"],"readers":["*"]}]`, 0, `field "readers" appears twice`},
+		{"duplicate id", `[{"id":"x","name":"a","readers":["*"]},` + ok + `,{"id":"x","name":"b","readers":["*"]}]`, 2, `id "x" is also the id of entry 0`},
+		{"explicit id takes a later generated one", `[{"id":"0000000001","name":"a","readers":["*"]},` + ok + `]`, 1, `generated id "0000000001" is the id of entry 0`},
+		{"explicit id repeats an earlier generated one", `[` + ok + `,{"id":"0000000000","name":"a","readers":["*"]}]`, 1, `id "0000000000" is also the id of entry 0`},
+		{"later entry", `[` + ok + `,` + ok + `,` + ok + `,{"name":"a","readers":["nobody"]}]`, 3, `"readers" item 0 is not`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := plants.ParseCatalog(strings.NewReader(tt.in), "plants.json")
+			var ce *plants.CatalogError
+			if !errors.As(err, &ce) {
+				t.Fatalf("ParseCatalog(%q) = %v, %v; want a *CatalogError", tt.in, c, err)
+			}
+			if ce.File != "plants.json" || ce.Index != tt.index || !strings.Contains(ce.Err.Error(), tt.problem) {
+				t.Errorf("ParseCatalog(%q) error = {File: %q, Index: %d, Err: %q}; want {plants.json, %d, ...%q...}",
+					tt.in, ce.File, ce.Index, ce.Err, tt.index, tt.problem)
+			}
+			prefix := "plants.json: "
+			if tt.index >= 0 {
+				prefix += "entry " + strconv.Itoa(tt.index) + ": "
+			}
+			if got := err.Error(); !strings.HasPrefix(got, prefix) {
+				t.Errorf("ParseCatalog(%q) error = %q; want prefix %q", tt.in, got, prefix)
+			}
+			if errors.Unwrap(err) != ce.Err {
+				t.Errorf("Unwrap() = %v; want %v", errors.Unwrap(err), ce.Err)
+			}
+		})
+	}
+}
+
+func TestParseCatalogAccepts(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want []plants.Plant // nil: the input must be refused
+	}{
+		{"empty array", `[]`, []plants.Plant{}},
+		{"white space around", " \n[ ]\n ", []plants.Plant{}},
+		{
+			"optional fields null or absent",
+			`[{"id":null,"name":"b","tag":null,"readers":["*"]},{"name":"a","readers":["user:x"]}]`,
+			[]plants.Plant{
+				{ID: "0000000001", Name: "a", Readers: []string{"user:x"}},
+				{ID: "0000000000", Name: "b", Readers: []string{"*"}},
+			},
+		},
+		{
+			"escapes and repeated readers",
+			`[{"id":"\u00e9","name":"a\"b\\c\n","tag":"\ud83c\udf35","readers":["group:g","*","group:g"]}]`,
+			[]plants.Plant{{ID: "é", Name: "a\"b\\c\n", Tag: "🌵", Readers: []string{"group:g", "*"}}},
+		},
+		{
+			"fields in any order",
+			`[{"readers":["*"],"tag":"t","name":"n","id":"i"}]`,
+			[]plants.Plant{{ID: "i", Name: "n", Tag: "t", Readers: []string{"*"}}},
+		},
+		{
+			"ties by id, generated ids by position",
+			`[{"name":"m","readers":["*"]},{"name":"m","readers":["*"]},{"id":"z","name":"m","readers":["*"]},{"id":"a","name":"m","readers":["*"]},
+			  {"name":"B","readers":["*"]},{"name":"a","readers":["*"]},{"name":"é","readers":["*"]}]`,
+			[]plants.Plant{
+				{ID: "0000000004", Name: "B", Readers: []string{"*"}},
+				{ID: "0000000005", Name: "a", Readers: []string{"*"}},
+				{ID: "0000000000", Name: "m", Readers: []string{"*"}},
+				{ID: "0000000001", Name: "m", Readers: []string{"*"}},
+				{ID: "a", Name: "m", Readers: []string{"*"}},
+				{ID: "z", Name: "m", Readers: []string{"*"}},
+				{ID: "0000000006", Name: "é", Readers: []string{"*"}},
+			},
+		},
+		{"refused: no readers", `[{"name":"a","readers":[]}]`, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := plants.ParseCatalog(strings.NewReader(tt.in), "t.json")
+			if tt.want == nil {
+				if err == nil {
+					t.Errorf("ParseCatalog(%q) = %+v, nil; want an error", tt.in, c.Plants())
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ParseCatalog(%q): %v", tt.in, err)
+			}
+			got := c.Plants()
+			match := len(got) == len(tt.want) && c.Len() == len(got)
+			for i := 0; match && i < len(got); i++ {
+				match = samePlant(got[i], tt.want[i])
+			}
+			if !match {
+				t.Errorf("ParseCatalog(%q) = %+v; want %+v", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func samePlant(a, b plants.Plant) bool {
+	return a.ID == b.ID && a.Name == b.Name && a.Tag == b.Tag && slices.Equal(a.Readers, b.Readers)
+}
+
+func TestGeneratedIDsSortByPosition(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("[")
+	for i := range 25 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(`{"name":"same","readers":["*"]}`)
+	}
+	b.WriteString("]")
+	c, err := plants.ParseCatalog(strings.NewReader(b.String()), "t.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range c.Plants() {
+		if want := plants.GeneratedID(i); p.ID != want {
+			t.Errorf("plant %d has id %q; want %q", i, p.ID, want)
+		}
+	}
+}
+
+func TestLoadCatalogFile(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.json")
+	if err := os.WriteFile(good, []byte(`[{"name":"a","readers":["*"]}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := plants.LoadCatalogFile(good)
+	if err != nil || c.Len() != 1 {
+		t.Errorf("LoadCatalogFile(%q) = %v, %v; want 1 plant", good, c, err)
+	}
+
+	missing := filepath.Join(dir, "missing.json")
+	_, err = plants.LoadCatalogFile(missing)
+	var ce *plants.CatalogError
+	if !errors.As(err, &ce) || ce.File != missing || ce.Index != -1 || !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("LoadCatalogFile(%q) = %v; want a file-level *CatalogError wrapping fs.ErrNotExist", missing, err)
+	}
+	if strings.Count(err.Error(), missing) != 1 {
+		t.Errorf("error %q names the path %d times; want once", err, strings.Count(err.Error(), missing))
+	}
+}
+
+func TestNewCatalog(t *testing.T) {
+	c, err := plants.NewCatalog([]plants.Plant{
+		{Name: "b", Readers: []string{"*"}},
+		{ID: "x", Name: "a", Tag: "t", Readers: []string{"user:u", "user:u"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []plants.Plant{
+		{ID: "x", Name: "a", Tag: "t", Readers: []string{"user:u"}},
+		{ID: "0000000000", Name: "b", Readers: []string{"*"}},
+	}
+	if got := c.Plants(); len(got) != 2 || !samePlant(got[0], want[0]) || !samePlant(got[1], want[1]) {
+		t.Errorf("NewCatalog(...).Plants() = %+v; want %+v", got, want)
+	}
+
+	_, err = plants.NewCatalog([]plants.Plant{{Name: "a", Readers: []string{"*"}}, {Name: "", Readers: []string{"*"}}})
+	var ce *plants.CatalogError
+	if !errors.As(err, &ce) || ce.Index != 1 {
+		t.Errorf("NewCatalog with an empty name at 1 = %v; want a *CatalogError for entry 1", err)
+	}
+}
