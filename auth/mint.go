@@ -1,0 +1,269 @@
+package auth
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/MicahParks/jwkset"
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// MintClaims are the claims of a token made by [Mint]. Empty fields are
+// left out of the token.
+type MintClaims struct {
+	// Subject is the sub claim.
+	Subject string
+	// Issuer is the iss claim.
+	Issuer string
+	// Audience is the aud claim: a string when it has one value, an array
+	// when it has several.
+	Audience []string
+	// Groups is the "groups" claim, an array.
+	Groups []string
+	// Scope is the scope claim, space-separated.
+	Scope string
+	// TTL is the token's lifetime: exp is Now plus TTL. It must be positive.
+	TTL time.Duration
+	// KeyID is the kid header. Empty means the RFC 7638 thumbprint of the
+	// key's public half (see [Thumbprint]); an HMAC token then has no kid.
+	KeyID string
+	// Now is the iat claim; the zero value means time.Now().
+	Now time.Time
+}
+
+// Mint returns a JWT with the claims c, signed with key using alg. The key
+// is an *rsa.PrivateKey (RS256/384/512, PS256/384/512), an
+// *ecdsa.PrivateKey (ES256 on P-256, ES384 on P-384, ES512 on P-521), an
+// ed25519.PrivateKey (EdDSA), or a non-empty []byte HMAC secret
+// (HS256/384/512); any other pairing is an error.
+func Mint(key crypto.PrivateKey, alg string, c MintClaims) (string, error) {
+	key = normalizePrivate(key)
+	if err := fitsPrivate(key, alg); err != nil {
+		return "", fmt.Errorf("mint token: %w", err)
+	}
+	method := jwt.GetSigningMethod(alg)
+	if method == nil {
+		return "", fmt.Errorf("mint token: unknown algorithm %q", alg)
+	}
+	if c.TTL <= 0 {
+		return "", fmt.Errorf("mint token: ttl %s is not positive", c.TTL)
+	}
+	now := c.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+
+	claims := jwt.MapClaims{
+		"iat": now.Unix(),
+		"exp": now.Add(c.TTL).Unix(),
+	}
+	if c.Subject != "" {
+		claims["sub"] = c.Subject
+	}
+	if c.Issuer != "" {
+		claims["iss"] = c.Issuer
+	}
+	switch len(c.Audience) {
+	case 0:
+	case 1:
+		claims["aud"] = c.Audience[0]
+	default:
+		claims["aud"] = c.Audience
+	}
+	if len(c.Groups) > 0 {
+		claims["groups"] = c.Groups
+	}
+	if c.Scope != "" {
+		claims["scope"] = c.Scope
+	}
+
+	tok := jwt.NewWithClaims(method, claims)
+	kid := c.KeyID
+	if kid == "" {
+		if s, ok := key.(crypto.Signer); ok {
+			tp, err := Thumbprint(s.Public())
+			if err != nil {
+				return "", fmt.Errorf("mint token: %w", err)
+			}
+			kid = tp
+		}
+	}
+	if kid != "" {
+		tok.Header["kid"] = kid
+	}
+	s, err := tok.SignedString(key)
+	if err != nil {
+		return "", fmt.Errorf("mint token: %w", err)
+	}
+	return s, nil
+}
+
+// normalizePrivate turns pointer forms of key types into the forms
+// golang-jwt signs with.
+func normalizePrivate(key crypto.PrivateKey) crypto.PrivateKey {
+	if k, ok := key.(*ed25519.PrivateKey); ok && k != nil {
+		return *k
+	}
+	return key
+}
+
+// fitsPrivate reports, as an error, whether key cannot sign alg.
+func fitsPrivate(key crypto.PrivateKey, alg string) error {
+	ok := false
+	switch k := key.(type) {
+	case *rsa.PrivateKey:
+		ok = strings.HasPrefix(alg, "RS") || strings.HasPrefix(alg, "PS")
+	case *ecdsa.PrivateKey:
+		ok = Key{Public: &k.PublicKey}.Fits(alg)
+	case ed25519.PrivateKey:
+		ok = alg == "EdDSA" && len(k) == ed25519.PrivateKeySize
+	case []byte:
+		if len(k) == 0 {
+			return errors.New("empty HMAC secret")
+		}
+		ok = strings.HasPrefix(alg, "HS")
+	default:
+		return fmt.Errorf("unsupported key type %T", key)
+	}
+	if !ok {
+		return fmt.Errorf("algorithm %q does not fit a %s key", alg, keyFamily(key))
+	}
+	return nil
+}
+
+// keyFamily names the family of key for error messages.
+func keyFamily(key crypto.PrivateKey) string {
+	switch k := key.(type) {
+	case *rsa.PrivateKey:
+		return "RSA"
+	case *ecdsa.PrivateKey:
+		return "ECDSA " + k.Curve.Params().Name
+	case ed25519.PrivateKey:
+		return "Ed25519"
+	case []byte:
+		return "HMAC"
+	}
+	return fmt.Sprintf("%T", key)
+}
+
+// GenerateKey returns a new signing key for alg (RS256 for 2048-bit RSA,
+// ES256 for ECDSA P-256, EdDSA for Ed25519) and the public JWKS that
+// verifies it: one key with its RFC 7638 thumbprint as kid, "alg" and
+// "use":"sig".
+func GenerateKey(alg string) (priv crypto.Signer, jwks []byte, err error) {
+	switch alg {
+	case "RS256":
+		priv, err = rsa.GenerateKey(rand.Reader, 2048)
+	case "ES256":
+		priv, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	case "EdDSA":
+		_, priv, err = ed25519.GenerateKey(rand.Reader)
+	default:
+		return nil, nil, fmt.Errorf("generate key: unsupported algorithm %q (want RS256, ES256 or EdDSA)", alg)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("generate key: %w", err)
+	}
+	kid, err := Thumbprint(priv.Public())
+	if err != nil {
+		return nil, nil, fmt.Errorf("generate key: %w", err)
+	}
+	jwk, err := jwkset.NewJWKFromKey(priv.Public(), jwkset.JWKOptions{
+		Metadata: jwkset.JWKMetadataOptions{ALG: jwkset.ALG(alg), KID: kid, USE: jwkset.UseSig},
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("generate key: %w", err)
+	}
+	jwks, err = json.MarshalIndent(jwkset.JWKSMarshal{Keys: []jwkset.JWKMarshal{jwk.Marshal()}}, "", "  ")
+	if err != nil {
+		return nil, nil, fmt.Errorf("generate key: %w", err)
+	}
+	return priv, append(jwks, '\n'), nil
+}
+
+// MarshalPrivateKey returns priv as a PKCS#8 PEM block of type
+// "PRIVATE KEY". HMAC secrets have no PKCS#8 form and are refused.
+func MarshalPrivateKey(priv crypto.PrivateKey) ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(normalizePrivate(priv))
+	if err != nil {
+		return nil, fmt.Errorf("marshal private key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+// ParsePrivateKey reads a signing key: a PEM "PRIVATE KEY" block (PKCS#8;
+// the older "RSA PRIVATE KEY" and "EC PRIVATE KEY" forms are read too), or
+// a private JWK, a JSON object with its private members ("kty":"oct" gives
+// an HMAC secret as []byte). It returns *rsa.PrivateKey,
+// *ecdsa.PrivateKey, ed25519.PrivateKey or []byte.
+func ParsePrivateKey(data []byte) (crypto.PrivateKey, error) {
+	trimmed := bytes.TrimSpace(data)
+	if bytes.HasPrefix(trimmed, []byte("{")) {
+		return parsePrivateJWK(trimmed)
+	}
+	rest := trimmed
+	for {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			return nil, errors.New("parse private key: no PEM private key block or JWK found")
+		}
+		var (
+			key any
+			err error
+		)
+		switch block.Type {
+		case "PRIVATE KEY":
+			key, err = x509.ParsePKCS8PrivateKey(block.Bytes)
+		case "RSA PRIVATE KEY":
+			key, err = x509.ParsePKCS1PrivateKey(block.Bytes)
+		case "EC PRIVATE KEY":
+			key, err = x509.ParseECPrivateKey(block.Bytes)
+		default:
+			// EC parameters and similar blocks precede the key in
+			// some files.
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("parse private key: %s block: %w", block.Type, err)
+		}
+		switch key.(type) {
+		case *rsa.PrivateKey, *ecdsa.PrivateKey, ed25519.PrivateKey:
+			return key, nil
+		}
+		return nil, fmt.Errorf("parse private key: unsupported key type %T", key)
+	}
+}
+
+// parsePrivateJWK reads a private JWK.
+func parsePrivateJWK(data []byte) (crypto.PrivateKey, error) {
+	jwk, err := jwkset.NewJWKFromRawJSON(data, jwkset.JWKMarshalOptions{Private: true}, jwkset.JWKValidateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("parse private key: JWK: %w", err)
+	}
+	switch k := jwk.Key().(type) {
+	case *rsa.PrivateKey, *ecdsa.PrivateKey, ed25519.PrivateKey:
+		return k, nil
+	case []byte:
+		if len(k) == 0 {
+			return nil, errors.New("parse private key: JWK: empty oct key")
+		}
+		return k, nil
+	case *rsa.PublicKey, *ecdsa.PublicKey, ed25519.PublicKey:
+		return nil, errors.New("parse private key: JWK holds a public key only")
+	default:
+		return nil, fmt.Errorf("parse private key: JWK: unsupported key type %T", k)
+	}
+}
