@@ -1,0 +1,618 @@
+package auth_test
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/MicahParks/jwkset"
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/plantstore/plantstore/auth"
+)
+
+// srcKey is a signing key whose public half a test key source publishes.
+type srcKey struct {
+	kid, alg string
+	priv     crypto.Signer
+}
+
+func newSrcKey(t testing.TB, alg, kid string) srcKey {
+	t.Helper()
+	var (
+		priv crypto.Signer
+		err  error
+	)
+	switch alg {
+	case "RS256":
+		priv, err = rsa.GenerateKey(rand.Reader, 2048)
+	case "ES256":
+		priv, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	case "ES384":
+		priv, err = ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	case "EdDSA":
+		_, priv, err = ed25519.GenerateKey(rand.Reader)
+	default:
+		t.Fatalf("newSrcKey(%q): unsupported alg", alg)
+	}
+	if err != nil {
+		t.Fatalf("newSrcKey(%q): %v", alg, err)
+	}
+	return srcKey{kid: kid, alg: alg, priv: priv}
+}
+
+// jwk returns the public JWK of k, with "use":"sig" and its alg.
+func (k srcKey) jwk(t testing.TB) jwkset.JWKMarshal {
+	t.Helper()
+	j, err := jwkset.NewJWKFromKey(k.priv.Public(), jwkset.JWKOptions{
+		Metadata: jwkset.JWKMetadataOptions{KID: k.kid, ALG: jwkset.ALG(k.alg), USE: jwkset.UseSig},
+	})
+	if err != nil {
+		t.Fatalf("NewJWKFromKey(%s): %v", k.alg, err)
+	}
+	return j.Marshal()
+}
+
+// token returns a JWT signed by k with its kid.
+func (k srcKey) token(t testing.TB) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(jwt.GetSigningMethod(k.alg), jwt.MapClaims{"sub": "alice", "exp": time.Now().Add(time.Hour).Unix()})
+	tok.Header["kid"] = k.kid
+	s, err := tok.SignedString(k.priv)
+	if err != nil {
+		t.Fatalf("sign %s token: %v", k.alg, err)
+	}
+	return s
+}
+
+// srcVerify checks tok's signature with the key keys finds for it.
+func srcVerify(t testing.TB, keys auth.Keys, tok string) error {
+	t.Helper()
+	_, err := jwt.Parse(tok, func(tk *jwt.Token) (any, error) {
+		kid, _ := tk.Header["kid"].(string)
+		k, err := keys.Key(t.Context(), kid, tk.Method.Alg())
+		if err != nil {
+			return nil, err
+		}
+		return k.Public, nil
+	}, jwt.WithValidMethods([]string{"RS256", "ES256", "ES384", "EdDSA"}))
+	return err
+}
+
+func srcDoc(t testing.TB, keys ...srcKey) []byte {
+	t.Helper()
+	set := jwkset.JWKSMarshal{Keys: []jwkset.JWKMarshal{}}
+	for _, k := range keys {
+		set.Keys = append(set.Keys, k.jwk(t))
+	}
+	b, err := json.Marshal(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// srcServer is a loopback JWKS endpoint whose answer a test can change and
+// that counts the requests it gets.
+type srcServer struct {
+	*httptest.Server
+	hits   atomic.Int64
+	accept atomic.Value // Accept header of the last request
+	mu     sync.Mutex
+	h      http.HandlerFunc
+}
+
+func newSrcServer(t testing.TB, doc []byte) *srcServer {
+	t.Helper()
+	s := &srcServer{}
+	s.serve(doc)
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.hits.Add(1)
+		s.accept.Store(r.Header.Get("Accept"))
+		s.mu.Lock()
+		h := s.h
+		s.mu.Unlock()
+		h(w, r)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *srcServer) serve(doc []byte) {
+	s.set(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/jwk-set+json")
+		w.Write(doc)
+	})
+}
+
+func (s *srcServer) set(h http.HandlerFunc) {
+	s.mu.Lock()
+	s.h = h
+	s.mu.Unlock()
+}
+
+// newSrcJWKS starts a JWKS for opts on the test's context, with metrics on
+// a fresh registry.
+func newSrcJWKS(t testing.TB, opts auth.JWKSOptions) (*auth.JWKS, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	j, err := auth.NewJWKS(t.Context(), opts, nil, auth.NewMetrics(reg))
+	if err != nil {
+		t.Fatalf("NewJWKS(%+v): %v", opts, err)
+	}
+	return j, reg
+}
+
+// srcWait polls cond until it holds, failing the test after 10s.
+func srcWait(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// srcMetric returns the value of the metric name (with result label
+// result, when not empty) gathered from reg.
+func srcMetric(t testing.TB, reg *prometheus.Registry, name, result string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("Gather: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if result != "" {
+				match := false
+				for _, l := range m.GetLabel() {
+					match = match || (l.GetName() == "result" && l.GetValue() == result)
+				}
+				if !match {
+					continue
+				}
+			}
+			if m.GetGauge() != nil {
+				return m.GetGauge().GetValue()
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("metric %s{result=%q} not found", name, result)
+	return 0
+}
+
+func TestNewJWKSOptions(t *testing.T) {
+	tests := []struct {
+		name    string
+		opts    auth.JWKSOptions
+		wantErr bool
+	}{
+		{name: "https URL", opts: auth.JWKSOptions{URL: "https://idp.example/jwks"}},
+		{name: "http URL", opts: auth.JWKSOptions{URL: "http://127.0.0.1:1/jwks"}},
+		{name: "issuer", opts: auth.JWKSOptions{Issuer: "https://idp.example/realms/a"}},
+		{name: "nothing", opts: auth.JWKSOptions{}, wantErr: true},
+		{name: "file URL", opts: auth.JWKSOptions{URL: "file:///etc/jwks.json"}, wantErr: true},
+		{name: "relative URL", opts: auth.JWKSOptions{URL: "/jwks"}, wantErr: true},
+		{name: "unparseable URL", opts: auth.JWKSOptions{URL: "http://[::1"}, wantErr: true},
+		{name: "ftp issuer", opts: auth.JWKSOptions{Issuer: "ftp://idp.example"}, wantErr: true},
+		{name: "negative refresh", opts: auth.JWKSOptions{URL: "https://idp.example/jwks", Refresh: -time.Second}, wantErr: true},
+		{name: "negative max bytes", opts: auth.JWKSOptions{URL: "https://idp.example/jwks", MaxBytes: -1}, wantErr: true},
+		{name: "backoff bounds swapped", opts: auth.JWKSOptions{URL: "https://idp.example/jwks", MinBackoff: time.Minute, MaxBackoff: time.Second}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			cancel() // no fetch should reach the network in this test
+			_, err := auth.NewJWKS(ctx, tt.opts, nil, nil)
+			if (err != nil) != tt.wantErr {
+				t.Errorf("NewJWKS(%+v) error = %v, want error %t", tt.opts, err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestJWKSServesKeys(t *testing.T) {
+	rs, es, ed := newSrcKey(t, "RS256", "rs"), newSrcKey(t, "ES384", "es"), newSrcKey(t, "EdDSA", "ed")
+	srv := newSrcServer(t, srcDoc(t, rs, es, ed))
+	j, reg := newSrcJWKS(t, auth.JWKSOptions{URL: srv.URL, Refresh: time.Hour})
+	srcWait(t, "first key set", func() bool { return j.Ready() == nil })
+
+	for _, k := range []srcKey{rs, es, ed} {
+		if err := srcVerify(t, j, k.token(t)); err != nil {
+			t.Errorf("verify %s token with kid %q: %v, want nil", k.alg, k.kid, err)
+		}
+	}
+	if _, err := j.Key(t.Context(), "es", "ES256"); !errors.Is(err, auth.ErrKeyMismatch) {
+		t.Errorf("Key(es, ES256) error = %v, want %v (P-384 key)", err, auth.ErrKeyMismatch)
+	}
+	if _, err := j.Key(t.Context(), "", "RS256"); err != nil {
+		t.Errorf("Key(\"\", RS256) error = %v, want nil (one RSA key)", err)
+	}
+	accept, _ := srv.accept.Load().(string)
+	if !strings.Contains(accept, "application/json") || !strings.Contains(accept, "application/jwk-set+json") {
+		t.Errorf("Accept = %q, want application/json and application/jwk-set+json", accept)
+	}
+	if got := srcMetric(t, reg, "plantstore_jwks_keys", ""); got != 3 {
+		t.Errorf("plantstore_jwks_keys = %v, want 3", got)
+	}
+	if got := srcMetric(t, reg, "plantstore_jwks_refreshes_total", auth.RefreshSuccess); got != 1 {
+		t.Errorf("refreshes{success} = %v, want 1", got)
+	}
+}
+
+func TestJWKSFirstFetchFailsThenSucceeds(t *testing.T) {
+	k := newSrcKey(t, "ES256", "k1")
+	doc := srcDoc(t, k)
+	var calls atomic.Int64
+	srv := newSrcServer(t, nil)
+	srv.set(func(w http.ResponseWriter, _ *http.Request) {
+		if calls.Add(1) <= 3 {
+			http.Error(w, "starting", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write(doc)
+	})
+	j, reg := newSrcJWKS(t, auth.JWKSOptions{URL: srv.URL, Refresh: time.Hour, MinBackoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond})
+
+	// The set is served from the fourth request on, so nothing can be
+	// ready yet unless a failed fetch was taken for a good one.
+	if err := j.Ready(); !errors.Is(err, auth.ErrNoKeys) {
+		t.Errorf("Ready() before any good fetch = %v, want %v", err, auth.ErrNoKeys)
+	}
+	if _, err := j.Key(t.Context(), "k1", "ES256"); !errors.Is(err, auth.ErrNoKeys) {
+		t.Errorf("Key(k1) before any good fetch error = %v, want %v", err, auth.ErrNoKeys)
+	}
+	srcWait(t, "Ready() to turn nil", func() bool { return j.Ready() == nil })
+	if err := srcVerify(t, j, k.token(t)); err != nil {
+		t.Errorf("verify token after recovery: %v", err)
+	}
+	if got := srcMetric(t, reg, "plantstore_jwks_refreshes_total", auth.RefreshFailure); got != 3 {
+		t.Errorf("refreshes{failure} = %v, want 3", got)
+	}
+	if got := srv.hits.Load(); got != 4 {
+		t.Errorf("server got %d requests, want 4 (3 failed, 1 good, then quiet for an hour)", got)
+	}
+}
+
+func TestJWKSKeepsKeysWhenFetchFails(t *testing.T) {
+	k := newSrcKey(t, "ES256", "k1")
+	good := srcDoc(t, k)
+	// A valid set, over 1 MiB only because of padding: refused by size.
+	oversize := fmt.Sprintf(`{"keys":%s,"padding":"%s"}`, mustJSON(t, []jwkset.JWKMarshal{k.jwk(t)}), strings.Repeat("x", 1<<20))
+	enc := newSrcKey(t, "RS256", "enc").jwk(t)
+	enc.USE = jwkset.UseEnc
+	tests := []struct {
+		name string
+		h    http.HandlerFunc
+	}{
+		{"status 500", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "boom", http.StatusInternalServerError) }},
+		{"status 404", func(w http.ResponseWriter, _ *http.Request) { http.NotFound(w, nil) }},
+		{"garbage", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("<html>maintenance</html>")) }},
+		{"no keys array", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte(`{"issuer":"x"}`)) }},
+		{"empty set", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte(`{"keys":[]}`)) }},
+		{"only encryption keys", func(w http.ResponseWriter, _ *http.Request) {
+			w.Write(mustJSON(t, jwkset.JWKSMarshal{Keys: []jwkset.JWKMarshal{enc}}))
+		}},
+		{"oversize", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte(oversize)) }},
+		{"slower than the timeout", func(w http.ResponseWriter, r *http.Request) {
+			<-r.Context().Done() // the client gives up first
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newSrcServer(t, good)
+			j, reg := newSrcJWKS(t, auth.JWKSOptions{
+				URL: srv.URL, Refresh: 5 * time.Millisecond, Timeout: 200 * time.Millisecond,
+				MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond,
+			})
+			srcWait(t, "first key set", func() bool { return j.Ready() == nil })
+			srv.set(tt.h)
+			srcWait(t, "two failed fetches", func() bool {
+				return srcMetric(t, reg, "plantstore_jwks_refreshes_total", auth.RefreshFailure) >= 2
+			})
+			if err := j.Ready(); err != nil {
+				t.Errorf("Ready() after failed fetches = %v, want nil", err)
+			}
+			if err := srcVerify(t, j, k.token(t)); err != nil {
+				t.Errorf("verify token with the old key after failed fetches: %v", err)
+			}
+			if got := srcMetric(t, reg, "plantstore_jwks_keys", ""); got != 1 {
+				t.Errorf("plantstore_jwks_keys = %v, want 1", got)
+			}
+		})
+	}
+}
+
+func mustJSON(t testing.TB, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestJWKSUnknownKidFlood(t *testing.T) {
+	srv := newSrcServer(t, srcDoc(t, newSrcKey(t, "ES256", "k1")))
+	j, _ := newSrcJWKS(t, auth.JWKSOptions{URL: srv.URL, Refresh: time.Hour, MinRefresh: 30 * time.Second})
+	srcWait(t, "first key set", func() bool { return j.Ready() == nil })
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 500)
+	for i := range 500 {
+		wg.Go(func() {
+			_, err := j.Key(t.Context(), fmt.Sprintf("random-%d-%d", i, time.Now().UnixNano()), "ES256")
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if !errors.Is(err, auth.ErrUnknownKey) {
+			t.Errorf("Key(random kid) error = %v, want %v", err, auth.ErrUnknownKey)
+			break
+		}
+	}
+	// Calls one after the other, each after the last fetch ended, are
+	// still inside the 30s window.
+	for i := range 20 {
+		if _, err := j.Key(t.Context(), fmt.Sprintf("sequential-%d", i), "ES256"); !errors.Is(err, auth.ErrUnknownKey) {
+			t.Errorf("Key(sequential-%d) error = %v, want %v", i, err, auth.ErrUnknownKey)
+		}
+	}
+	if got := srv.hits.Load(); got > 2 {
+		t.Errorf("520 unknown kids caused %d fetches in all, want at most 2", got)
+	}
+}
+
+func TestJWKSUnknownKidNeverWaits(t *testing.T) {
+	doc := srcDoc(t, newSrcKey(t, "ES256", "k1"))
+	srv := newSrcServer(t, doc)
+	// MinRefresh 1ns: only the one-fetch-at-a-time rule limits fetches here.
+	j, _ := newSrcJWKS(t, auth.JWKSOptions{URL: srv.URL, Refresh: time.Hour, MinRefresh: time.Nanosecond, Timeout: time.Minute})
+	srcWait(t, "first key set", func() bool { return j.Ready() == nil })
+
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+	srv.set(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+			w.Write(doc)
+		case <-r.Context().Done():
+		}
+	})
+
+	const n = 500
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			_, err := j.Key(t.Context(), fmt.Sprintf("unknown-%d", i), "ES256")
+			errs <- err
+		}()
+	}
+	// One call started the fetch and waits for it; the fetch cannot end
+	// before release, so the others must all come back on their own.
+	for i := range n - 1 {
+		select {
+		case err := <-errs:
+			if !errors.Is(err, auth.ErrUnknownKey) {
+				t.Fatalf("Key(unknown kid) error = %v, want %v", err, auth.ErrUnknownKey)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("only %d of %d calls returned while a fetch was running; the others wait for it", i, n-1)
+		}
+	}
+	select {
+	case err := <-errs:
+		t.Fatalf("all %d calls returned before the fetch ended (last error %v); none triggered a fetch", n, err)
+	default:
+	}
+	releaseOnce.Do(func() { close(release) })
+	if err := <-errs; !errors.Is(err, auth.ErrUnknownKey) {
+		t.Errorf("Key(unknown kid) after the refetch error = %v, want %v", err, auth.ErrUnknownKey)
+	}
+	if got := srv.hits.Load(); got != 2 {
+		t.Errorf("server got %d requests, want 2 (first fetch and one refetch)", got)
+	}
+}
+
+func TestJWKSRotation(t *testing.T) {
+	oldKey, newKey := newSrcKey(t, "RS256", "old"), newSrcKey(t, "ES256", "new")
+
+	t.Run("added key found by the refetch of an unknown kid", func(t *testing.T) {
+		srv := newSrcServer(t, srcDoc(t, oldKey))
+		// Refresh is an hour: only the unknown kid can cause a fetch.
+		j, _ := newSrcJWKS(t, auth.JWKSOptions{URL: srv.URL, Refresh: time.Hour, MinRefresh: time.Millisecond})
+		srcWait(t, "first key set", func() bool { return j.Ready() == nil })
+		tok := newKey.token(t)
+		if err := srcVerify(t, j, tok); err == nil {
+			t.Fatalf("token of a key not yet published verified")
+		}
+		srv.serve(srcDoc(t, oldKey, newKey))
+		srcWait(t, "the new kid to be found", func() bool { return srcVerify(t, j, tok) == nil })
+		if got := srv.hits.Load(); got < 2 {
+			t.Errorf("server got %d requests, want a refetch", got)
+		}
+	})
+
+	t.Run("removed key unknown after the next refresh", func(t *testing.T) {
+		srv := newSrcServer(t, srcDoc(t, oldKey, newKey))
+		j, reg := newSrcJWKS(t, auth.JWKSOptions{URL: srv.URL, Refresh: 5 * time.Millisecond})
+		srcWait(t, "first key set", func() bool { return j.Ready() == nil })
+		if err := srcVerify(t, j, oldKey.token(t)); err != nil {
+			t.Fatalf("verify token of the old key: %v", err)
+		}
+		srv.serve(srcDoc(t, newKey))
+		srcWait(t, "the old kid to be gone", func() bool {
+			_, err := j.Key(t.Context(), "old", "RS256")
+			return errors.Is(err, auth.ErrUnknownKey)
+		})
+		if err := srcVerify(t, j, newKey.token(t)); err != nil {
+			t.Errorf("verify token of the kept key: %v", err)
+		}
+		if got := srcMetric(t, reg, "plantstore_jwks_keys", ""); got != 1 {
+			t.Errorf("plantstore_jwks_keys = %v, want 1", got)
+		}
+	})
+}
+
+// newIssuer serves a discovery document built by meta (given the server's
+// URL) and, at /jwks, doc.
+func newIssuer(t testing.TB, doc []byte, meta func(base string) map[string]any) *srcServer {
+	t.Helper()
+	srv := newSrcServer(t, nil)
+	srv.set(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/.well-known/openid-configuration":
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(meta(srv.URL))
+		case "/jwks":
+			w.Write(doc)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+	return srv
+}
+
+func TestJWKSDiscovery(t *testing.T) {
+	k := newSrcKey(t, "EdDSA", "ed")
+	doc := srcDoc(t, k)
+	tests := []struct {
+		name    string
+		meta    func(base string) map[string]any
+		wantErr error // nil: the keys must become usable
+	}{
+		{
+			name: "issuer matches",
+			meta: func(base string) map[string]any { return map[string]any{"issuer": base, "jwks_uri": base + "/jwks"} },
+		},
+		{
+			name:    "issuer mismatch",
+			meta:    func(base string) map[string]any { return map[string]any{"issuer": "https://evil.example", "jwks_uri": base + "/jwks"} },
+			wantErr: auth.ErrDiscoveryIssuer,
+		},
+		{
+			name:    "issuer with a trailing slash",
+			meta:    func(base string) map[string]any { return map[string]any{"issuer": base + "/", "jwks_uri": base + "/jwks"} },
+			wantErr: auth.ErrDiscoveryIssuer,
+		},
+		{
+			name:    "no jwks_uri",
+			meta:    func(base string) map[string]any { return map[string]any{"issuer": base} },
+			wantErr: auth.ErrNoJWKSURI,
+		},
+		{
+			name:    "jwks_uri not http",
+			meta:    func(base string) map[string]any { return map[string]any{"issuer": base, "jwks_uri": "file:///etc/jwks.json"} },
+			wantErr: auth.ErrNoJWKSURI,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newIssuer(t, doc, tt.meta)
+			j, _ := newSrcJWKS(t, auth.JWKSOptions{Issuer: srv.URL, Refresh: time.Hour, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond})
+			if tt.wantErr == nil {
+				srcWait(t, "keys from the discovered JWKS", func() bool { return j.Ready() == nil })
+				if err := srcVerify(t, j, k.token(t)); err != nil {
+					t.Errorf("verify token: %v", err)
+				}
+				return
+			}
+			srcWait(t, fmt.Sprintf("Ready() to report %v", tt.wantErr), func() bool { return errors.Is(j.Ready(), tt.wantErr) })
+			if _, err := j.Key(t.Context(), "ed", "EdDSA"); !errors.Is(err, auth.ErrNoKeys) {
+				t.Errorf("Key(ed) error = %v, want %v", err, auth.ErrNoKeys)
+			}
+		})
+	}
+}
+
+func TestDiscover(t *testing.T) {
+	tests := []struct {
+		name    string
+		meta    func(base string) map[string]any
+		suffix  string // appended to the server URL to form the issuer
+		want    string // jwks_uri relative to the server URL
+		wantErr error
+	}{
+		{
+			name: "happy path",
+			meta: func(base string) map[string]any { return map[string]any{"issuer": base, "jwks_uri": base + "/jwks"} },
+			want: "/jwks",
+		},
+		{
+			name:   "issuer with a trailing slash",
+			suffix: "/",
+			meta:   func(base string) map[string]any { return map[string]any{"issuer": base + "/", "jwks_uri": base + "/jwks"} },
+			want:   "/jwks",
+		},
+		{
+			name:    "issuer mismatch",
+			meta:    func(string) map[string]any { return map[string]any{"issuer": "https://idp.example", "jwks_uri": "https://idp.example/jwks"} },
+			wantErr: auth.ErrDiscoveryIssuer,
+		},
+		{
+			name:    "missing jwks_uri",
+			meta:    func(base string) map[string]any { return map[string]any{"issuer": base} },
+			wantErr: auth.ErrNoJWKSURI,
+		},
+		{
+			name:    "relative jwks_uri",
+			meta:    func(base string) map[string]any { return map[string]any{"issuer": base, "jwks_uri": "/jwks"} },
+			wantErr: auth.ErrNoJWKSURI,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newIssuer(t, nil, tt.meta)
+			got, err := auth.Discover(t.Context(), srv.Client(), srv.URL+tt.suffix, 0)
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Errorf("Discover(%s) = %q, %v; want error %v", srv.URL+tt.suffix, got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != srv.URL+tt.want {
+				t.Errorf("Discover(%s) = %q, %v; want %q, nil", srv.URL+tt.suffix, got, err, srv.URL+tt.want)
+			}
+		})
+	}
+
+	t.Run("not found", func(t *testing.T) {
+		srv := newSrcServer(t, nil)
+		srv.set(http.NotFound)
+		if got, err := auth.Discover(t.Context(), nil, srv.URL, 0); err == nil || !strings.Contains(err.Error(), "404") {
+			t.Errorf("Discover(%s) = %q, %v; want a 404 error", srv.URL, got, err)
+		}
+	})
+	t.Run("oversize document", func(t *testing.T) {
+		srv := newIssuer(t, nil, func(base string) map[string]any {
+			return map[string]any{"issuer": base, "jwks_uri": base + "/jwks", "padding": strings.Repeat("x", 2048)}
+		})
+		if got, err := auth.Discover(t.Context(), nil, srv.URL, 1024); err == nil {
+			t.Errorf("Discover(%s, max 1024 bytes) = %q, nil; want an error", srv.URL, got)
+		}
+	})
+}
