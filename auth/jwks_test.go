@@ -510,13 +510,17 @@ func TestJWKSDiscovery(t *testing.T) {
 			meta: func(base string) map[string]any { return map[string]any{"issuer": base, "jwks_uri": base + "/jwks"} },
 		},
 		{
-			name:    "issuer mismatch",
-			meta:    func(base string) map[string]any { return map[string]any{"issuer": "https://evil.example", "jwks_uri": base + "/jwks"} },
+			name: "issuer mismatch",
+			meta: func(base string) map[string]any {
+				return map[string]any{"issuer": "https://evil.example", "jwks_uri": base + "/jwks"}
+			},
 			wantErr: auth.ErrDiscoveryIssuer,
 		},
 		{
-			name:    "issuer with a trailing slash",
-			meta:    func(base string) map[string]any { return map[string]any{"issuer": base + "/", "jwks_uri": base + "/jwks"} },
+			name: "issuer with a trailing slash",
+			meta: func(base string) map[string]any {
+				return map[string]any{"issuer": base + "/", "jwks_uri": base + "/jwks"}
+			},
 			wantErr: auth.ErrDiscoveryIssuer,
 		},
 		{
@@ -525,8 +529,10 @@ func TestJWKSDiscovery(t *testing.T) {
 			wantErr: auth.ErrNoJWKSURI,
 		},
 		{
-			name:    "jwks_uri not http",
-			meta:    func(base string) map[string]any { return map[string]any{"issuer": base, "jwks_uri": "file:///etc/jwks.json"} },
+			name: "jwks_uri not http",
+			meta: func(base string) map[string]any {
+				return map[string]any{"issuer": base, "jwks_uri": "file:///etc/jwks.json"}
+			},
 			wantErr: auth.ErrNoJWKSURI,
 		},
 	}
@@ -565,12 +571,16 @@ func TestDiscover(t *testing.T) {
 		{
 			name:   "issuer with a trailing slash",
 			suffix: "/",
-			meta:   func(base string) map[string]any { return map[string]any{"issuer": base + "/", "jwks_uri": base + "/jwks"} },
-			want:   "/jwks",
+			meta: func(base string) map[string]any {
+				return map[string]any{"issuer": base + "/", "jwks_uri": base + "/jwks"}
+			},
+			want: "/jwks",
 		},
 		{
-			name:    "issuer mismatch",
-			meta:    func(string) map[string]any { return map[string]any{"issuer": "https://idp.example", "jwks_uri": "https://idp.example/jwks"} },
+			name: "issuer mismatch",
+			meta: func(string) map[string]any {
+				return map[string]any{"issuer": "https://idp.example", "jwks_uri": "https://idp.example/jwks"}
+			},
 			wantErr: auth.ErrDiscoveryIssuer,
 		},
 		{
