@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 
@@ -51,8 +52,8 @@ func authenticate(r *http.Request, v *Verifier) (Identity, *Error) {
 	}
 	id, verr := v.Verify(r.Context(), token)
 	if verr != nil {
-		ae, ok := verr.(*Error)
-		if !ok {
+		var ae *Error
+		if !errors.As(verr, &ae) {
 			ae = invalidToken(ReasonMalformed)
 		}
 		return Identity{}, ae
