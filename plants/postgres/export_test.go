@@ -1,0 +1,8 @@
+package postgres
+
+// NewConnsCount returns how many connections s's pool has opened, so tests
+// can tell a connection returned to the pool from one replaced.
+func NewConnsCount(s *Store) int64 { return s.pool.Stat().NewConnsCount() }
+
+// ListSQL exposes listSQL to the plan tests.
+var ListSQL = listSQL

@@ -1,0 +1,270 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/plantstore/plantstore/plants"
+	"github.com/plantstore/plantstore/plants/postgres"
+)
+
+var starQuery = plants.Query{Principals: []string{"*"}, Limit: plants.NoLimit}
+
+// TestDatabaseDown cuts the connection to the database under a running
+// store, then restores it: List and Ping fail with ErrUnavailable while it
+// is down and work again afterwards, on the same Store.
+func TestDatabaseDown(t *testing.T) {
+	dsn := migrated(t)
+	if err := postgres.Import(t.Context(), dsn, mustCatalog(t, firstCatalog), false); err != nil {
+		t.Fatal(err)
+	}
+	px := newProxy(t, serverAddr(t, dsn))
+	s := openStore(t, withHost(t, dsn, px.addr()), postgres.Options{})
+	if _, err := collect(t, s, starQuery); err != nil {
+		t.Fatalf("List before the cut: %v", err)
+	}
+
+	px.cut()
+	for i := range 3 {
+		_, err := collect(t, s, starQuery)
+		wantUnavailable(t, "List while the database is down", err)
+		if i == 0 && err != nil && strings.Contains(err.Error(), "SELECT") {
+			t.Errorf("List error %q contains SQL text", err)
+		}
+	}
+	wantUnavailable(t, "Ping while the database is down", s.Ping(t.Context()))
+
+	px.restore()
+	if err := s.Ping(t.Context()); err != nil {
+		t.Errorf("Ping after restore: %v, want nil", err)
+	}
+	got, err := collect(t, s, starQuery)
+	if err != nil || len(got) != 1 {
+		t.Errorf("List after restore: %d plants, %v; want 1, nil", len(got), err)
+	}
+}
+
+// TestBrokenIdleConnection restores the database right after a cut: the
+// pool's idle connection is dead, and the first List after the restore must
+// still answer, by retrying on a new connection.
+func TestBrokenIdleConnection(t *testing.T) {
+	dsn := migrated(t)
+	if err := postgres.Import(t.Context(), dsn, mustCatalog(t, firstCatalog), false); err != nil {
+		t.Fatal(err)
+	}
+	px := newProxy(t, serverAddr(t, dsn))
+	s := openStore(t, withHost(t, dsn, px.addr()), postgres.Options{})
+	if _, err := collect(t, s, starQuery); err != nil {
+		t.Fatalf("List before the cut: %v", err)
+	}
+	px.cut()
+	px.restore()
+	got, err := collect(t, s, starQuery)
+	if err != nil || len(got) != 1 {
+		t.Errorf("List after a cut and restore: %d plants, %v; want 1, nil", len(got), err)
+	}
+}
+
+// TestDatabaseDownAtStart opens a store while the database cannot be
+// reached: Open succeeds, the store is unavailable, then serves once the
+// database is reachable.
+func TestDatabaseDownAtStart(t *testing.T) {
+	dsn := migrated(t)
+	if err := postgres.Import(t.Context(), dsn, mustCatalog(t, firstCatalog), false); err != nil {
+		t.Fatal(err)
+	}
+	px := newProxy(t, serverAddr(t, dsn))
+	px.cut()
+	s := openStore(t, withHost(t, dsn, px.addr()), postgres.Options{ConnectTimeout: time.Second})
+	wantUnavailable(t, "Ping with the database down", s.Ping(t.Context()))
+	_, err := collect(t, s, starQuery)
+	wantUnavailable(t, "List with the database down", err)
+
+	px.restore()
+	if err := s.Ping(t.Context()); err != nil {
+		t.Errorf("Ping once the database is up: %v, want nil", err)
+	}
+	if got, err := collect(t, s, starQuery); err != nil || len(got) != 1 {
+		t.Errorf("List once the database is up: %d plants, %v; want 1, nil", len(got), err)
+	}
+}
+
+// TestQueryTimeout blocks every read with a table lock held by another
+// transaction: List fails with ErrUnavailable after the query timeout, the
+// server-side statements are cancelled, and the pool's connections are
+// reused afterwards rather than replaced.
+func TestQueryTimeout(t *testing.T) {
+	dsn := migrated(t)
+	if err := postgres.Import(t.Context(), dsn, mustCatalog(t, firstCatalog), false); err != nil {
+		t.Fatal(err)
+	}
+	const maxConns = 2
+	s := openStore(t, dsn, postgres.Options{MaxConns: maxConns, QueryTimeout: 100 * time.Millisecond})
+	// Open every connection of the pool first.
+	var wg sync.WaitGroup
+	for range maxConns {
+		wg.Go(func() {
+			if _, err := collect(t, s, starQuery); err != nil {
+				t.Errorf("List: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	opened := postgres.NewConnsCount(s)
+
+	locker, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Close(context.Background())
+	tx, err := locker.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(t.Context(), "LOCK TABLE plant_readers IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+
+	errs := make([]error, 2*maxConns)
+	for i := range errs {
+		wg.Go(func() { _, errs[i] = collect(t, s, starQuery) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		wantUnavailable(t, "List blocked by a lock", err)
+		if err != nil && !strings.Contains(err.Error(), "timeout") {
+			t.Errorf("List blocked by a lock: got %q, want a timeout", err)
+		}
+	}
+	waitNoLockWaiters(t, locker)
+	if err := tx.Rollback(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	for range 3 * maxConns {
+		wg.Go(func() {
+			if got, err := collect(t, s, starQuery); err != nil || len(got) != 1 {
+				t.Errorf("List after the timeouts: %d plants, %v; want 1, nil", len(got), err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := postgres.NewConnsCount(s); n != opened {
+		t.Errorf("pool opened %d connections in all, want %d: timed-out connections were not reused", n, opened)
+	}
+}
+
+// waitNoLockWaiters waits until no backend waits for a lock, that is until
+// the cancel requests of the timed-out queries were processed.
+func waitNoLockWaiters(t *testing.T, conn *pgx.Conn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	for {
+		var n int
+		err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'plant_readers'::regclass").Scan(&n)
+		if err != nil {
+			t.Fatalf("count lock waiters: %v", err)
+		}
+		if n == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d statements still wait for the lock: the timed-out queries were not cancelled", n)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// TestCallerCancel checks that a cancelled request context ends List with an
+// error that says so.
+func TestCallerCancel(t *testing.T) {
+	dsn := migrated(t)
+	if err := postgres.Import(t.Context(), dsn, mustCatalog(t, firstCatalog), false); err != nil {
+		t.Fatal(err)
+	}
+	s := openStore(t, dsn, postgres.Options{})
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	for _, err := range s.List(ctx, starQuery) {
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("List with a cancelled context: got %v, want context.Canceled", err)
+		}
+	}
+}
+
+// TestNoSecretsInErrors checks that no error shows the DSN's password or SQL
+// text, for malformed DSNs and for a server that is not there.
+func TestNoSecretsInErrors(t *testing.T) {
+	const password = "s3cret-pass"
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	host, port, _ := net.SplitHostPort(closed)
+
+	malformed := []string{
+		"postgres://alice:" + password + "@127.0.0.1:notaport/test",
+		"postgres://alice:" + password + "@[::1/test",
+		"host=127.0.0.1 port=notaport password=" + password,
+		"host=127.0.0.1 password='" + password,
+		"postgres://alice:" + password + "@127.0.0.1/test?sslmode=bogus",
+	}
+	for _, dsn := range malformed {
+		_, err := postgres.Open(t.Context(), dsn, postgres.Options{}, nil)
+		checkSecretFree(t, "Open(malformed)", err, password, true)
+		checkSecretFree(t, "Migrate(malformed)", postgres.Migrate(t.Context(), dsn), password, true)
+		checkSecretFree(t, "Import(malformed)", postgres.Import(t.Context(), dsn, mustCatalog(t, firstCatalog), false), password, true)
+	}
+
+	unreachable := []string{
+		"postgres://alice:" + password + "@" + closed + "/test?sslmode=disable",
+		"host=" + host + " port=" + port + " user=alice password=" + password + " dbname=test sslmode=disable",
+	}
+	for _, dsn := range unreachable {
+		s, err := postgres.Open(t.Context(), dsn, postgres.Options{ConnectTimeout: time.Second}, nil)
+		if err != nil {
+			t.Fatalf("Open(unreachable): %v, want nil (the pool connects lazily)", err)
+		}
+		_, err = collect(t, s, starQuery)
+		checkSecretFree(t, "List(unreachable)", err, password, true)
+		wantUnavailable(t, "List(unreachable)", err)
+		checkSecretFree(t, "Ping(unreachable)", s.Ping(t.Context()), password, true)
+		s.Close()
+		checkSecretFree(t, "Migrate(unreachable)", postgres.Migrate(t.Context(), dsn), password, true)
+		checkSecretFree(t, "Import(unreachable)", postgres.Import(t.Context(), dsn, mustCatalog(t, firstCatalog), false), password, true)
+	}
+
+	// A working DSN must not be reported as failing by the check itself.
+	dsn := migrated(t)
+	s := openStore(t, dsn, postgres.Options{})
+	_, err = collect(t, s, starQuery)
+	checkSecretFree(t, "List(working)", err, password, false)
+}
+
+func checkSecretFree(t *testing.T, what string, err error, secret string, wantErr bool) {
+	t.Helper()
+	if (err != nil) != wantErr {
+		t.Errorf("%s: got error %v, want error: %v", what, err, wantErr)
+	}
+	if err == nil {
+		return
+	}
+	msg := err.Error()
+	for _, bad := range []string{secret, "SELECT", "COPY", "DELETE"} {
+		if strings.Contains(msg, bad) {
+			t.Errorf("%s: error %q contains %q", what, msg, bad)
+		}
+	}
+}

@@ -1,0 +1,142 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/plantstore/plantstore/plants"
+)
+
+// ErrDuplicateID reports that an imported plant's id is already in the
+// database's catalog.
+var ErrDuplicateID = errors.New("plant id already in the catalog")
+
+// Import loads c into the database at dsn in one transaction: readers see
+// the old catalog until it commits and the new one after, and on any error
+// (including a cancelled ctx) nothing changes. With replace, the new catalog
+// replaces the whole stored one; without it, c's plants are added, and an id
+// that is already stored fails the import with an error wrapping
+// [ErrDuplicateID]. Rows are sent with COPY. The schema must be migrated.
+// The error never contains dsn.
+func Import(ctx context.Context, dsn string, c *plants.Catalog, replace bool) error {
+	conn, err := connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if err := importTx(ctx, conn, c.Plants(), replace); err != nil {
+		return err
+	}
+	// Fresh statistics for the planner and a visibility map for index-only
+	// scans; the catalog is already committed, so a failure here is harmless.
+	_, _ = conn.Exec(ctx, "VACUUM (ANALYZE) plants, plant_readers")
+	return nil
+}
+
+func importTx(ctx context.Context, conn *pgx.Conn, ps []plants.Plant, replace bool) error {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: import: %w", sanitize(err))
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+
+	if replace {
+		// DELETE rather than TRUNCATE: TRUNCATE would lock readers out for
+		// the whole import, DELETE lets them read the old catalog meanwhile.
+		if _, err := tx.Exec(ctx, "DELETE FROM plant_readers"); err != nil {
+			return importError(ctx, err)
+		}
+		if _, err := tx.Exec(ctx, "DELETE FROM plants"); err != nil {
+			return importError(ctx, err)
+		}
+	}
+	_, err = tx.CopyFrom(ctx, pgx.Identifier{"plants"}, []string{"id", "name", "tag", "readers"},
+		pgx.CopyFromSlice(len(ps), func(i int) ([]any, error) {
+			p := &ps[i]
+			return []any{p.ID, p.Name, nullable(p.Tag), p.Readers}, nil
+		}))
+	if err != nil {
+		return importError(ctx, err)
+	}
+	_, err = tx.CopyFrom(ctx, pgx.Identifier{"plant_readers"}, []string{"principal", "name", "plant_id", "tag"},
+		newReaderRows(ps))
+	if err != nil {
+		return importError(ctx, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return importError(ctx, err)
+	}
+	return nil
+}
+
+func importError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		// The server's "canceling statement" says less than the cause.
+		return fmt.Errorf("postgres: import: %w", context.Cause(ctx))
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.TableName == "plants" {
+		// Detail reads `Key (id)=(<id>) already exists.`: data, not SQL.
+		return fmt.Errorf("postgres: import: %w: %s", ErrDuplicateID, pgErr.Detail)
+	}
+	return fmt.Errorf("postgres: import: %w", sanitize(err))
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// readerRows is the COPY source of plant_readers: one row per distinct
+// (principal, plant), in primary key order so the index is built by
+// appending rather than by random inserts.
+type readerRows struct {
+	ps         []plants.Plant
+	principals []string
+	plants     map[string][]int32 // principal -> indexes into ps, in list order
+	pi, i      int
+}
+
+func newReaderRows(ps []plants.Plant) *readerRows {
+	r := &readerRows{ps: ps, plants: make(map[string][]int32), pi: 0, i: -1}
+	for i, p := range ps {
+		for j, reader := range p.Readers {
+			if slices.Contains(p.Readers[:j], reader) {
+				continue
+			}
+			r.plants[reader] = append(r.plants[reader], int32(i))
+		}
+	}
+	for principal := range r.plants {
+		r.principals = append(r.principals, principal)
+	}
+	slices.Sort(r.principals)
+	return r
+}
+
+func (r *readerRows) Next() bool {
+	for r.pi < len(r.principals) {
+		r.i++
+		if r.i < len(r.plants[r.principals[r.pi]]) {
+			return true
+		}
+		r.pi++
+		r.i = -1
+	}
+	return false
+}
+
+func (r *readerRows) Values() ([]any, error) {
+	principal := r.principals[r.pi]
+	p := &r.ps[r.plants[principal][r.i]]
+	return []any{principal, p.Name, p.ID, nullable(p.Tag)}, nil
+}
+
+func (r *readerRows) Err() error { return nil }

@@ -1,0 +1,142 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/plantstore/plantstore/plants"
+	"github.com/plantstore/plantstore/plants/postgres"
+)
+
+const firstCatalog = `[
+	{"id": "rose", "name": "Rose", "tag": "red", "readers": ["*"]},
+	{"id": "fern", "name": "Fern", "readers": ["group:green"]}
+]`
+
+// everyone sees every plant of the test catalogs.
+var everyone = plants.Query{Principals: []string{"*", "group:green"}, Limit: plants.NoLimit}
+
+func TestImport(t *testing.T) {
+	tests := []struct {
+		name    string
+		second  string
+		replace bool
+		wantErr error
+		want    []string
+	}{
+		{
+			name:   "add",
+			second: `[{"id": "ivy", "name": "Ivy", "readers": ["*"]}]`,
+			want:   []string{"Fern", "Ivy", "Rose"},
+		},
+		{
+			name:    "add with an id already stored changes nothing",
+			second:  `[{"id": "ivy", "name": "Ivy", "readers": ["*"]}, {"id": "rose", "name": "Rose 2", "readers": ["*"]}]`,
+			wantErr: postgres.ErrDuplicateID,
+			want:    []string{"Fern", "Rose"},
+		},
+		{
+			name:    "replace swaps the catalog",
+			second:  `[{"id": "rose", "name": "Rose 2", "readers": ["*"]}]`,
+			replace: true,
+			want:    []string{"Rose 2"},
+		},
+		{
+			name:    "replace with an empty catalog",
+			second:  `[]`,
+			replace: true,
+			want:    nil,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dsn := migrated(t)
+			if err := postgres.Import(t.Context(), dsn, mustCatalog(t, firstCatalog), false); err != nil {
+				t.Fatalf("Import first catalog: %v", err)
+			}
+			err := postgres.Import(t.Context(), dsn, mustCatalog(t, tt.second), tt.replace)
+			if !errors.Is(err, tt.wantErr) {
+				t.Errorf("Import(%s, replace=%v) = %v, want %v", tt.second, tt.replace, err, tt.wantErr)
+			}
+			got, err := collect(t, openStore(t, dsn, postgres.Options{}), everyone)
+			if err != nil {
+				t.Fatalf("List: %v", err)
+			}
+			if !slices.Equal(names(got), tt.want) {
+				t.Errorf("after Import(%s, replace=%v): List = %q, want %q", tt.second, tt.replace, names(got), tt.want)
+			}
+		})
+	}
+}
+
+func TestImportDuplicateIDMessage(t *testing.T) {
+	dsn := migrated(t)
+	c := mustCatalog(t, firstCatalog)
+	if err := postgres.Import(t.Context(), dsn, c, false); err != nil {
+		t.Fatal(err)
+	}
+	err := postgres.Import(t.Context(), dsn, c, false)
+	if !errors.Is(err, postgres.ErrDuplicateID) || !strings.Contains(err.Error(), "fern") {
+		t.Errorf("Import twice = %v, want ErrDuplicateID naming the id", err)
+	}
+}
+
+func TestImportUnmigrated(t *testing.T) {
+	dsn := newSchema(t)
+	if err := postgres.Import(t.Context(), dsn, mustCatalog(t, firstCatalog), false); err == nil {
+		t.Errorf("Import into an unmigrated schema: got nil, want an error")
+	}
+}
+
+// TestImportCancelled cancels the context while the rows are on their way
+// to the server; the stored catalog must stay as it was.
+func TestImportCancelled(t *testing.T) {
+	for _, replace := range []bool{false, true} {
+		t.Run(fmt.Sprintf("replace=%v", replace), func(t *testing.T) {
+			dsn := migrated(t)
+			if err := postgres.Import(t.Context(), dsn, mustCatalog(t, firstCatalog), false); err != nil {
+				t.Fatal(err)
+			}
+			big := generatedCatalog(t, 100_000, func(i int) []string { return []string{"*"} })
+			px := newProxy(t, serverAddr(t, dsn))
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			// The catalog is several MB of COPY data; cancel once 1 MB is through.
+			px.watchToServer(func(total int64) {
+				if total > 1<<20 {
+					cancel()
+				}
+			})
+			err := postgres.Import(ctx, withHost(t, dsn, px.addr()), big, replace)
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("Import cancelled mid-COPY: got %v, want context.Canceled", err)
+			}
+			got, err := collect(t, openStore(t, dsn, postgres.Options{}), everyone)
+			if err != nil {
+				t.Fatalf("List: %v", err)
+			}
+			if want := []string{"Fern", "Rose"}; !slices.Equal(names(got), want) {
+				t.Errorf("after a cancelled Import: List = %q, want %q", names(got), want)
+			}
+		})
+	}
+}
+
+// generatedCatalog returns a catalog of n plants named "plant-<i>" with
+// generated ids and the readers given by readers(i).
+func generatedCatalog(t testing.TB, n int, readers func(i int) []string) *plants.Catalog {
+	t.Helper()
+	ps := make([]plants.Plant, n)
+	for i := range ps {
+		ps[i] = plants.Plant{Name: fmt.Sprintf("plant-%08d", i), Tag: "tag", Readers: readers(i)}
+	}
+	c, err := plants.NewCatalog(ps)
+	if err != nil {
+		t.Fatalf("NewCatalog: %v", err)
+	}
+	return c
+}
