@@ -1,7 +1,9 @@
 package postgres_test
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/plantstore/plantstore/plants"
@@ -130,4 +132,52 @@ func TestListStopEarly(t *testing.T) {
 
 func samePlant(a, b plants.Plant) bool {
 	return a.ID == b.ID && a.Name == b.Name && a.Tag == b.Tag
+}
+
+// TestListStreams checks that List without a limit streams: when the first
+// plant reaches the caller, only a small part of the result has left the
+// server, and the rest follows as the caller reads.
+func TestListStreams(t *testing.T) {
+	dsn := migrated(t)
+	const n = 30_000
+	tag := strings.Repeat("t", 1000)
+	ps := make([]plants.Plant, n)
+	for i := range ps {
+		ps[i] = plants.Plant{Name: fmt.Sprintf("plant-%06d", i), Tag: tag, Readers: []string{"*"}}
+	}
+	c, err := plants.NewCatalog(ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := postgres.Import(t.Context(), dsn, c, false); err != nil {
+		t.Fatal(err)
+	}
+	px := newProxy(t, serverAddr(t, dsn))
+	s := openStore(t, withHost(t, dsn, px.addr()), postgres.Options{MaxConns: 1})
+	// Connect first, so the count below is the query's alone.
+	if err := s.Ping(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	before := px.fromServer.Load()
+	var atFirst int64 = -1
+	count := 0
+	for _, err := range s.List(t.Context(), starQuery) {
+		if err != nil {
+			t.Fatalf("List: %v", err)
+		}
+		if count == 0 {
+			atFirst = px.fromServer.Load() - before
+		}
+		count++
+	}
+	total := px.fromServer.Load() - before
+	if count != n {
+		t.Fatalf("List yielded %d plants, want %d", count, n)
+	}
+	t.Logf("first plant after %d of %d bytes", atFirst, total)
+	// Socket buffers hold a few MB at most; a store that reads everything
+	// before yielding would show the whole result (over 30 MB) here.
+	if atFirst > total/3 {
+		t.Errorf("at the first plant %d of %d result bytes had left the server, want at most a third", atFirst, total)
+	}
 }
