@@ -41,7 +41,7 @@ func Import(ctx context.Context, dsn string, c *plants.Catalog, replace bool) er
 func importTx(ctx context.Context, conn *pgx.Conn, ps []plants.Plant, replace bool) error {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("postgres: import: %w", sanitize(err))
+		return fmt.Errorf("postgres: %w", sanitize(err))
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 
@@ -77,14 +77,17 @@ func importTx(ctx context.Context, conn *pgx.Conn, ps []plants.Plant, replace bo
 func importError(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		// The server's "canceling statement" says less than the cause.
-		return fmt.Errorf("postgres: import: %w", context.Cause(ctx))
+		return fmt.Errorf("postgres: %w", context.Cause(ctx))
+	}
+	if isUndefinedTable(err) {
+		return errors.New("postgres: schema not migrated (run plantstore migrate first)")
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.TableName == "plants" {
 		// Detail reads `Key (id)=(<id>) already exists.`: data, not SQL.
-		return fmt.Errorf("postgres: import: %w: %s", ErrDuplicateID, pgErr.Detail)
+		return fmt.Errorf("postgres: %w: %s", ErrDuplicateID, pgErr.Detail)
 	}
-	return fmt.Errorf("postgres: import: %w", sanitize(err))
+	return fmt.Errorf("postgres: %w", sanitize(err))
 }
 
 func nullable(s string) *string {

@@ -44,10 +44,10 @@ func Migrate(ctx context.Context, dsn string) error {
 
 	var schema sql.NullString
 	if err := db.QueryRowContext(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
-		return fmt.Errorf("postgres: migrate: %w", sanitize(err))
+		return fmt.Errorf("postgres: %w", sanitize(err))
 	}
 	if !schema.Valid {
-		return errors.New("postgres: migrate: no schema selected (search_path names no existing schema)")
+		return errors.New("postgres: no schema selected (search_path names no existing schema)")
 	}
 	locker, err := lock.NewPostgresSessionLocker(
 		lock.WithLockID(lockID(schema.String)),
@@ -55,21 +55,21 @@ func Migrate(ctx context.Context, dsn string) error {
 		lock.WithUnlockTimeout(1, 60),
 	)
 	if err != nil {
-		return fmt.Errorf("postgres: migrate: %w", err)
+		return fmt.Errorf("postgres: %w", err)
 	}
 	fsys, err := fs.Sub(migrations, "migrations")
 	if err != nil {
-		return fmt.Errorf("postgres: migrate: %w", err)
+		return fmt.Errorf("postgres: %w", err)
 	}
 	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys,
 		goose.WithSessionLocker(locker),
 		goose.WithDisableGlobalRegistry(true),
 	)
 	if err != nil {
-		return fmt.Errorf("postgres: migrate: %w", err)
+		return fmt.Errorf("postgres: %w", err)
 	}
 	if _, err := p.Up(ctx); err != nil {
-		return fmt.Errorf("postgres: migrate: %w", sanitize(err))
+		return fmt.Errorf("postgres: %w", sanitize(err))
 	}
 	return nil
 }
