@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/plantstore/plantstore/plants"
 	"github.com/plantstore/plantstore/plants/postgres"
@@ -124,6 +126,49 @@ func TestImportCancelled(t *testing.T) {
 				t.Errorf("after a cancelled Import: List = %q, want %q", names(got), want)
 			}
 		})
+	}
+}
+
+// TestImportReadersNotBlocked holds a replacing import in the middle of its
+// COPY and lists meanwhile: readers get the old catalog at once, and the
+// new one after the commit.
+func TestImportReadersNotBlocked(t *testing.T) {
+	dsn := migrated(t)
+	if err := postgres.Import(t.Context(), dsn, mustCatalog(t, firstCatalog), false); err != nil {
+		t.Fatal(err)
+	}
+	const n = 100_000
+	big := generatedCatalog(t, n, func(i int) []string { return []string{"*"} })
+	px := newProxy(t, serverAddr(t, dsn))
+	reached, listed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	px.watchToServer(func(total int64) {
+		if total > 1<<20 {
+			once.Do(func() {
+				close(reached)
+				<-listed // hold the COPY until the test has listed
+			})
+		}
+	})
+	done := make(chan error, 1)
+	go func() { done <- postgres.Import(t.Context(), withHost(t, dsn, px.addr()), big, true) }()
+
+	s := openStore(t, dsn, postgres.Options{QueryTimeout: 2 * time.Second})
+	select {
+	case <-reached:
+	case err := <-done:
+		t.Fatalf("Import ended before the test could list: %v", err)
+	}
+	got, err := collect(t, s, everyone)
+	close(listed)
+	if want := []string{"Fern", "Rose"}; err != nil || !slices.Equal(names(got), want) {
+		t.Errorf("List during the import = %q, %v; want %q, nil", names(got), err, want)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Import: %v", err)
+	}
+	if got, err := collect(t, s, everyone); err != nil || len(got) != n {
+		t.Errorf("List after the import: %d plants, %v; want %d, nil", len(got), err, n)
 	}
 }
 
