@@ -1,0 +1,171 @@
+package auth
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// KeyFile is a key source read from a file: a JWK Set (RFC 7517) in JSON,
+// or one or more PEM "PUBLIC KEY" blocks (PKIX), each named by its RFC 7638
+// thumbprint ([Thumbprint]). It is safe for concurrent use.
+//
+// A JWKS file follows the rules of a remote JWKS: keys for encryption
+// ("use" other than "sig", key_ops without "verify") are left out. Keys a
+// remote set would skip as a mistake (symmetric keys, private key material,
+// RSA under 2048 bits, an alg the key cannot serve, invalid or unsupported
+// keys) make the whole file fail, naming the key, because the operator who
+// wrote the file is the one to tell. The same holds for every PEM block.
+type KeyFile struct {
+	path string
+	m    *Metrics
+	mu   sync.Mutex // serializes Reload
+	keys atomic.Pointer[KeySet]
+}
+
+var _ Keys = (*KeyFile)(nil)
+
+// LoadKeyFile reads the key file at path. The error names the file and the
+// problem, never key material. m, if not nil, counts the keys in
+// plantstore_jwks_keys.
+func LoadKeyFile(path string, m *Metrics) (*KeyFile, error) {
+	keys, err := readKeyFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load key file %s: %w", path, err)
+	}
+	f := &KeyFile{path: path, m: m}
+	f.keys.Store(NewKeySet(keys))
+	m.AddKeys(len(keys))
+	return f, nil
+}
+
+// Reload reads the file again and, when it is good, serves its keys from
+// then on. A bad file returns an error and the old keys keep serving. It is
+// meant for SIGHUP.
+func (f *KeyFile) Reload() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	keys, err := readKeyFile(f.path)
+	if err != nil {
+		return fmt.Errorf("reload key file %s: %w", f.path, err)
+	}
+	old := f.keys.Swap(NewKeySet(keys))
+	f.m.AddKeys(len(keys) - old.Len())
+	return nil
+}
+
+// Key returns the key for a token with the given kid and alg, with the
+// errors of [KeySet.Lookup].
+func (f *KeyFile) Key(_ context.Context, kid, alg string) (Key, error) {
+	return f.keys.Load().Lookup(kid, alg)
+}
+
+func readKeyFile(path string) ([]Key, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		// The path is in the caller's wrap; keep only the cause.
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return nil, pe.Err
+		}
+		return nil, err
+	}
+	defer fh.Close()
+	b, err := readLimited(fh, defaultMaxBytes)
+	if err != nil {
+		return nil, err
+	}
+	return parseKeyFile(b)
+}
+
+// parseKeyFile decodes a JWKS document or PEM PUBLIC KEY blocks.
+func parseKeyFile(b []byte) ([]Key, error) {
+	trimmed := bytes.TrimSpace(b)
+	switch {
+	case len(trimmed) == 0:
+		return nil, errors.New("file is empty")
+	case trimmed[0] == '{':
+		keys, skipped, err := decodeJWKS(trimmed)
+		var bad []string
+		for _, s := range skipped {
+			if s.Warn {
+				bad = append(bad, s.String())
+			}
+		}
+		if len(bad) > 0 {
+			return nil, fmt.Errorf("JWKS: %s", strings.Join(bad, "; "))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("JWKS: %w", err)
+		}
+		return keys, nil
+	case bytes.Contains(trimmed, []byte("-----BEGIN ")):
+		return parsePEMKeys(trimmed)
+	}
+	return nil, errors.New("neither a JWKS document nor PEM PUBLIC KEY blocks")
+}
+
+func parsePEMKeys(b []byte) ([]Key, error) {
+	var keys []Key
+	rest := b
+	for n := 1; ; n++ {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		if block.Type != "PUBLIC KEY" {
+			return nil, fmt.Errorf("PEM block %d is %q, want \"PUBLIC KEY\"", n, block.Type)
+		}
+		pub, err := x509.ParsePKIXPublicKey(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("PEM block %d: not a valid PKIX public key", n)
+		}
+		if err := checkPublicKey(pub); err != nil {
+			return nil, fmt.Errorf("PEM block %d: %w", n, err)
+		}
+		kid, err := Thumbprint(pub)
+		if err != nil {
+			return nil, fmt.Errorf("PEM block %d: %w", n, err)
+		}
+		keys = append(keys, Key{ID: kid, Public: pub})
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("no valid PEM block")
+	}
+	if len(bytes.TrimSpace(rest)) > 0 {
+		return nil, fmt.Errorf("data after PEM block %d is not PEM", len(keys))
+	}
+	return keys, nil
+}
+
+// checkPublicKey applies the key rules of a JWKS to a PEM key: a signature
+// key type, a named curve, RSA of at least 2048 bits.
+func checkPublicKey(pub any) error {
+	switch k := pub.(type) {
+	case *rsa.PublicKey:
+		if bits := k.N.BitLen(); bits < minRSABits {
+			return fmt.Errorf("RSA key of %d bits, want at least %d", bits, minRSABits)
+		}
+	case *ecdsa.PublicKey:
+		switch k.Curve.Params().Name {
+		case "P-256", "P-384", "P-521":
+		default:
+			return fmt.Errorf("EC curve %s not supported", k.Curve.Params().Name)
+		}
+	case ed25519.PublicKey:
+	default:
+		return fmt.Errorf("%T cannot verify signatures", pub)
+	}
+	return nil
+}
