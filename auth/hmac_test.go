@@ -1,0 +1,91 @@
+package auth_test
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/plantstore/plantstore/auth"
+)
+
+func TestLoadHMACSecret(t *testing.T) {
+	s32 := strings.Repeat("s", 32)
+	tests := []struct {
+		name    string
+		content string
+		want    string // the secret
+		wantErr string
+	}{
+		{name: "no newline", content: s32, want: s32},
+		{name: "one trailing newline dropped", content: s32 + "\n", want: s32},
+		{name: "only one newline dropped", content: s32 + "\n\n", want: s32 + "\n"},
+		{name: "carriage return kept", content: s32 + "\r\n", want: s32 + "\r"},
+		{name: "inner newlines kept", content: "line one of the secret\nline two of it\n", want: "line one of the secret\nline two of it"},
+		{name: "empty", content: "", wantErr: "empty"},
+		{name: "only a newline", content: "\n", wantErr: "empty"},
+		{name: "under 32 bytes", content: strings.Repeat("s", 31) + "\n", wantErr: "31 bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeSrcFile(t, []byte(tt.content))
+			ks, err := auth.LoadHMACSecret(path)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), path) {
+					t.Fatalf("LoadHMACSecret(%q) error = %v, want one naming the file and %q", tt.content, err, tt.wantErr)
+				}
+				if tt.content != "" && tt.content != "\n" && strings.Contains(err.Error(), strings.TrimSpace(tt.content)) {
+					t.Errorf("LoadHMACSecret(%q) error %q contains the secret", tt.content, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("LoadHMACSecret(%q) error = %v, want nil", tt.content, err)
+			}
+			k, err := ks.Key(t.Context(), "", "HS256")
+			if err != nil {
+				t.Fatalf("Key(\"\", HS256) error = %v", err)
+			}
+			if got, _ := k.Public.([]byte); string(got) != tt.want || k.ID != "" {
+				t.Errorf("LoadHMACSecret(%q) = key %q with kid %q, want %q with no kid", tt.content, got, k.ID, tt.want)
+			}
+		})
+	}
+}
+
+func TestHMACSecretAlgorithms(t *testing.T) {
+	secret := strings.Repeat("k", 64)
+	ks, err := auth.LoadHMACSecret(writeSrcFile(t, []byte(secret+"\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		alg  string
+		want error
+	}{
+		{"HS256", nil}, {"HS384", nil}, {"HS512", nil},
+		{"RS256", auth.ErrUnknownKey}, {"ES256", auth.ErrUnknownKey}, {"EdDSA", auth.ErrUnknownKey}, {"none", auth.ErrUnknownKey},
+	} {
+		if _, err := ks.Key(t.Context(), "", tt.alg); !errors.Is(err, tt.want) {
+			t.Errorf("Key(\"\", %s) error = %v, want %v", tt.alg, err, tt.want)
+		}
+	}
+
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "a", "exp": time.Now().Add(time.Hour).Unix()}).SignedString([]byte(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srcVerify(t, ks, tok); err != nil {
+		t.Errorf("verify HS256 token signed with the file's secret: %v", err)
+	}
+}
+
+func TestLoadHMACSecretMissingFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "absent")
+	if _, err := auth.LoadHMACSecret(path); err == nil || !strings.Contains(err.Error(), path) {
+		t.Errorf("LoadHMACSecret(%s) error = %v, want one naming the file", path, err)
+	}
+}
