@@ -90,7 +90,7 @@ func srcVerify(t testing.TB, keys auth.Keys, tok string) error {
 			return nil, err
 		}
 		return k.Public, nil
-	}, jwt.WithValidMethods([]string{"RS256", "ES256", "ES384", "EdDSA"}))
+	}, jwt.WithValidMethods([]string{"RS256", "ES256", "ES384", "EdDSA", "HS256"}))
 	return err
 }
 
