@@ -1,0 +1,88 @@
+package plants
+
+import (
+	"errors"
+	"math"
+	"net/url"
+	"strings"
+)
+
+// ErrInvalidLimit reports a limit query parameter the API refuses. The
+// errors [ParseLimit] returns wrap it with the reason; the API answers 400.
+var ErrInvalidLimit = errors.New("invalid limit")
+
+// limitError is an [ErrInvalidLimit] with its reason. Reasons are fixed
+// texts: they never repeat the request.
+type limitError struct{ reason string }
+
+func (e *limitError) Error() string        { return "invalid limit: " + e.reason }
+func (e *limitError) Is(target error) bool { return target == ErrInvalidLimit }
+
+// The reasons a limit is refused.
+var (
+	errLimitEmpty    = &limitError{"empty value; want an integer from 0 to 2147483647"}
+	errLimitSyntax   = &limitError{"want an integer from 0 to 2147483647, digits only"}
+	errLimitRange    = &limitError{"over 2147483647"}
+	errLimitTwice    = &limitError{"given more than once"}
+	errLimitEncoding = &limitError{"malformed percent-encoding"}
+)
+
+// ParseLimit returns the limit given in rawQuery, a URL's raw query string,
+// or [NoLimit] when there is none. The query is read the way
+// [url.ParseQuery] reads it: pairs separated by "&", names and values
+// percent-decoded with "+" as a space, so "limit=%31" is 1 and "limit=+1"
+// has a space. The value is ASCII digits only (leading zeros allowed), from
+// 0 to 2147483647. An empty value ("limit=" or a bare "limit"), a sign, a
+// space, any other character, a larger value or a second limit parameter
+// gives an error wrapping [ErrInvalidLimit]. Other parameters are ignored,
+// even when malformed.
+func ParseLimit(rawQuery string) (int, error) {
+	limit, found := NoLimit, false
+	for rawQuery != "" {
+		var pair string
+		pair, rawQuery, _ = strings.Cut(rawQuery, "&")
+		rawName, rawValue, _ := strings.Cut(pair, "=")
+		if !strings.Contains(rawName, "limit") && !strings.Contains(rawName, "%") {
+			continue // fast path: no other name decodes to "limit"
+		}
+		if name, err := url.QueryUnescape(rawName); err != nil || name != "limit" {
+			continue
+		}
+		if found {
+			return 0, errLimitTwice
+		}
+		found = true
+		value, err := url.QueryUnescape(rawValue)
+		if err != nil {
+			return 0, errLimitEncoding
+		}
+		if limit, err = parseDigits(value); err != nil {
+			return 0, err
+		}
+	}
+	return limit, nil
+}
+
+// parseDigits parses a limit value: ASCII digits, at most math.MaxInt32.
+func parseDigits(s string) (int, error) {
+	if s == "" {
+		return 0, errLimitEmpty
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, errLimitSyntax
+		}
+		if n = n*10 + int(c-'0'); n > math.MaxInt32 {
+			// Keep checking that the rest is digits: syntax errors first.
+			for j := i + 1; j < len(s); j++ {
+				if s[j] < '0' || s[j] > '9' {
+					return 0, errLimitSyntax
+				}
+			}
+			return 0, errLimitRange
+		}
+	}
+	return n, nil
+}

@@ -1,0 +1,387 @@
+// Package storetest is the conformance suite of [plants.Store]: the
+// ordering, limit and access behaviours of the service contract (SPEC
+// sections 1, 3 and 5) that every store must show alike.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/plantstore/plantstore/plants"
+)
+
+// Run runs the conformance suite as subtests of t. newStore returns a store
+// serving exactly the plants of c (and nothing else), ready to list; it is
+// called once per subtest and may use t.Cleanup. Listed plants are compared
+// on ID, Name and Tag; a store need not fill in Readers.
+func Run(t *testing.T, newStore func(t *testing.T, c *plants.Catalog) plants.Store) {
+	t.Run("Order", func(t *testing.T) { testOrder(t, newStore) })
+	t.Run("Limit", func(t *testing.T) { testLimit(t, newStore) })
+	t.Run("Principals", func(t *testing.T) { testPrincipals(t, newStore) })
+	t.Run("EmptyCatalog", func(t *testing.T) { testEmptyCatalog(t, newStore) })
+	t.Run("ReadableSeveralWays", func(t *testing.T) { testReadableSeveralWays(t, newStore) })
+	t.Run("EarlyBreak", func(t *testing.T) { testEarlyBreak(t, newStore) })
+	t.Run("CanceledContext", func(t *testing.T) { testCanceledContext(t, newStore) })
+	t.Run("Random", func(t *testing.T) { testRandom(t, newStore) })
+}
+
+// catalog parses a catalog from JSON, failing the test on error.
+func catalog(t testing.TB, js string) *plants.Catalog {
+	t.Helper()
+	c, err := plants.ParseCatalog(strings.NewReader(js), "storetest.json")
+	if err != nil {
+		t.Fatalf("storetest catalog: %v", err)
+	}
+	return c
+}
+
+// list collects the plants a store lists for q, failing the test on an
+// error.
+func list(t testing.TB, s plants.Store, q plants.Query) []plants.Plant {
+	t.Helper()
+	got := []plants.Plant{}
+	for p, err := range s.List(t.Context(), q) {
+		if err != nil {
+			t.Fatalf("List(%+v): %v", q, err)
+		}
+		got = append(got, p)
+	}
+	return got
+}
+
+// want lists c the way the contract says: every visible plant, in the
+// catalog's order, at most limit.
+func want(c *plants.Catalog, q plants.Query) []plants.Plant {
+	out := []plants.Plant{}
+	for _, p := range c.Plants() {
+		if q.Limit >= 0 && len(out) == q.Limit {
+			break
+		}
+		if p.VisibleTo(q.Principals) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// format renders plants as "id/name/tag" lines for failure messages.
+func format(ps []plants.Plant) string {
+	var b strings.Builder
+	for _, p := range ps {
+		fmt.Fprintf(&b, "\n\t%q/%q/%q", p.ID, p.Name, p.Tag)
+	}
+	if b.Len() == 0 {
+		return " (none)"
+	}
+	return b.String()
+}
+
+// check compares listed plants with the expected ones on ID, Name and Tag.
+func check(t testing.TB, q plants.Query, got, want []plants.Plant) {
+	t.Helper()
+	eq := slices.EqualFunc(got, want, func(a, b plants.Plant) bool {
+		return a.ID == b.ID && a.Name == b.Name && a.Tag == b.Tag
+	})
+	if !eq {
+		t.Errorf("List(%+v) =%s\nwant%s", q, format(got), format(want))
+	}
+}
+
+// names returns the plants' names.
+func names(ps []plants.Plant) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.Name
+	}
+	return out
+}
+
+func testOrder(t *testing.T, newStore func(*testing.T, *plants.Catalog) plants.Store) {
+	// Byte order: upper case before lower case, ASCII before any non-ASCII,
+	// "a" before "a b" before "ab"; equal names by id, generated ids by
+	// position (entry 10 after entry 2, which a numeric-string order would
+	// get wrong).
+	c := catalog(t, `[
+		{"name": "tie", "tag": "pos0", "readers": ["*"]},
+		{"name": "ébène", "readers": ["*"]},
+		{"name": "tie", "tag": "pos2", "readers": ["*"]},
+		{"name": "zebra", "readers": ["*"]},
+		{"name": "Zebra", "readers": ["*"]},
+		{"id": "b", "name": "tie", "tag": "id-b", "readers": ["*"]},
+		{"id": "B", "name": "tie", "tag": "id-B", "readers": ["*"]},
+		{"name": "a b", "readers": ["*"]},
+		{"name": "ab", "readers": ["*"]},
+		{"name": "a", "readers": ["*"]},
+		{"name": "tie", "tag": "pos10", "readers": ["*"]},
+		{"name": "Ébène", "readers": ["*"]},
+		{"name": "ebene", "readers": ["*"]},
+		{"name": "日本", "readers": ["*"]},
+		{"name": "ﬀ", "readers": ["*"]},
+		{"name": "😀", "readers": ["*"]},
+		{"name": "~", "readers": ["*"]},
+		{"name": "0", "readers": ["*"]},
+		{"name": "aa", "tag": "", "readers": ["*"]}
+	]`)
+	s := newStore(t, c)
+	q := plants.Query{Principals: []string{"*"}, Limit: plants.NoLimit}
+	got := list(t, s, q)
+	wantNames := []string{"0", "Zebra", "a", "a b", "aa", "ab", "ebene", "tie", "tie", "tie", "tie", "tie", "zebra", "~", "Ébène", "ébène", "日本", "ﬀ", "😀"}
+	if !slices.Equal(names(got), wantNames) {
+		t.Errorf("List(%+v) names = %q; want %q", q, names(got), wantNames)
+	}
+	var tieTags []string
+	for _, p := range got {
+		if p.Name == "tie" {
+			tieTags = append(tieTags, p.Tag)
+		}
+	}
+	// Generated ids are "00000000NN", which sort before "B" and "b".
+	if wantTags := []string{"pos0", "pos2", "pos10", "id-B", "id-b"}; !slices.Equal(tieTags, wantTags) {
+		t.Errorf("List(%+v) tags of the ties = %q; want %q", q, tieTags, wantTags)
+	}
+	check(t, q, got, want(c, q))
+	for _, p := range got {
+		if p.Name == "aa" && p.Tag != "" {
+			t.Errorf("plant %q has tag %q; want none", p.Name, p.Tag)
+		}
+	}
+	// Stable across calls.
+	check(t, q, list(t, s, q), got)
+}
+
+func testLimit(t *testing.T, newStore func(*testing.T, *plants.Catalog) plants.Store) {
+	var b strings.Builder
+	b.WriteString("[")
+	for i := range 30 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		reader := `"*"`
+		if i%3 == 0 {
+			reader = `"group:g"`
+		}
+		fmt.Fprintf(&b, `{"name": "plant %02d", "readers": [%s]}`, (i*7)%30, reader)
+	}
+	b.WriteString("]")
+	c := catalog(t, b.String())
+	s := newStore(t, c)
+	all := plants.Query{Principals: []string{"user:u", "*"}, Limit: plants.NoLimit}
+	full := list(t, s, all)
+	if len(full) != 20 {
+		t.Fatalf("List(%+v) gave %d plants; want 20", all, len(full))
+	}
+	tests := []struct {
+		name  string
+		limit int
+		want  int
+	}{
+		{"zero", 0, 0},
+		{"one", 1, 1},
+		{"some", 7, 7},
+		{"all but one", 19, 19},
+		{"exactly all", 20, 20},
+		{"one over", 21, 20},
+		{"far over", 2147483647, 20},
+		{"no limit", plants.NoLimit, 20},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := plants.Query{Principals: all.Principals, Limit: tt.limit}
+			got := list(t, s, q)
+			if len(got) != tt.want {
+				t.Errorf("List(%+v) gave %d plants; want %d", q, len(got), tt.want)
+			}
+			// limit=N is always a prefix of the full list.
+			check(t, q, got, full[:min(tt.want, len(full))])
+		})
+	}
+}
+
+func testPrincipals(t *testing.T, newStore func(*testing.T, *plants.Catalog) plants.Store) {
+	c := catalog(t, `[
+		{"id": "open", "name": "open", "readers": ["*"]},
+		{"id": "alice", "name": "alice's", "readers": ["user:alice"]},
+		{"id": "gardeners", "name": "gardeners'", "readers": ["group:gardeners"]},
+		{"id": "admins", "name": "admins'", "readers": ["group:admins"]},
+		{"id": "both", "name": "both", "readers": ["user:alice", "group:admins"]},
+		{"id": "user-named-like-group", "name": "tricky", "readers": ["user:gardeners"]},
+		{"id": "star-user", "name": "star user", "readers": ["user:*"]}
+	]`)
+	s := newStore(t, c)
+	tests := []struct {
+		name       string
+		principals []string
+		want       []string // ids in order
+	}{
+		{"anyone", []string{"*"}, []string{"open"}},
+		{"user", []string{"user:alice", "*"}, []string{"alice", "both", "open"}},
+		{"user only", []string{"user:alice"}, []string{"alice", "both"}},
+		{"group", []string{"user:bob", "group:gardeners", "*"}, []string{"gardeners", "open"}},
+		{"group is not user", []string{"group:alice"}, nil},
+		{"user is not group", []string{"user:gardeners"}, []string{"user-named-like-group"}},
+		{"literal star user", []string{"user:*"}, []string{"star-user"}},
+		{"two groups", []string{"group:gardeners", "group:admins"}, []string{"admins", "both", "gardeners"}},
+		{"no principals", nil, nil},
+		{"empty principals", []string{}, nil},
+		{"unknown principals", []string{"user:nobody", "group:nothing", "role:admin", ""}, nil},
+		{"repeated principal", []string{"user:alice", "user:alice", "*", "*"}, []string{"alice", "both", "open"}},
+		{"no role sees everything", []string{"group:*", "user:", "group:", "**"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := plants.Query{Principals: tt.principals, Limit: plants.NoLimit}
+			got := list(t, s, q)
+			var ids []string
+			for _, p := range got {
+				ids = append(ids, p.ID)
+			}
+			if !slices.Equal(ids, tt.want) {
+				t.Errorf("List(%+v) ids = %q; want %q", q, ids, tt.want)
+			}
+			check(t, q, got, want(c, q))
+		})
+	}
+}
+
+func testEmptyCatalog(t *testing.T, newStore func(*testing.T, *plants.Catalog) plants.Store) {
+	s := newStore(t, catalog(t, `[]`))
+	for _, limit := range []int{plants.NoLimit, 0, 1, 10} {
+		q := plants.Query{Principals: []string{"user:alice", "group:g", "*"}, Limit: limit}
+		if got := list(t, s, q); len(got) != 0 {
+			t.Errorf("List(%+v) on an empty catalog =%s; want none", q, format(got))
+		}
+	}
+}
+
+func testReadableSeveralWays(t *testing.T, newStore func(*testing.T, *plants.Catalog) plants.Store) {
+	c := catalog(t, `[
+		{"id": "1", "name": "a", "readers": ["*", "user:alice", "group:g", "group:h"]},
+		{"id": "2", "name": "b", "readers": ["group:h", "user:alice"]},
+		{"id": "3", "name": "c", "readers": ["group:g"]},
+		{"id": "4", "name": "d", "readers": ["user:alice", "*"]}
+	]`)
+	s := newStore(t, c)
+	for _, limit := range []int{plants.NoLimit, 1, 2, 3, 4, 5} {
+		q := plants.Query{Principals: []string{"user:alice", "group:g", "group:h", "*"}, Limit: limit}
+		check(t, q, list(t, s, q), want(c, q))
+	}
+}
+
+func testEarlyBreak(t *testing.T, newStore func(*testing.T, *plants.Catalog) plants.Store) {
+	var b strings.Builder
+	b.WriteString("[")
+	for i := range 5000 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `{"name": "p%05d", "readers": ["*"]}`, i)
+	}
+	b.WriteString("]")
+	c := catalog(t, b.String())
+	s := newStore(t, c)
+	q := plants.Query{Principals: []string{"*"}, Limit: plants.NoLimit}
+	// Many early breaks in a row: a store that leaks a connection or a
+	// goroutine per abandoned listing runs out or hangs here.
+	for round := range 50 {
+		n := 0
+		for p, err := range s.List(t.Context(), q) {
+			if err != nil {
+				t.Fatalf("round %d: List(%+v): %v", round, q, err)
+			}
+			if want := fmt.Sprintf("p%05d", n); p.Name != want {
+				t.Fatalf("round %d: plant %d is %q; want %q", round, n, p.Name, want)
+			}
+			n++
+			if n == 1+round%3 {
+				break
+			}
+		}
+	}
+	if got := list(t, s, q); len(got) != 5000 {
+		t.Errorf("after early breaks, List(%+v) gave %d plants; want 5000", q, len(got))
+	}
+}
+
+func testCanceledContext(t *testing.T, newStore func(*testing.T, *plants.Catalog) plants.Store) {
+	s := newStore(t, catalog(t, `[{"name": "a", "readers": ["*"]}]`))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	var gotErr error
+	for _, err := range s.List(ctx, plants.Query{Principals: []string{"*"}, Limit: plants.NoLimit}) {
+		if err != nil {
+			gotErr = err
+		}
+	}
+	if gotErr == nil {
+		t.Errorf("List with a canceled context yielded no error; want one")
+	}
+	if errors.Is(gotErr, plants.ErrUnavailable) {
+		t.Errorf("List with a canceled context: %v; want an error that is not ErrUnavailable", gotErr)
+	}
+}
+
+func testRandom(t *testing.T, newStore func(*testing.T, *plants.Catalog) plants.Store) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	principals := []string{"*", "user:u1", "user:u2", "user:u3", "group:g1", "group:g2", "group:g3", "group:g4"}
+	nameParts := []string{"a", "A", "b", "é", "É", " ", "z", "0", "日"}
+	var b strings.Builder
+	b.WriteString("[")
+	for i := range 2000 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		var name strings.Builder
+		for range 1 + rng.IntN(3) {
+			name.WriteString(nameParts[rng.IntN(len(nameParts))])
+		}
+		var readers []string
+		for _, p := range principals {
+			if rng.IntN(6) == 0 {
+				readers = append(readers, fmt.Sprintf("%q", p))
+			}
+		}
+		if len(readers) == 0 {
+			readers = append(readers, `"user:nobody"`)
+		}
+		id := ""
+		if rng.IntN(2) == 0 {
+			id = fmt.Sprintf(`"id": "x%d", `, rng.IntN(1_000_000)*10_000+i)
+		}
+		tag := ""
+		if rng.IntN(2) == 0 {
+			tag = fmt.Sprintf(`, "tag": "t%d"`, rng.IntN(5))
+		}
+		fmt.Fprintf(&b, `{%s"name": %q%s, "readers": [%s]}`, id, name.String(), tag, strings.Join(readers, ", "))
+	}
+	b.WriteString("]")
+	c := catalog(t, b.String())
+	s := newStore(t, c)
+	callers := [][]string{
+		{"user:u1", "*"},
+		{"user:u2", "group:g1", "group:g2", "*"},
+		{"user:u3", "group:g1", "group:g2", "group:g3", "group:g4", "*"},
+		{"user:u9", "group:g4"},
+		principals,
+	}
+	for i, pr := range callers {
+		full := plants.Query{Principals: pr, Limit: plants.NoLimit}
+		all := list(t, s, full)
+		check(t, full, all, want(c, full))
+		for _, limit := range []int{0, 1, 2, 10, 99, 100, 101, len(all) - 1, len(all), len(all) + 1} {
+			if limit < 0 {
+				continue
+			}
+			q := plants.Query{Principals: pr, Limit: limit}
+			got := list(t, s, q)
+			if len(got) != min(limit, len(all)) {
+				t.Errorf("caller %d: List(limit=%d) gave %d plants; want %d", i, limit, len(got), min(limit, len(all)))
+			}
+			check(t, q, got, all[:len(got)])
+		}
+	}
+}
