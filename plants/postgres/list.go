@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 	"slices"
 	"strconv"
@@ -21,8 +22,9 @@ var errQueryTimeout = errors.New("query timeout")
 // List yields the plants visible to q.Principals in the contract's order,
 // streaming rows from the database as the caller consumes them; memory does
 // not grow with the number of rows. The sequence ends early, without an
-// error, when the caller stops. An error ends it and wraps
-// [plants.ErrUnavailable]; when ctx was cancelled it also wraps ctx's error.
+// error, when the caller stops. An error ends it: when ctx ends, one that
+// wraps ctx's cause; otherwise one that wraps [plants.ErrUnavailable] (the
+// database is unreachable, failed, or exceeded the query timeout).
 func (s *Store) List(ctx context.Context, q plants.Query) iter.Seq2[plants.Plant, error] {
 	return func(yield func(plants.Plant, error) bool) {
 		principals := uniquePrincipals(q.Principals)
@@ -38,8 +40,8 @@ func (s *Store) List(ctx context.Context, q plants.Query) iter.Seq2[plants.Plant
 	}
 }
 
-func (s *Store) list(ctx context.Context, principals []string, limit int, yield func(plants.Plant, error) bool) error {
-	ctx, cancel := context.WithCancelCause(ctx)
+func (s *Store) list(parent context.Context, principals []string, limit int, yield func(plants.Plant, error) bool) error {
+	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	// The timer runs while this code waits for the database (a connection,
 	// the first row, each next row) and is stopped while the caller consumes
@@ -58,7 +60,7 @@ func (s *Store) list(ctx context.Context, principals []string, limit int, yield 
 	}
 	sql := listSQL(len(principals))
 	for attempt := 0; ; attempt++ {
-		yielded, err := s.query(ctx, cancel, timer, sql, args, yield)
+		yielded, err := s.query(ctx, timer, sql, args, yield)
 		if err == nil {
 			return nil
 		}
@@ -68,14 +70,14 @@ func (s *Store) list(ctx context.Context, principals []string, limit int, yield 
 		// an error from the server itself would repeat.
 		var pgErr *pgconn.PgError
 		if yielded || attempt > 0 || ctx.Err() != nil || errors.As(err, &pgErr) {
-			return s.listError(ctx, err)
+			return listError(parent, ctx, err)
 		}
 	}
 }
 
 // query runs the list query once and yields its rows. It reports whether it
 // yielded any.
-func (s *Store) query(ctx context.Context, cancel context.CancelCauseFunc, timer *time.Timer, sql string, args []any, yield func(plants.Plant, error) bool) (yielded bool, err error) {
+func (s *Store) query(ctx context.Context, timer *time.Timer, sql string, args []any, yield func(plants.Plant, error) bool) (yielded bool, err error) {
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return false, err
@@ -97,23 +99,26 @@ func (s *Store) query(ctx context.Context, cancel context.CancelCauseFunc, timer
 		}
 		yielded = true
 		if !yield(p, nil) {
-			// Cancel before Close so the server stops sending the rest
-			// instead of Close draining it.
-			cancel(context.Canceled)
+			// Close drains the rest of the result, which keeps the
+			// connection usable at no more cost than the rows left; a
+			// cancel request would cost a round trip to the server and
+			// pgx's 100ms pause after it. The timer bounds the drain.
+			timer.Reset(s.timeout)
 			return true, nil
 		}
 	}
 	return yielded, rows.Err()
 }
 
-// listError translates a query error into one that wraps
-// plants.ErrUnavailable and names the cause without SQL text.
-func (s *Store) listError(ctx context.Context, err error) error {
-	if cause := context.Cause(ctx); cause != nil {
-		if errors.Is(cause, errQueryTimeout) {
-			return unavailable("list plants", errQueryTimeout)
-		}
-		return unavailable("list plants", cause)
+// listError translates a query error into one that names the cause without
+// SQL text. It wraps plants.ErrUnavailable unless the caller's own context
+// (parent) ended, which is the caller's doing, not the database's.
+func listError(parent, ctx context.Context, err error) error {
+	if parent.Err() != nil {
+		return fmt.Errorf("postgres: list plants: %w", context.Cause(parent))
+	}
+	if errors.Is(context.Cause(ctx), errQueryTimeout) {
+		return unavailable("list plants", errQueryTimeout)
 	}
 	return unavailable("list plants", err)
 }
