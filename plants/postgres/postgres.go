@@ -124,6 +124,10 @@ var errMalformedDSN = errors.New("postgres: malformed database URL (not shown: i
 // and Import.
 func configureConn(cc *pgx.ConnConfig, connectTimeout time.Duration) {
 	cc.ConnectTimeout = connectTimeout
+	if cc.RuntimeParams["application_name"] == "" {
+		// Names the service's sessions in pg_stat_activity.
+		cc.RuntimeParams["application_name"] = "plantstore"
+	}
 	// On a cancelled context, ask the server to cancel the statement so the
 	// connection stays usable and returns to the pool, and only cut the socket
 	// when the server does not answer the cancel request in time.
