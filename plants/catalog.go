@@ -68,11 +68,16 @@ const generatedIDWidth = 10
 // GeneratedID returns the id a catalog entry without one gets: its
 // zero-based position as ten decimal digits.
 func GeneratedID(index int) string {
-	s := strconv.Itoa(index)
-	if len(s) >= generatedIDWidth {
-		return s
+	var b [20]byte
+	digits := strconv.AppendInt(b[:0], int64(index), 10)
+	if pad := generatedIDWidth - len(digits); pad > 0 {
+		var z [generatedIDWidth]byte
+		for i := range pad {
+			z[i] = '0'
+		}
+		return string(append(z[:pad], digits...))
 	}
-	return strings.Repeat("0", generatedIDWidth-len(s)) + s
+	return string(digits)
 }
 
 // ParseCatalog reads a catalog file from r: a JSON array of objects
@@ -108,12 +113,13 @@ func ParseCatalog(r io.Reader, name string) (*Catalog, error) {
 		ids      = make(map[string]int)
 		interned = make(map[string]string)
 		raw      json.RawMessage
+		scratch  []string
 	)
 	for i := 0; dec.More(); i++ {
 		if err := dec.Decode(&raw); err != nil {
 			return nil, &CatalogError{File: name, Index: i, Err: jsonProblem(err)}
 		}
-		p, err := parseEntry(raw, interned)
+		p, err := parseEntry(raw, interned, &scratch)
 		if err != nil {
 			return nil, &CatalogError{File: name, Index: i, Err: err}
 		}
@@ -180,8 +186,8 @@ func NewCatalog(ps []Plant) (*Catalog, error) {
 	return &Catalog{plants: plants}, nil
 }
 
-// validatePlant checks p by the catalog rules and removes repeated readers,
-// leaving p.Readers in a new slice.
+// validatePlant checks p by the catalog rules and removes repeated readers
+// (into a new slice: p.Readers itself is not modified).
 func validatePlant(p *Plant) error {
 	for _, f := range []struct{ field, v string }{{"id", p.ID}, {"name", p.Name}, {"tag", p.Tag}} {
 		if err := checkText(f.field, f.v); err != nil {
@@ -194,16 +200,22 @@ func validatePlant(p *Plant) error {
 	if len(p.Readers) == 0 {
 		return errors.New(`"readers" is empty; want at least one of "*", "user:<x>", "group:<x>"`)
 	}
-	readers := make([]string, 0, len(p.Readers))
+	repeats := false
 	for i, r := range p.Readers {
 		if err := checkReader(i, r); err != nil {
 			return err
 		}
-		if !slices.Contains(readers, r) {
-			readers = append(readers, r)
-		}
+		repeats = repeats || slices.Contains(p.Readers[:i], r)
 	}
-	p.Readers = readers
+	if repeats {
+		readers := make([]string, 0, len(p.Readers))
+		for _, r := range p.Readers {
+			if !slices.Contains(readers, r) {
+				readers = append(readers, r)
+			}
+		}
+		p.Readers = readers
+	}
 	return nil
 }
 
@@ -289,8 +301,8 @@ func SampleCatalog() *Catalog {
 // valid JSON value (the decoder checked it), which is why this parser only
 // has to tell types apart and never has to skip a value: the first value of
 // a wrong type ends the entry with an error. interned shares the storage of
-// reader strings across entries.
-func parseEntry(raw []byte, interned map[string]string) (Plant, error) {
+// reader and tag strings across entries; scratch is reused for the readers.
+func parseEntry(raw []byte, interned map[string]string, scratch *[]string) (Plant, error) {
 	var (
 		p    Plant
 		seen [4]bool // id, name, tag, readers
@@ -308,8 +320,17 @@ func parseEntry(raw []byte, interned map[string]string) (Plant, error) {
 		if err != nil {
 			return p, err
 		}
-		field := slices.Index([]string{"id", "name", "tag", "readers"}, key)
-		if field < 0 {
+		field := -1
+		switch key {
+		case "id":
+			field = 0
+		case "name":
+			field = 1
+		case "tag":
+			field = 2
+		case "readers":
+			field = 3
+		default:
 			return p, fmt.Errorf("unknown field %q", key)
 		}
 		if seen[field] {
@@ -329,26 +350,34 @@ func parseEntry(raw []byte, interned map[string]string) (Plant, error) {
 				return p, fmt.Errorf(`"readers" is %s; want an array of strings`, s.kind())
 			}
 			s.i++
-			p.Readers = []string{}
+			readers := (*scratch)[:0]
 			for s.next() != ']' {
 				if s.next() != '"' {
-					return p, fmt.Errorf(`"readers" item %d is %s; want a string`, len(p.Readers), s.kind())
+					return p, fmt.Errorf(`"readers" item %d is %s; want a string`, len(readers), s.kind())
 				}
 				r, err := s.interned(interned)
 				if err != nil {
 					return p, err
 				}
-				p.Readers = append(p.Readers, r)
+				readers = append(readers, r)
 				if s.next() == ',' {
 					s.i++
 				}
 			}
 			s.i++
+			*scratch = readers
+			p.Readers = slices.Clone(readers)
 		default:
 			if c != '"' {
 				return p, fmt.Errorf("%q is %s; want a string", key, s.kind())
 			}
-			v, err := s.str()
+			var v string
+			var err error
+			if key == "tag" {
+				v, err = s.interned(interned) // tags repeat
+			} else {
+				v, err = s.str()
+			}
 			if err != nil {
 				return p, err
 			}

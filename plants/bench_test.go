@@ -1,0 +1,94 @@
+package plants_test
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/plantstore/plantstore/plants"
+)
+
+// indexCatalog returns n plants where even positions are read by group:even
+// (every fourth also by group:quad, so the merge removes repeats), odd ones
+// by group:odd, and one in a thousand also by user:rare.
+func indexCatalog(tb testing.TB, n int) *plants.Catalog {
+	tb.Helper()
+	ps := make([]plants.Plant, n)
+	for i := range ps {
+		var readers []string
+		switch {
+		case i%4 == 0:
+			readers = []string{"group:even", "group:quad"}
+		case i%2 == 0:
+			readers = []string{"group:even"}
+		default:
+			readers = []string{"group:odd"}
+		}
+		if i%1000 == 7 {
+			readers = append(readers, "user:rare")
+		}
+		ps[i] = plants.Plant{Name: fmt.Sprintf("plant %08d", i), Readers: readers}
+	}
+	c, err := plants.NewCatalog(ps)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
+// BenchmarkMemoryStoreList lists limit=10 for a caller who sees half the
+// catalog and one who sees 0.1% of it: the cost must not depend on the
+// catalog's size.
+func BenchmarkMemoryStoreList(b *testing.B) {
+	callers := []struct {
+		name       string
+		principals []string
+		sees       func(size int) int
+	}{
+		{"half", []string{"user:someone", "group:even", "group:quad", "*"}, func(size int) int { return size / 2 }},
+		{"0.1%", []string{"user:rare", "group:none", "*"}, func(size int) int { return size / 1000 }},
+	}
+	for _, size := range []int{1_000, 100_000, 1_000_000} {
+		s := plants.NewMemoryStore(indexCatalog(b, size), nil)
+		for _, caller := range callers {
+			b.Run(fmt.Sprintf("plants=%d/caller=%s", size, caller.name), func(b *testing.B) {
+				q := plants.Query{Principals: caller.principals, Limit: 10}
+				want := min(10, caller.sees(size))
+				b.ReportAllocs()
+				for b.Loop() {
+					n := 0
+					for _, err := range s.List(b.Context(), q) {
+						if err != nil {
+							b.Fatal(err)
+						}
+						n++
+					}
+					if n != want {
+						b.Fatalf("listed %d plants; want %d", n, want)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkParseCatalog parses a catalog file of a million entries.
+func BenchmarkParseCatalog(b *testing.B) {
+	var buf bytes.Buffer
+	buf.WriteString("[\n")
+	for i := range 1_000_000 {
+		if i > 0 {
+			buf.WriteString(",\n")
+		}
+		fmt.Fprintf(&buf, `{"name": "Plant %07d", "tag": "herb", "readers": ["group:g%d", "user:u%d", "*"]}`, (i*7919)%1_000_000, i%50, i%1000)
+	}
+	buf.WriteString("\n]\n")
+	b.SetBytes(int64(buf.Len()))
+	b.ReportAllocs()
+	for b.Loop() {
+		c, err := plants.ParseCatalog(bytes.NewReader(buf.Bytes()), "bench.json")
+		if err != nil || c.Len() != 1_000_000 {
+			b.Fatal(c, err)
+		}
+	}
+}
