@@ -219,7 +219,8 @@ func headerBytes(r *http.Request) int {
 //
 // Retry-After is set on a 503 if the code that knew had not set it. Errors
 // of 500 and above are logged at Error with their cause (a canceled request
-// at Info); 4xx are left to the access log.
+// at Info, a panic [observability.Recover] already logged not again); 4xx
+// are left to the access log.
 //
 // It also recovers panics of the handlers after it: the panic is logged at
 // Error with its stack, and the client gets a 500 in the Error shape, or,
@@ -239,6 +240,7 @@ func RenderErrors(log *zap.Logger) gin.HandlerFunc {
 				zap.Any("panic", r),
 				zap.String("method", c.Request.Method),
 				zap.String("route", c.FullPath()),
+				zap.String("request_id", observability.RequestID(c)),
 				zap.Stack("stack"))
 			c.Abort()
 			if c.Writer.Written() {
@@ -252,12 +254,14 @@ func RenderErrors(log *zap.Logger) gin.HandlerFunc {
 		}
 		err := c.Errors.Last().Err
 		status, msg := classify(err)
+		fields := []zap.Field{zap.Int("status", status), zap.String("method", c.Request.Method),
+			zap.String("route", c.FullPath()), zap.String("request_id", observability.RequestID(c)), zap.Error(err)}
 		switch {
-		case status >= 500 && errors.Is(err, context.Canceled):
-			log.Info("request canceled", zap.String("route", c.FullPath()), zap.Error(err))
-		case status >= 500:
-			log.Error(msg, zap.Int("status", status), zap.String("method", c.Request.Method),
-				zap.String("route", c.FullPath()), zap.Error(err))
+		case status < 500, errors.Is(err, observability.ErrPanic): // the access log, or Recover, has it
+		case errors.Is(err, context.Canceled):
+			log.Info("request canceled", fields...)
+		default:
+			log.Error(msg, fields...)
 		}
 		if c.Writer.Written() {
 			return

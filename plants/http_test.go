@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/observability"
 	"github.com/plantstore/plantstore/plants"
 )
 
@@ -266,10 +267,13 @@ func TestStoreUnavailable(t *testing.T) {
 		status int
 		msg    string
 		retry  bool
+		errLog int // Error log entries
 	}{
-		{"unavailable", fmt.Errorf("query plants: %w", plants.ErrUnavailable), 503, "store unavailable", true},
-		{"unavailable after some plants", fmt.Errorf("query plants: %w", plants.ErrUnavailable), 503, "store unavailable", true},
-		{"a bug", errors.New("SELECT secret FROM plants failed at /etc/passwd"), 500, "internal error", false},
+		{"unavailable", fmt.Errorf("query plants: %w", plants.ErrUnavailable), 503, "store unavailable", true, 1},
+		{"unavailable after some plants", fmt.Errorf("query plants: %w", plants.ErrUnavailable), 503, "store unavailable", true, 1},
+		{"a bug", errors.New("SELECT secret FROM plants failed at /etc/passwd"), 500, "internal error", false, 1},
+		{"canceled", fmt.Errorf("query plants: %w", context.Canceled), 503, "request canceled", true, 0},
+		{"deadline", fmt.Errorf("query plants: %w", context.DeadlineExceeded), 503, "request timed out", true, 1},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -282,8 +286,8 @@ func TestStoreUnavailable(t *testing.T) {
 			if strings.Contains(string(r.body), "SELECT") || strings.Contains(string(r.body), "/etc") {
 				t.Errorf("body %s leaks the cause", r.body)
 			}
-			if n := len(api.logs.FilterLevelExact(zapcore.ErrorLevel).All()); n != 1 {
-				t.Errorf("%d Error log entries; want 1", n)
+			if n := len(api.logs.FilterLevelExact(zapcore.ErrorLevel).All()); n != tt.errLog {
+				t.Errorf("%d Error log entries; want %d", n, tt.errLog)
 			}
 			if h := api.do(t, "HEAD", "/plants", as("bob")...); h.status != tt.status || len(h.body) != 0 {
 				t.Errorf("HEAD: status %d, body %q; want %d, none", h.status, h.body, tt.status)
@@ -335,6 +339,21 @@ func TestPanicRecovered(t *testing.T) {
 	}
 	if r := api.do(t, "GET", "/plants", as("bob")...); r.status != 200 || string(r.body) != "[]" {
 		t.Errorf("next request: %d %s; want 200 []", r.status, r.body)
+	}
+}
+
+func TestPanicRecoveredByObservability(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	log := zap.New(core)
+	e := gin.New()
+	e.Use(plants.RenderErrors(log), observability.Recover(log))
+	e.GET("/plants", fakeAuth, plants.ListHandler(panickyStore{new(atomic.Int32)}, log, nil))
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	api := &testAPI{srv: srv, logs: logs}
+	checkError(t, "GET /plants (panics)", api.do(t, "GET", "/plants", as("bob")...), 500, "internal error")
+	if n := len(logs.FilterLevelExact(zapcore.ErrorLevel).All()); n != 1 {
+		t.Errorf("%d Error log entries for one panic; want 1: %v", n, logs.All())
 	}
 }
 

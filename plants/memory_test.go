@@ -101,3 +101,40 @@ func histogramCount(t testing.TB, g prometheus.Gatherer, name string, labels map
 	}
 	return -1
 }
+
+func TestMemoryStoreReplaceWhileListing(t *testing.T) {
+	oldCat, err := plants.NewCatalog([]plants.Plant{{Name: "old 1", Readers: []string{"*"}}, {Name: "old 2", Readers: []string{"*"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newCat, err := plants.NewCatalog([]plants.Plant{{Name: "new", Readers: []string{"*"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := plants.NewMemoryStore(oldCat, nil)
+	q := plants.Query{Principals: []string{"*"}, Limit: plants.NoLimit}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 2000 {
+			s.Replace([]*plants.Catalog{oldCat, newCat}[i%2])
+		}
+	}()
+	for listing := 0; ; listing++ {
+		var got []string
+		for p, err := range s.List(t.Context(), q) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, p.Name)
+		}
+		if s := strings.Join(got, ","); s != "old 1,old 2" && s != "new" {
+			t.Fatalf("listing %d = %q; want one whole catalog", listing, s)
+		}
+		select {
+		case <-done:
+			return
+		default:
+		}
+	}
+}
