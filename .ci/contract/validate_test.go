@@ -33,9 +33,10 @@ func (c complaint) matches(e *verrors.ValidationError) bool {
 }
 
 var (
-	// noBearer is the request finding for a request without Authorization:
-	// the document requires the bearer credential, and the point of the
-	// request is that it is missing.
+	// noBearer is the request finding for a request without a bearer
+	// credential (no Authorization header, or another scheme): the
+	// document requires one, and the point of the request is that it is
+	// missing.
 	noBearer = complaint{Type: "security", SubType: "bearer"}
 	// badLimit is the request finding for a limit that is not an int32.
 	badLimit = complaint{Type: "parameter", SubType: "query", Param: "limit"}
@@ -196,6 +197,10 @@ func TestResponsesMatchDocument(t *testing.T) {
 			header: withHeader(bearer(token), "X-Request-ID", "contract-check.1"), wantStatus: 200,
 			wantHeader: map[string]string{"X-Request-ID": "contract-check.1"}},
 		{name: "200 scope plants:read", s: scoped, method: "GET", target: "/plants", header: bearer(withScope), wantStatus: 200},
+		{name: "200 scheme word in lower case", s: dev, method: "GET", target: "/plants?limit=1",
+			header: http.Header{"Authorization": {"bearer " + token}}, wantStatus: 200},
+		{name: "200 HEAD", s: dev, method: "HEAD", target: "/plants", header: bearer(token), wantStatus: 200,
+			wantHeader: map[string]string{"Cache-Control": "no-store", "Vary": "Authorization", "X-Request-ID": "*"}},
 		{name: "400 limit=abc", s: dev, method: "GET", target: "/plants?limit=abc", header: bearer(token), wantStatus: 400,
 			expect: []complaint{badLimit}},
 		{name: "400 limit=-1", s: dev, method: "GET", target: "/plants?limit=-1", header: bearer(token), wantStatus: 400,
@@ -210,11 +215,18 @@ func TestResponsesMatchDocument(t *testing.T) {
 			wantHeader: map[string]string{"WWW-Authenticate": `Bearer realm="plantstore"`}},
 		{name: "401 garbage token", s: dev, method: "GET", target: "/plants", header: bearer("garbage.not.jwt"), wantStatus: 401,
 			wantHeader: map[string]string{"WWW-Authenticate": `Bearer realm="plantstore", error="invalid_token", error_description="*`}},
+		{name: "401 Basic scheme", s: dev, method: "GET", target: "/plants", header: http.Header{"Authorization": {"Basic YTpi"}},
+			wantStatus: 401, expect: []complaint{noBearer},
+			wantHeader: map[string]string{"WWW-Authenticate": `Bearer realm="plantstore", error="invalid_token"*`}},
+		{name: "401 two Authorization headers", s: dev, method: "GET", target: "/plants",
+			header: http.Header{"Authorization": {"Bearer " + token, "Bearer " + token}}, wantStatus: 401,
+			wantHeader: map[string]string{"WWW-Authenticate": `Bearer realm="plantstore", error="invalid_token"*`}},
 		{name: "403 token without scope", s: scoped, method: "GET", target: "/plants", header: bearer(withoutScope), wantStatus: 403,
 			wantHeader: map[string]string{"WWW-Authenticate": `Bearer realm="plantstore", error="insufficient_scope"*`}},
 		{name: "431 headers over 16 KiB", s: dev, method: "GET", target: "/plants", header: withHeader(bearer(token), "X-Padding", pad),
 			wantStatus: 431, expect: []complaint{padding}},
 		{name: "404 /nope", s: dev, method: "GET", target: "/nope", header: bearer(token), mode: errorShape, wantStatus: 404},
+		{name: "404 DELETE /nope", s: dev, method: "DELETE", target: "/nope", mode: errorShape, wantStatus: 404},
 		{name: "404 /plants/", s: dev, method: "GET", target: "/plants/", header: bearer(token), mode: errorShape, wantStatus: 404},
 		{name: "405 POST /plants", s: dev, method: "POST", target: "/plants", header: bearer(token), mode: errorShape, wantStatus: 405,
 			wantHeader: map[string]string{"Allow": "GET, HEAD"}},
@@ -256,10 +268,21 @@ func TestResponsesMatchDocument(t *testing.T) {
 
 			// What no schema in the document may be loose about: the exact
 			// shapes of SPEC sections 1 and 4.
-			if tc.wantStatus == 200 {
+			switch {
+			case tc.method == "HEAD":
+				if len(ex.Body) != 0 {
+					t.Errorf("%s: body %q, want none", what, ex.Body)
+				}
+			case tc.wantStatus == 200:
 				checkPlants(t, what, ex.Body, tc.s == dev, full, tc.target)
-			} else {
+			default:
 				checkError(t, what, ex.Body, tc.wantStatus)
+			}
+			// SPEC section 4: messages never echo the token.
+			for _, a := range tc.header.Values("Authorization") {
+				if _, tok, _ := strings.Cut(a, " "); len(tok) > 3 && bytes.Contains(ex.Body, []byte(tok)) {
+					t.Errorf("%s: body %q echoes the credential", what, ex.Body)
+				}
 			}
 		})
 	}
