@@ -1,0 +1,615 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/plants"
+)
+
+func TestMain(m *testing.M) {
+	gin.SetMode(gin.TestMode)
+	os.Exit(m.Run())
+}
+
+// syncBuffer is an io.Writer safe for the concurrent writes of a running
+// service and the reads of the test.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// instance is a service started by startServe.
+type instance struct {
+	api, admin string // base URLs
+	stdout     *syncBuffer
+	stderr     *syncBuffer
+	stop       context.CancelFunc
+	done       chan error
+}
+
+// envOf returns a getenv that reads only env.
+func envOf(env map[string]string) func(string) string {
+	return func(k string) string { return env[k] }
+}
+
+// startServe runs "serve" with args on loopback ports and waits until the
+// service has logged its listening addresses. The service is stopped at the
+// end of the test.
+func startServe(t testing.TB, env map[string]string, args ...string) *instance {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	in := &instance{stdout: &syncBuffer{}, stderr: &syncBuffer{}, stop: cancel, done: make(chan error, 1)}
+	full := append([]string{"serve", "-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0", "-shutdown-delay", "0s"}, args...)
+	go func() { in.done <- run(ctx, full, envOf(env), strings.NewReader(""), in.stdout, in.stderr) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-in.done:
+		case <-time.After(30 * time.Second):
+			t.Errorf("service did not stop within 30s")
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, line := range logLines(t, in.stderr.String()) {
+			if line["msg"] == "listening" {
+				in.api = "http://" + line["api_addr"].(string)
+				in.admin = "http://" + line["admin_addr"].(string)
+				return in
+			}
+		}
+		select {
+		case err := <-in.done:
+			t.Fatalf("serve %q ended before listening: %v\nstderr:\n%s", args, err, in.stderr)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	t.Fatalf("serve %q did not log its addresses within 20s; stderr:\n%s", args, in.stderr)
+	return nil
+}
+
+// logLines decodes the JSON log lines in s.
+func logLines(t testing.TB, s string) []map[string]any {
+	t.Helper()
+	var lines []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(s))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err == nil {
+			lines = append(lines, m)
+		}
+	}
+	return lines
+}
+
+// waitReady polls /readyz until it answers want.
+func waitReady(t testing.TB, in *instance, want int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	last := 0
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(in.admin + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			last = resp.StatusCode
+			if last == want {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("GET /readyz = %d, want %d within 20s", last, want)
+}
+
+// get sends GET url with an optional bearer token and returns the status
+// and body.
+func get(t testing.TB, url, token string) (int, []byte, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: read body: %v", url, err)
+	}
+	return resp.StatusCode, body, resp.Header
+}
+
+type wirePlant struct {
+	Name string `json:"name"`
+	Tag  string `json:"tag,omitempty"`
+}
+
+// expectedPlants lists, independently of the store, what id may read in c.
+func expectedPlants(c *plants.Catalog, id auth.Identity) []wirePlant {
+	out := []wirePlant{}
+	principals := map[string]bool{"*": true, "user:" + id.Subject: true}
+	for _, g := range id.Groups {
+		principals["group:"+g] = true
+	}
+	for _, p := range c.Plants() {
+		if slices.ContainsFunc(p.Readers, func(r string) bool { return principals[r] }) {
+			out = append(out, wirePlant{p.Name, p.Tag})
+		}
+	}
+	return out
+}
+
+var curlLine = regexp.MustCompile(`(?m)^# (\S+) .*\ncurl -sS -H 'Authorization: Bearer ([A-Za-z0-9_.-]+)' (http://\S+)$`)
+
+// TestDevBanner pastes each curl line that -dev prints and checks that it
+// returns exactly that sample user's plants.
+func TestDevBanner(t *testing.T) {
+	in := startServe(t, nil, "-dev")
+	waitReady(t, in, http.StatusOK)
+	matches := curlLine.FindAllStringSubmatch(in.stdout.String(), -1)
+	if len(matches) < 3 {
+		t.Fatalf("-dev printed %d curl lines, want at least 3; stdout:\n%s", len(matches), in.stdout)
+	}
+	users := map[string]auth.Identity{}
+	for _, u := range plants.SampleUsers() {
+		users[u.Subject] = u
+	}
+	seen := map[string]bool{}
+	for _, m := range matches {
+		user, token, url := m[1], m[2], m[3]
+		id, ok := users[user]
+		if !ok {
+			t.Errorf("curl line for %q, which is not a sample user", user)
+			continue
+		}
+		if url != in.api+"/plants" {
+			t.Errorf("curl line URL = %s, want %s/plants", url, in.api)
+		}
+		status, body, _ := get(t, url, token)
+		if status != http.StatusOK {
+			t.Fatalf("%s: GET /plants = %d %s, want 200", user, status, body)
+		}
+		var got []wirePlant
+		if err := json.Unmarshal(body, &got); err != nil {
+			t.Fatalf("%s: body %s: %v", user, body, err)
+		}
+		want := expectedPlants(plants.SampleCatalog(), id)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: got %v, want %v", user, got, want)
+		}
+		if len(want) == 0 {
+			t.Errorf("%s sees no plants in the sample catalog", user)
+		}
+		seen[string(body)] = true
+	}
+	if len(seen) < 3 {
+		t.Errorf("the sample users see %d distinct lists, want at least 3", len(seen))
+	}
+}
+
+// TestServeUsage checks that every bad flag value stops the start with one
+// line and errUsage (exit status 2), before anything listens.
+func TestServeUsage(t *testing.T) {
+	dev := []string{"-dev"}
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string // substring of the message
+	}{
+		{"unknown flag", append(dev, "-nope"), nil, "-nope"},
+		{"bad duration", append(dev, "-jwt-leeway", "soon"), nil, "-jwt-leeway"},
+		{"negative leeway", append(dev, "-jwt-leeway", "-1s"), nil, "-jwt-leeway"},
+		{"bad addr", append(dev, "-addr", "8080"), nil, "-addr"},
+		{"bad admin addr", append(dev, "-admin-addr", "localhost"), nil, "-admin-addr"},
+		{"bad log level", append(dev, "-log-level", "loud"), nil, "-log-level"},
+		{"bad log format", append(dev, "-log-format", "xml"), nil, "-log-format"},
+		{"bad algorithm", append(dev, "-jwt-algorithms", "RS256,none"), nil, "none"},
+		{"bad trusted proxies", append(dev, "-trusted-proxies", "10.0.0.0/33"), nil, "-trusted-proxies"},
+		{"bad jwks url", []string{"-jwt-jwks-url", "ftp://x/jwks"}, nil, "-jwt-jwks-url"},
+		{"issuer not a URL for discovery", []string{"-jwt-issuer", "plantstore"}, nil, "-jwt-issuer"},
+		{"bad env value", dev, map[string]string{"PLANTSTORE_JWT_LEEWAY": "x"}, "PLANTSTORE_JWT_LEEWAY"},
+		{"no key source", nil, nil, "-jwt-issuer"},
+		{"PLANTSTORE_DEV is not a flag", nil, map[string]string{"PLANTSTORE_DEV": "true"}, "no key source"},
+		{"stray argument", append(dev, "extra"), nil, "extra"},
+		{"two stores", append(dev, "-data", "x.json", "-database-url", "postgres://x"), nil, "-database-url"},
+		{"bad db pool", append(dev, "-db-max-conns", "0"), nil, "-db-max-conns"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			args := append([]string{"serve", "-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0"}, tt.args...)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err := run(ctx, args, envOf(tt.env), nil, &stdout, &stderr)
+			if !errors.Is(err, errUsage) {
+				t.Fatalf("run(%q) = %v, want a usage error", tt.args, err)
+			}
+			if msg := err.Error(); strings.Contains(msg, "\n") || !strings.Contains(msg, tt.want) {
+				t.Errorf("run(%q) message %q: want one line containing %q", tt.args, msg, tt.want)
+			}
+			if strings.Contains(stderr.String(), "listening") {
+				t.Errorf("run(%q) started listening before refusing", tt.args)
+			}
+		})
+	}
+}
+
+// TestServeEnv checks the PLANTSTORE_* fallback and that the flag wins.
+func TestServeEnv(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want func(serveConfig) bool
+	}{
+		{"env sets", []string{"-dev"}, map[string]string{"PLANTSTORE_JWT_LEEWAY": "5s", "PLANTSTORE_JWT_AUDIENCE": "a, b"},
+			func(c serveConfig) bool {
+				return c.JWT.Leeway == 5*time.Second && slices.Equal(c.JWT.Audiences, []string{"a", "b"})
+			}},
+		{"flag wins", []string{"-dev", "-jwt-leeway", "7s"}, map[string]string{"PLANTSTORE_JWT_LEEWAY": "5s"},
+			func(c serveConfig) bool { return c.JWT.Leeway == 7*time.Second }},
+		{"bool from env", []string{"-dev"}, map[string]string{"PLANTSTORE_PPROF": "true"},
+			func(c serveConfig) bool { return c.Pprof }},
+		{"dev only by flag", nil, map[string]string{"PLANTSTORE_DEV": "true", "PLANTSTORE_JWT_KEY_FILE": "k.json"},
+			func(c serveConfig) bool { return !c.Dev && c.KeyFile == "k.json" }},
+		{"defaults", []string{"-dev"}, nil,
+			func(c serveConfig) bool {
+				return c.Addr == ":8080" && c.AdminAddr == ":9090" && c.JWT.Leeway == 30*time.Second &&
+					c.JWKSRefresh == 15*time.Minute && c.JWKSMinRefresh == 30*time.Second &&
+					c.ShutdownDelay == 5*time.Second && c.ShutdownTimeout == 20*time.Second &&
+					c.JWT.GroupsClaim == "groups" && c.LogFormat == "json" && c.LogLevel == "info" && !c.Pprof
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := parseServeFlags(tt.args, envOf(tt.env), io.Discard)
+			if err != nil {
+				t.Fatalf("parseServeFlags(%q, %v) = %v", tt.args, tt.env, err)
+			}
+			if !tt.want(cfg) {
+				t.Errorf("parseServeFlags(%q, %v) = %+v: not what the row wants", tt.args, tt.env, cfg)
+			}
+		})
+	}
+}
+
+// TestServeCannotRun checks exit status 1 (not a usage error) when the
+// service cannot run.
+func TestServeCannotRun(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte(`[{"name":"Fern","readers":["*"]},{"name":"","readers":["*"]}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"bad catalog", []string{"-dev", "-data", bad}, []string{"bad.json", "1"}},
+		{"missing catalog", []string{"-dev", "-data", filepath.Join(dir, "none.json")}, []string{"none.json"}},
+		{"address in use", []string{"-dev", "-addr", busy.Addr().String()}, []string{busy.Addr().String()}},
+		{"missing key file", []string{"-jwt-key-file", filepath.Join(dir, "none.jwks")}, []string{"none.jwks"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"serve", "-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0"}, tt.args...)
+			err := run(context.Background(), args, envOf(nil), nil, io.Discard, io.Discard)
+			if err == nil || errors.Is(err, errUsage) {
+				t.Fatalf("run(%q) = %v, want a non-usage error", tt.args, err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("run(%q) = %q, want it to mention %q", tt.args, err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestShutdownDrains starts slow responses, stops the service and checks
+// that /readyz turned 503 during the delay and that every in-flight
+// response completed.
+func TestShutdownDrains(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "big.json")
+	var sb strings.Builder
+	sb.WriteString("[")
+	for i := range 20000 {
+		if i > 0 {
+			sb.WriteString(",")
+		}
+		fmt.Fprintf(&sb, `{"name":"Plant %06d","tag":"t","readers":["*"]}`, i)
+	}
+	sb.WriteString("]")
+	if err := os.WriteFile(data, []byte(sb.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	token, keyFile := mintTestToken(t, "EdDSA", "-sub", "drain")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stderr := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0",
+			"-jwt-key-file", keyFile, "-data", data, "-shutdown-delay", "300ms", "-shutdown-timeout", "10s"},
+			envOf(nil), nil, io.Discard, stderr)
+	}()
+	in := &instance{stderr: stderr}
+	deadline := time.Now().Add(20 * time.Second)
+	for in.api == "" && time.Now().Before(deadline) {
+		for _, l := range logLines(t, stderr.String()) {
+			if l["msg"] == "listening" {
+				in.api, in.admin = "http://"+l["api_addr"].(string), "http://"+l["admin_addr"].(string)
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	waitReady(t, in, http.StatusOK)
+
+	// Each client reads its response slowly, so it is still in flight when
+	// the listener closes.
+	const clients = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	started := make(chan struct{}, clients)
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest(http.MethodGet, in.api+"/plants", nil)
+			req.Header.Set("Authorization", "Bearer "+token)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				errs <- err
+				started <- struct{}{}
+				return
+			}
+			defer resp.Body.Close()
+			started <- struct{}{}
+			var n int
+			buf := make([]byte, 4096)
+			for {
+				k, err := resp.Body.Read(buf)
+				n += k
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					errs <- fmt.Errorf("read after %d bytes: %w", n, err)
+					return
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			if resp.StatusCode != http.StatusOK || n < 20000*20 {
+				errs <- fmt.Errorf("status %d, %d bytes", resp.StatusCode, n)
+			}
+		}()
+	}
+	for range clients {
+		<-started
+	}
+	cancel()
+	waitReady(t, in, http.StatusServiceUnavailable)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("in-flight request failed during shutdown: %v", err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("run after shutdown = %v, want nil (exit 0)", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("service did not stop")
+	}
+}
+
+// mintTestToken makes a key pair with keygen and a token with the token
+// command, and returns the token and the public JWKS path.
+func mintTestToken(t testing.TB, alg string, tokenArgs ...string) (token, jwksPath string) {
+	t.Helper()
+	prefix := filepath.Join(t.TempDir(), "key")
+	if err := run(context.Background(), []string{"keygen", "-alg", alg, "-out", prefix}, envOf(nil), nil, io.Discard, io.Discard); err != nil {
+		t.Fatalf("keygen -alg %s: %v", alg, err)
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), append([]string{"token", "-key", prefix + ".key"}, tokenArgs...), envOf(nil), nil, &out, io.Discard); err != nil {
+		t.Fatalf("token %q: %v", tokenArgs, err)
+	}
+	token = strings.TrimSuffix(out.String(), "\n")
+	if strings.Contains(token, "\n") || token == "" {
+		t.Fatalf("token printed %q, want one line", out.String())
+	}
+	return token, prefix + ".jwks.json"
+}
+
+// TestKeygenAndToken checks that keys and tokens made by the CLI verify in
+// the service, for every keygen algorithm.
+func TestKeygenAndToken(t *testing.T) {
+	for _, alg := range []string{"RS256", "ES256", "EdDSA"} {
+		t.Run(alg, func(t *testing.T) {
+			token, jwks := mintTestToken(t, alg, "-sub", "bob", "-groups", "gardeners", "-aud", "plants-api", "-iss", "https://idp.example", "-scope", "plants:read other", "-ttl", "5m")
+			in := startServe(t, nil, "-jwt-key-file", jwks, "-jwt-issuer", "https://idp.example",
+				"-jwt-audience", "plants-api", "-jwt-required-scope", "plants:read")
+			status, body, _ := get(t, in.api+"/plants", token)
+			if status != http.StatusOK {
+				t.Fatalf("GET /plants with a %s token from the token command = %d %s, want 200", alg, status, body)
+			}
+			want := expectedPlants(plants.SampleCatalog(), auth.Identity{Subject: "bob", Groups: []string{"gardeners"}})
+			var got []wirePlant
+			if err := json.Unmarshal(body, &got); err != nil || !slices.Equal(got, want) {
+				t.Errorf("GET /plants = %s (%v), want %v", body, err, want)
+			}
+		})
+	}
+	t.Run("keygen refuses to overwrite", func(t *testing.T) {
+		prefix := filepath.Join(t.TempDir(), "k")
+		args := []string{"keygen", "-alg", "EdDSA", "-out", prefix}
+		if err := run(context.Background(), args, envOf(nil), nil, io.Discard, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		before, _ := os.ReadFile(prefix + ".key")
+		if err := run(context.Background(), args, envOf(nil), nil, io.Discard, io.Discard); err == nil {
+			t.Errorf("second keygen -out %s succeeded, want an error", prefix)
+		}
+		after, _ := os.ReadFile(prefix + ".key")
+		if !bytes.Equal(before, after) {
+			t.Errorf("second keygen changed %s.key", prefix)
+		}
+	})
+	t.Run("usage", func(t *testing.T) {
+		for _, args := range [][]string{
+			{"token", "-sub", "x"},
+			{"token", "-key", "k"},
+			{"token", "-key", "k", "-sub", "x", "-ttl", "-1h"},
+			{"keygen", "-alg", "HS256", "-out", "x"},
+			{"keygen"},
+			{"nosuchcommand"},
+			{"version", "extra"},
+		} {
+			if err := run(context.Background(), args, envOf(nil), nil, io.Discard, io.Discard); !errors.Is(err, errUsage) {
+				t.Errorf("run(%q) = %v, want a usage error", args, err)
+			}
+		}
+	})
+}
+
+// TestVersion checks the version command's output.
+func TestVersion(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"version"}, envOf(nil), nil, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "plantstore ") || !strings.Contains(out.String(), "go1.") {
+		t.Errorf("version printed %q, want \"plantstore <version> (revision <rev>, go...)\"", out.String())
+	}
+}
+
+// TestReloadOnSIGHUP swaps the catalog file and sends SIGHUP: a good file
+// replaces the catalog, a bad one is refused while the old one serves.
+func TestReloadOnSIGHUP(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "catalog.json")
+	write := func(s string) {
+		t.Helper()
+		tmp := data + ".tmp"
+		if err := os.WriteFile(tmp, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`[{"name":"Aloe","readers":["*"]}]`)
+	token, keyFile := mintTestToken(t, "ES256", "-sub", "reloader")
+	in := startServe(t, nil, "-jwt-key-file", keyFile, "-data", data)
+	waitReady(t, in, http.StatusOK)
+	list := func() string {
+		status, body, _ := get(t, in.api+"/plants", token)
+		if status != http.StatusOK {
+			t.Fatalf("GET /plants = %d %s", status, body)
+		}
+		return string(body)
+	}
+	if got := list(); got != `[{"name":"Aloe"}]` {
+		t.Fatalf("before reload: %s", got)
+	}
+	hup := func() {
+		t.Helper()
+		if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`[{"name":"Basil","tag":"herb","readers":["*"]}]`)
+	hup()
+	waitFor(t, func() bool { return list() == `[{"name":"Basil","tag":"herb"}]` }, "the new catalog to serve")
+
+	write(`[{"name":"Cactus","readers":["nobody"]}]`)
+	hup()
+	waitFor(t, func() bool { return strings.Contains(in.stderr.String(), "catalog reload refused") }, "the refusal to be logged")
+	if got := list(); got != `[{"name":"Basil","tag":"herb"}]` {
+		t.Errorf("after a bad reload: %s, want the previous catalog", got)
+	}
+}
+
+func waitFor(t testing.TB, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// TestTokenNeverLogged runs requests at debug level and checks that no log
+// line holds the token or any part of its signature.
+func TestTokenNeverLogged(t *testing.T) {
+	token, keyFile := mintTestToken(t, "RS256", "-sub", "secretive")
+	in := startServe(t, nil, "-jwt-key-file", keyFile, "-log-level", "debug")
+	waitReady(t, in, http.StatusOK)
+	for _, tok := range []string{token, token + "x", strings.ToUpper(token)} {
+		get(t, in.api+"/plants", tok)
+		get(t, in.api+"/plants?limit=x", tok)
+		get(t, in.api+"/nope", tok)
+	}
+	waitFor(t, func() bool { return strings.Count(in.stderr.String(), `"msg":"request"`) >= 9 }, "9 access log lines")
+	logs := in.stderr.String()
+	sig := token[strings.LastIndex(token, ".")+1:]
+	for _, secret := range []string{token, sig, strings.ToUpper(sig), token[:strings.Index(token, ".")]} {
+		if strings.Contains(logs, secret) {
+			t.Fatalf("the log holds a token part %.12s…:\n%s", secret, logs)
+		}
+	}
+	if !strings.Contains(logs, `"sub":"secretive"`) {
+		t.Errorf("the access log has no sub for the valid token:\n%s", logs)
+	}
+}
