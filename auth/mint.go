@@ -13,7 +13,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/MicahParks/jwkset"
@@ -50,6 +49,9 @@ type MintClaims struct {
 // (HS256/384/512); any other pairing is an error.
 func Mint(key crypto.PrivateKey, alg string, c MintClaims) (string, error) {
 	key = normalizePrivate(key)
+	if alg == "" {
+		alg = DefaultAlgorithm(key)
+	}
 	if err := fitsPrivate(key, alg); err != nil {
 		return "", fmt.Errorf("mint token: %w", err)
 	}
@@ -119,12 +121,36 @@ func normalizePrivate(key crypto.PrivateKey) crypto.PrivateKey {
 	return key
 }
 
+// DefaultAlgorithm returns the algorithm a key signs with when none is
+// named: RS256 for RSA, ES256/ES384/ES512 by the ECDSA curve, EdDSA for
+// Ed25519, HS256 for an HMAC secret, and "" for anything else.
+func DefaultAlgorithm(key crypto.PrivateKey) string {
+	switch k := normalizePrivate(key).(type) {
+	case *rsa.PrivateKey:
+		return "RS256"
+	case *ecdsa.PrivateKey:
+		switch k.Curve.Params().Name {
+		case "P-256":
+			return "ES256"
+		case "P-384":
+			return "ES384"
+		case "P-521":
+			return "ES512"
+		}
+	case ed25519.PrivateKey:
+		return "EdDSA"
+	case []byte:
+		return "HS256"
+	}
+	return ""
+}
+
 // fitsPrivate reports, as an error, whether key cannot sign alg.
 func fitsPrivate(key crypto.PrivateKey, alg string) error {
 	ok := false
 	switch k := key.(type) {
 	case *rsa.PrivateKey:
-		ok = strings.HasPrefix(alg, "RS") || strings.HasPrefix(alg, "PS")
+		ok = Key{Public: &k.PublicKey}.Fits(alg)
 	case *ecdsa.PrivateKey:
 		ok = Key{Public: &k.PublicKey}.Fits(alg)
 	case ed25519.PrivateKey:
@@ -133,7 +159,7 @@ func fitsPrivate(key crypto.PrivateKey, alg string) error {
 		if len(k) == 0 {
 			return errors.New("empty HMAC secret")
 		}
-		ok = strings.HasPrefix(alg, "HS")
+		ok = Key{Public: k}.Fits(alg)
 	default:
 		return fmt.Errorf("unsupported key type %T", key)
 	}

@@ -399,3 +399,56 @@ func TestParsePrivateKey(t *testing.T) {
 		})
 	}
 }
+
+func TestMintDefaultAlgorithm(t *testing.T) {
+	tests := []struct {
+		name string
+		key  crypto.PrivateKey
+		want string
+	}{
+		{"RSA", mustGenerate(t, "RS256"), "RS256"},
+		{"P-256", mustGenerate(t, "ES256"), "ES256"},
+		{"P-384", mustECDSA(t, elliptic.P384()), "ES384"},
+		{"Ed25519", mustGenerate(t, "EdDSA"), "EdDSA"},
+		{"HMAC", []byte(strings.Repeat("s", 32)), "HS256"},
+		{"unsupported", "not a key", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := auth.DefaultAlgorithm(tt.key); got != tt.want {
+				t.Fatalf("DefaultAlgorithm(%T) = %q, want %q", tt.key, got, tt.want)
+			}
+			token, err := auth.Mint(tt.key, "", auth.MintClaims{Subject: "x", TTL: time.Minute})
+			if tt.want == "" {
+				if err == nil {
+					t.Fatalf("Mint(%T, \"\") succeeded, want an error", tt.key)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Mint(%T, \"\") = %v", tt.key, err)
+			}
+			if got := decodeSegment(t, token, 0)["alg"]; got != tt.want {
+				t.Errorf("Mint(%T, \"\") header alg = %v, want %s", tt.key, got, tt.want)
+			}
+		})
+	}
+}
+
+func mustGenerate(t testing.TB, alg string) crypto.PrivateKey {
+	t.Helper()
+	k, _, err := auth.GenerateKey(alg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func mustECDSA(t testing.TB, c elliptic.Curve) crypto.PrivateKey {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(c, rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
