@@ -6,7 +6,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rsa"
 	"errors"
-	"strings"
 )
 
 // Errors a key lookup returns. The Verifier maps them to failure reasons.
@@ -44,7 +43,11 @@ func (k Key) Fits(alg string) bool {
 	}
 	switch pub := k.Public.(type) {
 	case *rsa.PublicKey:
-		return strings.HasPrefix(alg, "RS") || strings.HasPrefix(alg, "PS")
+		switch alg {
+		case "RS256", "RS384", "RS512", "PS256", "PS384", "PS512":
+			return true
+		}
+		return false
 	case *ecdsa.PublicKey:
 		switch alg {
 		case "ES256":
@@ -58,7 +61,7 @@ func (k Key) Fits(alg string) bool {
 	case ed25519.PublicKey:
 		return alg == "EdDSA"
 	case []byte:
-		return strings.HasPrefix(alg, "HS")
+		return alg == "HS256" || alg == "HS384" || alg == "HS512"
 	}
 	return false
 }

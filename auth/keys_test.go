@@ -1,0 +1,53 @@
+package auth_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"testing"
+
+	"github.com/plantstore/plantstore/auth"
+)
+
+func TestKeyFits(t *testing.T) {
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p256, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	p384, _ := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	edPub, _, _ := ed25519.GenerateKey(rand.Reader)
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	tests := []struct {
+		name string
+		key  auth.Key
+		alg  string
+		want bool
+	}{
+		{"RSA RS256", auth.Key{Public: &rsaKey.PublicKey}, "RS256", true},
+		{"RSA PS512", auth.Key{Public: &rsaKey.PublicKey}, "PS512", true},
+		{"RSA pinned other alg", auth.Key{Public: &rsaKey.PublicKey, Algorithm: "RS384"}, "RS256", false},
+		{"RSA as HMAC", auth.Key{Public: &rsaKey.PublicKey}, "HS256", false},
+		{"RSA encryption alg", auth.Key{Public: &rsaKey.PublicKey}, "RSA-OAEP", false},
+		{"RSA made-up alg", auth.Key{Public: &rsaKey.PublicKey}, "RS1", false},
+		{"P-256 ES256", auth.Key{Public: &p256.PublicKey}, "ES256", true},
+		{"P-256 ES384", auth.Key{Public: &p256.PublicKey}, "ES384", false},
+		{"P-384 ES384", auth.Key{Public: &p384.PublicKey}, "ES384", true},
+		{"EC as HMAC", auth.Key{Public: &p256.PublicKey}, "HS256", false},
+		{"Ed25519 EdDSA", auth.Key{Public: edPub}, "EdDSA", true},
+		{"Ed25519 ES256", auth.Key{Public: edPub}, "ES256", false},
+		{"secret HS512", auth.Key{Public: secret}, "HS512", true},
+		{"secret made-up alg", auth.Key{Public: secret}, "HS1", false},
+		{"secret RS256", auth.Key{Public: secret}, "RS256", false},
+		{"none", auth.Key{Public: secret}, "none", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.key.Fits(tt.alg); got != tt.want {
+				t.Errorf("Key{%T, alg %q}.Fits(%q) = %v, want %v", tt.key.Public, tt.key.Algorithm, tt.alg, got, tt.want)
+			}
+		})
+	}
+}
