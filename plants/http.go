@@ -219,8 +219,7 @@ func headerBytes(r *http.Request) int {
 //
 // Retry-After is set on a 503 if the code that knew had not set it. Errors
 // of 500 and above are logged at Error with their cause (a canceled request
-// at Info, a panic [observability.Recover] already logged not again); 4xx
-// are left to the access log.
+// at Info); 4xx are left to the access log.
 //
 // It also recovers panics of the handlers after it: the panic is logged at
 // Error with its stack, and the client gets a 500 in the Error shape, or,
@@ -257,7 +256,7 @@ func RenderErrors(log *zap.Logger) gin.HandlerFunc {
 		fields := []zap.Field{zap.Int("status", status), zap.String("method", c.Request.Method),
 			zap.String("route", c.FullPath()), zap.String("request_id", observability.RequestID(c)), zap.Error(err)}
 		switch {
-		case status < 500, errors.Is(err, observability.ErrPanic): // the access log, or Recover, has it
+		case status < 500: // the access log has it
 		case errors.Is(err, context.Canceled):
 			log.Info("request canceled", fields...)
 		default:

@@ -23,7 +23,6 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/plantstore/plantstore/auth"
-	"github.com/plantstore/plantstore/observability"
 	"github.com/plantstore/plantstore/plants"
 )
 
@@ -339,21 +338,6 @@ func TestPanicRecovered(t *testing.T) {
 	}
 	if r := api.do(t, "GET", "/plants", as("bob")...); r.status != 200 || string(r.body) != "[]" {
 		t.Errorf("next request: %d %s; want 200 []", r.status, r.body)
-	}
-}
-
-func TestPanicRecoveredByObservability(t *testing.T) {
-	core, logs := observer.New(zapcore.DebugLevel)
-	log := zap.New(core)
-	e := gin.New()
-	e.Use(plants.RenderErrors(log), observability.Recover(log))
-	e.GET("/plants", fakeAuth, plants.ListHandler(panickyStore{new(atomic.Int32)}, log, nil))
-	srv := httptest.NewServer(e)
-	t.Cleanup(srv.Close)
-	api := &testAPI{srv: srv, logs: logs}
-	checkError(t, "GET /plants (panics)", api.do(t, "GET", "/plants", as("bob")...), 500, "internal error")
-	if n := len(logs.FilterLevelExact(zapcore.ErrorLevel).All()); n != 1 {
-		t.Errorf("%d Error log entries for one panic; want 1: %v", n, logs.All())
 	}
 }
 
