@@ -45,7 +45,9 @@ if [ ! -f "$installed" ] || ! node -e '
 fi
 
 step "build"
-go build -o "$tmp/plantstore" .
+# -buildvcs=auto overrides a GOFLAGS=-buildvcs=false, so that
+# plantstore_build_info and "plantstore version" carry the commit.
+go build -buildvcs=auto -o "$tmp/plantstore" .
 export PLANTSTORE_BIN="$tmp/plantstore"
 
 step "go vet (.ci/contract)"

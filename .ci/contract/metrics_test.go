@@ -343,6 +343,20 @@ func TestPrometheusScrapesTraffic(t *testing.T) {
 		}
 	}
 
+	// plantstore_build_info carries what "plantstore version" prints.
+	out, err := exec.Command(binary, "version").Output()
+	if err != nil {
+		t.Fatalf("plantstore version: %v", err)
+	}
+	m := regexp.MustCompile(`^plantstore (\S+) \(revision (\S+), (go\S+)\)`).FindStringSubmatch(string(out))
+	if m == nil {
+		t.Fatalf("plantstore version: printed %q, want \"plantstore <version> (revision <rev>, <go version>)\"", out)
+	}
+	info := p.query(t, `plantstore_build_info`)
+	if len(info) != 1 || info[0].Value != 1 || info[0].Metric["version"] != m[1] || info[0].Metric["revision"] != m[2] || info[0].Metric["goversion"] != m[3] {
+		t.Errorf("plantstore_build_info: got %v, want one series of value 1 with version %q, revision %q, goversion %q (from plantstore version)", info, m[1], m[2], m[3])
+	}
+
 	// The median of requests this small lies well inside the bucket range.
 	for _, q := range []string{
 		`histogram_quantile(0.5, sum by (le) (rate(plantstore_http_request_duration_seconds_bucket[1m])))`,
@@ -356,6 +370,8 @@ func TestPrometheusScrapesTraffic(t *testing.T) {
 		}
 		if v := got[0].Value; math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 || v >= 1 {
 			t.Errorf("%s: got %v seconds, want a finite number in (0, 1)", q, v)
+		} else {
+			t.Logf("%s = %.6f s", q, v)
 		}
 	}
 }
