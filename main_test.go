@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/plants"
@@ -611,5 +613,138 @@ func TestTokenNeverLogged(t *testing.T) {
 	}
 	if !strings.Contains(logs, `"sub":"secretive"`) {
 		t.Errorf("the access log has no sub for the valid token:\n%s", logs)
+	}
+}
+
+// testDatabase returns a DSN whose search_path is a fresh schema, dropped
+// when the test ends. It skips without a reachable server, unless
+// PLANTSTORE_REQUIRE_DB=1.
+func testDatabase(t *testing.T) string {
+	t.Helper()
+	dsn := os.Getenv("PLANTSTORE_TEST_DATABASE_URL")
+	if dsn == "" {
+		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		if os.Getenv("PLANTSTORE_REQUIRE_DB") == "1" {
+			t.Fatalf("test database unreachable (PLANTSTORE_REQUIRE_DB=1): %v", err)
+		}
+		t.Skipf("test database unreachable: %v", err)
+	}
+	defer conn.Close(context.Background())
+	schema := fmt.Sprintf("plantstore_main_%d", time.Now().UnixNano())
+	if _, err := conn.Exec(t.Context(), "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), dsn)
+		if err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(context.Background())
+		if _, err := conn.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// TestPostgresCommands runs migrate and import from the command line, then
+// serves from the database and checks that each sample user gets what the
+// memory store gives.
+func TestPostgresCommands(t *testing.T) {
+	dsn := testDatabase(t)
+	ctx := context.Background()
+	var out bytes.Buffer
+	if err := run(ctx, []string{"migrate", "-database-url", dsn}, envOf(nil), nil, &out, io.Discard); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	if err := run(ctx, []string{"migrate"}, envOf(map[string]string{"PLANTSTORE_DATABASE_URL": dsn}), nil, &out, io.Discard); err != nil {
+		t.Fatalf("migrate again, DSN from PLANTSTORE_DATABASE_URL: %v", err)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	if err := os.WriteFile(bad, []byte(`[{"name":"Fern","readers":[]}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(ctx, []string{"import", "-database-url", dsn, bad}, envOf(nil), nil, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "bad.json") {
+		t.Fatalf("import of a bad file = %v, want an error naming it", err)
+	}
+	sample := filepath.Join("plants", "sample_catalog.json")
+	out.Reset()
+	if err := run(ctx, []string{"import", "-database-url", dsn, sample, "-replace"}, envOf(nil), nil, &out, io.Discard); err != nil {
+		t.Fatalf("import -replace: %v", err)
+	}
+	if want := fmt.Sprintf("imported %d plants\n", plants.SampleCatalog().Len()); out.String() != want {
+		t.Errorf("import printed %q, want %q", out.String(), want)
+	}
+	for _, args := range [][]string{{"import", sample}, {"import", "-database-url", dsn}, {"import", "-database-url", dsn, sample, sample}, {"migrate", "-database-url", dsn, "x"}} {
+		if err := run(ctx, args, envOf(nil), nil, io.Discard, io.Discard); !errors.Is(err, errUsage) {
+			t.Errorf("run(%q) = %v, want a usage error", args, err)
+		}
+	}
+
+	in := startServe(t, nil, "-dev", "-database-url", dsn)
+	waitReady(t, in, http.StatusOK)
+	matches := curlLine.FindAllStringSubmatch(in.stdout.String(), -1)
+	if len(matches) < 3 {
+		t.Fatalf("-dev printed %d curl lines", len(matches))
+	}
+	for _, m := range matches {
+		user, token := m[1], m[2]
+		var id auth.Identity
+		for _, u := range plants.SampleUsers() {
+			if u.Subject == user {
+				id = u
+			}
+		}
+		status, body, _ := get(t, in.api+"/plants", token)
+		var got []wirePlant
+		if err := json.Unmarshal(body, &got); status != http.StatusOK || err != nil {
+			t.Fatalf("%s: GET /plants = %d %s", user, status, body)
+		}
+		if want := expectedPlants(plants.SampleCatalog(), id); !slices.Equal(got, want) {
+			t.Errorf("%s from PostgreSQL: got %v, want %v", user, got, want)
+		}
+	}
+}
+
+// TestPostgresDownAtStart starts the service against a database that does
+// not answer: it runs, /readyz is 503, and requests get 503 with
+// Retry-After in the Error shape.
+func TestPostgresDownAtStart(t *testing.T) {
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := closed.Addr().String()
+	closed.Close()
+	in := startServe(t, nil, "-dev", "-database-url", "postgres://plantstore:s3cret-pass@"+addr+"/test?sslmode=disable", "-db-connect-timeout", "200ms")
+	waitReady(t, in, http.StatusServiceUnavailable)
+	token := curlLine.FindStringSubmatch(in.stdout.String())[2]
+	status, body, header := get(t, in.api+"/plants", token)
+	if status != http.StatusServiceUnavailable || header.Get("Retry-After") == "" || header.Get("Content-Type") != "application/json" {
+		t.Fatalf("GET /plants with the database down = %d %v %s, want 503 with Retry-After", status, header, body)
+	}
+	var e struct {
+		Error   int    `json:"error"`
+		Message string `json:"message"`
+	}
+	if err := json.Unmarshal(body, &e); err != nil || e.Error != 503 || e.Message == "" {
+		t.Errorf("body %s: want the Error shape with 503", body)
+	}
+	waitFor(t, func() bool { return strings.Count(in.stderr.String(), `"msg":"request"`) >= 1 }, "the access log line")
+	for _, leak := range []string{"s3cret-pass", "SELECT"} {
+		if strings.Contains(string(body), leak) || strings.Contains(in.stderr.String(), leak) {
+			t.Errorf("%q appears in the response or the log", leak)
+		}
 	}
 }
