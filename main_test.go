@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go/parser"
+	"go/token"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +17,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -745,6 +748,57 @@ func TestPostgresDownAtStart(t *testing.T) {
 	for _, leak := range []string{"s3cret-pass", "SELECT"} {
 		if strings.Contains(string(body), leak) || strings.Contains(in.stderr.String(), leak) {
 			t.Errorf("%q appears in the response or the log", leak)
+		}
+	}
+}
+
+// TestImportRules checks the dependency direction of the house style:
+// observability ← auth ← plants ← main, plants/postgres → plants, and the
+// third-party libraries only in the files that own them.
+func TestImportRules(t *testing.T) {
+	const mod = "github.com/plantstore/plantstore"
+	allowed := map[string][]string{
+		"observability":   nil,
+		"auth":            {"observability"},
+		"plants":          {"auth", "observability"},
+		"plants/postgres": {"plants"},
+	}
+	// Each library, and the only files (by directory/file) that may import it.
+	owners := map[string]func(dir, file string) bool{
+		"github.com/gin-gonic/gin": func(dir, file string) bool {
+			return file == "main.go" || dir == "auth" && file == "middleware.go" ||
+				dir == "plants" && file == "http.go" || dir == "observability" && (file == "middleware.go" || file == "entry.go")
+		},
+		"github.com/jackc/pgx/v5":      func(dir, _ string) bool { return dir == "plants/postgres" },
+		"github.com/pressly/goose/v3":  func(dir, _ string) bool { return dir == "plants/postgres" },
+		"github.com/golang-jwt/jwt/v5": func(dir, _ string) bool { return dir == "auth" },
+		"github.com/MicahParks/jwkset": func(dir, _ string) bool { return dir == "auth" },
+	}
+	fset := token.NewFileSet()
+	for dir, deps := range allowed {
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("no Go files in %s: %v", dir, err)
+		}
+		for _, path := range files {
+			if strings.HasSuffix(path, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, imp := range f.Imports {
+				p, _ := strconv.Unquote(imp.Path.Value)
+				if rel, ok := strings.CutPrefix(p, mod+"/"); ok && !slices.Contains(deps, rel) {
+					t.Errorf("%s imports %s; %s may import only %v", path, rel, dir, deps)
+				}
+				for lib, may := range owners {
+					if (p == lib || strings.HasPrefix(p, lib+"/")) && !may(dir, filepath.Base(path)) {
+						t.Errorf("%s imports %s, which belongs elsewhere", path, p)
+					}
+				}
+			}
 		}
 	}
 }
