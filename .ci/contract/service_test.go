@@ -82,6 +82,18 @@ var (
 // check for exit status 0) when the test ends.
 func startService(t testing.TB, args ...string) *service {
 	t.Helper()
+	return launch(t, true, args...)
+}
+
+// startUnready is startService for a service that cannot become ready (its
+// store is down): it waits only for the "listening" log line.
+func startUnready(t testing.TB, args ...string) *service {
+	t.Helper()
+	return launch(t, false, args...)
+}
+
+func launch(t testing.TB, ready bool, args ...string) *service {
+	t.Helper()
 	dir := t.TempDir()
 	outPath, errPath := filepath.Join(dir, "stdout"), filepath.Join(dir, "stderr")
 	stdout, err := os.Create(outPath)
@@ -136,11 +148,13 @@ func startService(t testing.TB, args ...string) *service {
 			t.Fatalf("listening on %q, want 127.0.0.1:<port>", a)
 		}
 	}
-	waitReady(t, s.Admin+"/readyz")
+	if ready {
+		waitReady(t, s.Admin+"/readyz")
+	}
 
 	// The -dev banner is written before the API starts serving, so once
 	// /readyz answers the file holds all of it.
-	if hasArg(args, "-dev") {
+	if ready && hasArg(args, "-dev") {
 		s.Users, s.Tokens = parseBanner(t, readFile(t, outPath), s.API)
 		if len(s.Users) == 0 {
 			t.Fatalf("plantstore -dev printed no token lines on stdout:\n%s", readFile(t, outPath))
@@ -319,6 +333,25 @@ func mintToken(t testing.TB, args ...string) string {
 		t.Fatalf("plantstore token %s printed %q, want one token and a newline", strings.Join(args, " "), out)
 	}
 	return tok
+}
+
+// storeDownService runs plantstore with a key file and a PostgreSQL URL
+// that refuses connections, and returns it with a token it accepts.
+func storeDownService(t testing.TB) (s *service, token string) {
+	t.Helper()
+	prefix := filepath.Join(t.TempDir(), "k")
+	if out, err := exec.Command(binary, "keygen", "-alg", "EdDSA", "-out", prefix).CombinedOutput(); err != nil {
+		t.Fatalf("plantstore keygen -alg EdDSA -out %s: %v\n%s", prefix, err, out)
+	}
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := closed.Addr().String()
+	closed.Close() // nothing listens there now: connections are refused
+	s = startUnready(t, "-jwt-key-file", prefix+".jwks.json",
+		"-database-url", "postgres://plantstore@"+addr+"/plantstore?connect_timeout=2&sslmode=disable")
+	return s, mintToken(t, "-key", prefix+".key", "-alg", "EdDSA", "-sub", "contract")
 }
 
 // scopedService runs plantstore with a key file from "plantstore keygen"

@@ -157,6 +157,10 @@ const (
 func TestResponsesMatchDocument(t *testing.T) {
 	dev := startService(t, "-dev")
 	scoped, withScope, withoutScope := scopedService(t)
+	down, downToken := storeDownService(t)
+	if e := do(t, http.MethodGet, down.Admin+"/readyz", nil); e.Resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("GET /readyz with the database down: status %d, want 503", e.Resp.StatusCode)
+	}
 	user := dev.Users[0]
 	token := dev.Tokens[user]
 
@@ -225,6 +229,8 @@ func TestResponsesMatchDocument(t *testing.T) {
 			wantHeader: map[string]string{"WWW-Authenticate": `Bearer realm="plantstore", error="insufficient_scope"*`}},
 		{name: "431 headers over 16 KiB", s: dev, method: "GET", target: "/plants", header: withHeader(bearer(token), "X-Padding", pad),
 			wantStatus: 431, expect: []complaint{padding}},
+		{name: "503 store down", s: down, method: "GET", target: "/plants", header: bearer(downToken), wantStatus: 503,
+			wantHeader: map[string]string{"Retry-After": "*"}},
 		{name: "404 /nope", s: dev, method: "GET", target: "/nope", header: bearer(token), mode: errorShape, wantStatus: 404},
 		{name: "404 DELETE /nope", s: dev, method: "DELETE", target: "/nope", mode: errorShape, wantStatus: 404},
 		{name: "404 /plants/", s: dev, method: "GET", target: "/plants/", header: bearer(token), mode: errorShape, wantStatus: 404},
