@@ -1,0 +1,175 @@
+package main
+
+import (
+	"crypto"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/observability"
+	"github.com/plantstore/plantstore/plants"
+)
+
+// benchCatalog returns n plants shaped like the sample catalog: every
+// plant has a tag and one to three readers among a few groups, a few
+// users and "*".
+func benchCatalog(tb testing.TB, n int) *plants.Catalog {
+	tb.Helper()
+	readerSets := [][]string{
+		{"*"},
+		{"group:gardeners"},
+		{"group:botanists", "user:bob"},
+		{"group:gardeners", "group:botanists"},
+		{"user:alice"},
+		{"group:botanists"},
+		{"user:carol", "group:gardeners", "*"},
+	}
+	tags := []string{"aroid", "succulent", "fern", "herb", "palm"}
+	ps := make([]plants.Plant, n)
+	for i := range ps {
+		ps[i] = plants.Plant{
+			Name:    fmt.Sprintf("Plant %06d", (i*7919)%n),
+			Tag:     tags[i%len(tags)],
+			Readers: readerSets[i%len(readerSets)],
+		}
+	}
+	c, err := plants.NewCatalog(ps)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
+// benchEngine returns the API handler of the service over catalog, with a
+// discarding logger and a real registry, whose verifier trusts one key per
+// algorithm in algs, and a token for alice (group gardeners) per algorithm.
+func benchEngine(tb testing.TB, catalog *plants.Catalog, algs ...string) (http.Handler, map[string]string) {
+	tb.Helper()
+	gin.SetMode(gin.ReleaseMode)
+	log, err := observability.NewLogger("info", "json", io.Discard)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	reg := observability.NewRegistry("bench", "bench")
+	am := auth.NewMetrics(reg)
+	pm := plants.NewMetrics(reg)
+	var (
+		keys   []auth.Key
+		tokens = map[string]string{}
+	)
+	for _, alg := range algs {
+		priv, _, err := auth.GenerateKey(alg)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		kid, err := auth.Thumbprint(priv.Public())
+		if err != nil {
+			tb.Fatal(err)
+		}
+		keys = append(keys, auth.Key{ID: kid, Algorithm: alg, Public: priv.Public()})
+		tokens[alg] = benchToken(tb, priv, alg, "alice", "gardeners")
+	}
+	cfg := auth.Config{
+		Issuer:        "https://issuer.example",
+		Audiences:     []string{"plantstore"},
+		Leeway:        30 * time.Second,
+		RequiredScope: "plants:read",
+	}
+	v, err := auth.NewVerifier(cfg, auth.NewKeySet(keys), am)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	store := plants.NewMemoryStore(catalog, pm)
+	return newAPIHandler(log, reg, v, store, pm, nil), tokens
+}
+
+func benchToken(tb testing.TB, priv crypto.Signer, alg, sub string, groups ...string) string {
+	tb.Helper()
+	token, err := auth.Mint(priv, alg, auth.MintClaims{
+		Subject:  sub,
+		Issuer:   "https://issuer.example",
+		Audience: []string{"plantstore"},
+		Groups:   groups,
+		Scope:    "plants:read openid",
+		TTL:      time.Hour,
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return token
+}
+
+// discardWriter is a minimal http.ResponseWriter that keeps nothing but
+// the status, so the benchmark measures the handler chain and not a
+// recorder.
+type discardWriter struct {
+	h      http.Header
+	status int
+	n      int
+}
+
+func (w *discardWriter) Header() http.Header { return w.h }
+func (w *discardWriter) WriteHeader(s int)   { w.status = s }
+func (w *discardWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	w.n += len(p)
+	return len(p), nil
+}
+
+// BenchmarkAPI serves GET /plants?limit=10 through the whole gin engine
+// of the service (access log, metrics, error rendering, header limit,
+// token verification, listing, encoding) with a real token per signing
+// algorithm, over a 1,000-plant catalog. The target is at most 10
+// allocations and 2 KiB per request; allocs/op and B/op are the figures.
+func BenchmarkAPI(b *testing.B) {
+	algs := []string{"RS256", "ES256", "EdDSA"}
+	h, tokens := benchEngine(b, benchCatalog(b, 1_000), algs...)
+	for _, alg := range algs {
+		b.Run("alg="+alg, func(b *testing.B) {
+			req := httptest.NewRequest(http.MethodGet, "/plants?limit=10", nil)
+			req.Header.Set("Authorization", "Bearer "+tokens[alg])
+			req.Header.Set("User-Agent", "bench")
+			w := &discardWriter{h: http.Header{}}
+			b.ReportAllocs()
+			for b.Loop() {
+				clear(w.h)
+				w.status, w.n = 0, 0
+				h.ServeHTTP(w, req)
+				if w.status != http.StatusOK {
+					b.Fatalf("GET /plants?limit=10: status %d, want 200", w.status)
+				}
+			}
+			b.SetBytes(int64(w.n))
+		})
+	}
+}
+
+// BenchmarkAPIParallel is BenchmarkAPI for RS256 with the requests spread
+// over GOMAXPROCS goroutines, for contention in the shared state (metrics,
+// pools, the token cache).
+func BenchmarkAPIParallel(b *testing.B) {
+	h, tokens := benchEngine(b, benchCatalog(b, 1_000), "RS256")
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		req := httptest.NewRequest(http.MethodGet, "/plants?limit=10", nil)
+		req.Header.Set("Authorization", "Bearer "+tokens["RS256"])
+		w := &discardWriter{h: http.Header{}}
+		for pb.Next() {
+			clear(w.h)
+			w.status = 0
+			h.ServeHTTP(w, req)
+			if w.status != http.StatusOK {
+				b.Errorf("status %d, want 200", w.status)
+				return
+			}
+		}
+	})
+}
