@@ -430,6 +430,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			return fmt.Errorf("load HMAC secret: %w", err)
 		}
 		sources = append(sources, secret)
+		authMetrics.AddKeys(secret.Len())
 	}
 	if cfg.Dev {
 		if devKey, _, err = auth.GenerateKey("EdDSA"); err != nil {
@@ -440,6 +441,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			return fmt.Errorf("dev key: %w", err)
 		}
 		sources = append(sources, auth.NewKeySet([]auth.Key{{ID: kid, Algorithm: "EdDSA", Public: devKey.Public()}}))
+		authMetrics.AddKeys(1)
 	}
 	// The remote set comes last: a kid that a static source knows must not
 	// cost a JWKS refetch.

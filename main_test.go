@@ -802,3 +802,18 @@ func TestImportRules(t *testing.T) {
 		}
 	}
 }
+
+// TestKeysGauge checks that plantstore_jwks_keys counts the static key
+// sources too.
+func TestKeysGauge(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte(strings.Repeat("k", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in := startServe(t, nil, "-dev", "-jwt-hmac-secret-file", secret)
+	waitReady(t, in, http.StatusOK)
+	_, body, _ := get(t, in.admin+"/metrics", "")
+	if !regexp.MustCompile(`(?m)^plantstore_jwks_keys 2$`).Match(body) {
+		t.Errorf("with -dev and an HMAC secret, /metrics has no \"plantstore_jwks_keys 2\":\n%s", regexp.MustCompile(`(?m)^plantstore_jwks_keys.*$`).Find(body))
+	}
+}
