@@ -85,6 +85,15 @@ Run "plantstore COMMAND -h" for the flags of a command.
 // run is the whole program: main only adds the process environment and the
 // exit status. ctx ends the service (SIGINT and SIGTERM cancel it in main).
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	err := dispatch(ctx, args, getenv, stdout, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil // -h printed the flags
+	}
+	return err
+}
+
+// dispatch runs the subcommand named by args[0], serve by default.
+func dispatch(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cmd := "serve"
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, args = args[0], args[1:]
@@ -364,9 +373,6 @@ func checkHTTPURL(s string) error {
 // -shutdown-timeout to finish.
 func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cfg, err := parseServeFlags(args, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
 	if err != nil {
 		return err
 	}
@@ -659,9 +665,6 @@ func mintToken(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&ttl, "ttl", time.Hour, "lifetime")
 	fs.StringVar(&kid, "kid", "", "key ID (default: the key's RFC 7638 thumbprint)")
 	if err := parseFlags(fs, args, nil, stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
 		return err
 	}
 	switch {
@@ -701,9 +704,6 @@ func keygen(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&alg, "alg", "RS256", "RS256, ES256 or EdDSA")
 	fs.StringVar(&out, "out", "", "output prefix: writes PREFIX.key and PREFIX.jwks.json (required)")
 	if err := parseFlags(fs, args, nil, stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
 		return err
 	}
 	switch {
@@ -779,9 +779,6 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 	var dsn string
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	rest, err := databaseFlags(fs, &dsn, args, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
 	if err != nil {
 		return err
 	}
@@ -803,9 +800,6 @@ func importCatalog(ctx context.Context, args []string, getenv func(string) strin
 	fs := flag.NewFlagSet("import", flag.ContinueOnError)
 	fs.BoolVar(&replace, "replace", false, "replace the whole catalog instead of adding to it")
 	rest, err := databaseFlags(fs, &dsn, args, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
 	if err != nil {
 		return err
 	}

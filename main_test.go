@@ -817,3 +817,16 @@ func TestKeysGauge(t *testing.T) {
 		t.Errorf("with -dev and an HMAC secret, /metrics has no \"plantstore_jwks_keys 2\":\n%s", regexp.MustCompile(`(?m)^plantstore_jwks_keys.*$`).Find(body))
 	}
 }
+
+// TestHelp checks that -h prints the flags of each command and succeeds.
+func TestHelp(t *testing.T) {
+	for _, cmd := range []string{"serve", "token", "keygen", "migrate", "import"} {
+		var stderr bytes.Buffer
+		if err := run(context.Background(), []string{cmd, "-h"}, envOf(nil), nil, io.Discard, &stderr); err != nil {
+			t.Errorf("%s -h = %v, want nil (exit 0)", cmd, err)
+		}
+		if !strings.Contains(stderr.String(), "usage of plantstore "+cmd) {
+			t.Errorf("%s -h printed %q, want its usage", cmd, stderr.String())
+		}
+	}
+}
