@@ -24,9 +24,15 @@ func NewContext(ctx context.Context, id Identity) context.Context {
 	return context.WithValue(ctx, contextKey{}, id)
 }
 
-// FromContext returns the Identity stored in ctx by [NewContext] and reports
-// whether there was one.
+// FromContext returns the Identity stored in ctx by [NewContext] or
+// [Middleware] and reports whether there was one.
 func FromContext(ctx context.Context) (Identity, bool) {
-	id, ok := ctx.Value(contextKey{}).(Identity)
-	return id, ok
+	switch x := ctx.Value(contextKey{}).(type) {
+	case Identity:
+		return x, true
+	case *verified:
+		// Stored by Middleware and shared with the cache: a copy.
+		return x.identity(), true
+	}
+	return Identity{}, false
 }

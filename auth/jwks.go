@@ -81,6 +81,7 @@ type JWKS struct {
 	source string // URL or issuer, for logs and errors
 
 	keys    atomic.Pointer[KeySet]
+	gen     atomic.Uint64 // see Generation
 	stopped chan struct{} // closed when the loop and its fetches have ended
 
 	mu       sync.Mutex
@@ -340,6 +341,11 @@ func (j *JWKS) install(keys []Key) {
 		j.m.AddKeys(d)
 	}
 	j.keys.Store(ks)
+	if !sameKeys(old, ks) {
+		// After the store: a verification that sees the new generation
+		// sees the new keys.
+		j.gen.Add(1)
+	}
 	if !slices.Equal(keyIDs(old), keyIDs(ks)) {
 		j.log.Info("jwks keys updated", zap.String("source", j.source), zap.Strings("kids", keyIDs(ks)))
 	}

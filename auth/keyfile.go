@@ -31,6 +31,7 @@ type KeyFile struct {
 	m    *Metrics
 	mu   sync.Mutex // serializes Reload
 	keys atomic.Pointer[KeySet]
+	gen  atomic.Uint64 // see Generation
 }
 
 var _ Keys = (*KeyFile)(nil)
@@ -60,6 +61,9 @@ func (f *KeyFile) Reload() error {
 		return fmt.Errorf("reload key file %s: %w", f.path, err)
 	}
 	old := f.keys.Swap(NewKeySet(keys))
+	// After the swap: a verification that sees the new generation sees
+	// the new keys.
+	f.gen.Add(1)
 	f.m.AddKeys(len(keys) - old.Len())
 	return nil
 }

@@ -1,7 +1,7 @@
 package auth
 
 import (
-	"errors"
+	"context"
 	"net/http"
 	"strings"
 
@@ -29,7 +29,7 @@ const realm = "plantstore"
 // subject on the access log entry. It never logs the header or the token.
 func Middleware(v *Verifier) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		id, err := authenticate(c.Request, v)
+		e, err := authenticate(c.Request, v)
 		if err != nil {
 			c.Header("WWW-Authenticate", challenge(err))
 			observability.Annotate(c).SetAuthFailure(string(err.Reason))
@@ -38,27 +38,21 @@ func Middleware(v *Verifier) gin.HandlerFunc {
 			c.Abort()
 			return
 		}
-		c.Request = c.Request.WithContext(NewContext(c.Request.Context(), id))
-		observability.Annotate(c).SetSubject(id.Subject)
+		// The shared entry goes into the context as it is: FromContext
+		// copies its identity, PrincipalsFromContext reads its principals.
+		c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), contextKey{}, e))
+		observability.Annotate(c).SetSubject(e.id.Subject)
 		c.Next()
 	}
 }
 
 // authenticate extracts the bearer token of r and verifies it.
-func authenticate(r *http.Request, v *Verifier) (Identity, *Error) {
+func authenticate(r *http.Request, v *Verifier) (*verified, *Error) {
 	token, err := bearerToken(r.Header)
 	if err != nil {
-		return Identity{}, err
+		return nil, err
 	}
-	id, verr := v.Verify(r.Context(), token)
-	if verr != nil {
-		var ae *Error
-		if !errors.As(verr, &ae) {
-			ae = invalidToken(ReasonMalformed)
-		}
-		return Identity{}, ae
-	}
-	return id, nil
+	return v.verify(r.Context(), token)
 }
 
 // bearerToken returns the token of the one Authorization header of h.

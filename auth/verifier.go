@@ -38,6 +38,11 @@ type Config struct {
 	// RequiredScope, when set, is a scope the token must carry in its
 	// scope or scp claim; without it the request is refused with 403.
 	RequiredScope string
+	// CacheSize is the number of verified tokens kept, so that a token
+	// presented again costs a lookup instead of a signature check (see
+	// [Verifier.Verify]). Zero means [DefaultCacheSize]; a negative value
+	// turns the cache off.
+	CacheSize int
 }
 
 // DefaultAlgorithms returns the algorithms a [Verifier] allows when its
@@ -61,6 +66,12 @@ type Verifier struct {
 	m          *Metrics
 	parser     *jwt.Parser
 	groupsPath []string
+	// cache is nil when turned off or when a key source does not count
+	// its changes; gen is then nil too.
+	cache *tokenCache
+	gen   func() uint64
+	// now is the clock of every time check; tests replace it.
+	now func() time.Time
 }
 
 // NewVerifier returns a Verifier for cfg that finds keys in keys and whose
@@ -130,13 +141,22 @@ func NewVerifier(cfg Config, keys Keys, m *Metrics) (*Verifier, error) {
 		// WithAudience passes when aud contains any one of them.
 		opts = append(opts, jwt.WithAudience(cfg.Audiences...))
 	}
-	return &Verifier{
+	v := &Verifier{
 		cfg:        cfg,
 		keys:       keys,
 		m:          m,
-		parser:     jwt.NewParser(opts...),
 		groupsPath: path,
-	}, nil
+		now:        time.Now,
+	}
+	v.parser = jwt.NewParser(append(opts, jwt.WithTimeFunc(func() time.Time { return v.now() }))...)
+	size := cfg.CacheSize
+	if size == 0 {
+		size = DefaultCacheSize
+	}
+	if gen, ok := generationOf(keys); ok && size > 0 {
+		v.cache, v.gen = newTokenCache(size), gen
+	}
+	return v, nil
 }
 
 // Config returns the policy v enforces, with defaults filled in: the
@@ -153,18 +173,55 @@ func (v *Verifier) Config() Config {
 // [Reason] for a token that fails a check, or 403 insufficient_scope when
 // the token is valid but lacks the configured required scope. Verify does
 // not count failures; [Middleware] does.
+//
+// A token that passed is kept in a bounded cache (Config.CacheSize) until
+// it expires, and is then accepted without a signature check, as long as
+// its exp, nbf and iat still hold now and no key source has changed its
+// keys since: a key removed by a JWKS refresh or a key file reload stops
+// its tokens at once. Refusals are never cached.
 func (v *Verifier) Verify(ctx context.Context, token string) (Identity, error) {
+	e, err := v.verify(ctx, token)
+	if err != nil {
+		return Identity{}, err
+	}
+	return e.identity(), nil
+}
+
+// verify is Verify without the copy of the identity: the returned entry
+// may be shared with other calls.
+func (v *Verifier) verify(ctx context.Context, token string) (*verified, *Error) {
 	if len(token) > maxCredential {
-		return Identity{}, invalidToken(ReasonTooLarge)
+		return nil, invalidToken(ReasonTooLarge)
+	}
+	var h, gen uint64
+	cache := v.cache != nil && len(token) <= maxCachedToken
+	if cache {
+		// The generation is read before the keys: an entry can only claim
+		// a generation whose keys it was checked against, or an older one.
+		h, gen = v.cache.hash(v.cache.seed, token), v.gen()
+		if e := v.cache.get(token, h, gen); e != nil && e.validAt(v.now(), v.cfg.Leeway) {
+			return e, nil
+		}
 	}
 	claims := jwt.MapClaims{}
 	tok, err := v.parser.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
 		return v.key(ctx, t)
 	})
 	if err != nil {
-		return Identity{}, v.classify(tok, claims, err)
+		return nil, v.classify(tok, claims, err)
 	}
-	return v.identity(claims)
+	id, ae := v.identity(claims)
+	if ae != nil {
+		return nil, ae
+	}
+	e := &verified{token: token, hash: h, gen: gen, id: id, principals: Principals(id)}
+	if exp, nbf, iat, ok := timeClaims(claims); ok && cache {
+		// A copy, so that the cache holds no request memory.
+		e.token = strings.Clone(token)
+		e.exp, e.nbf, e.iat = exp, nbf, iat
+		v.cache.put(e)
+	}
+	return e, nil
 }
 
 // key is the jwt.Keyfunc: it runs after the parser has checked alg against
@@ -262,7 +319,7 @@ func (v *Verifier) claimsReason(claims jwt.MapClaims, err error) Reason {
 // identity builds the caller from verified claims and applies the checks
 // golang-jwt does not make: sub, the groups and scope types, and the
 // required scope.
-func (v *Verifier) identity(claims jwt.MapClaims) (Identity, error) {
+func (v *Verifier) identity(claims jwt.MapClaims) (Identity, *Error) {
 	var id Identity
 	switch sub := claims["sub"].(type) {
 	case nil:

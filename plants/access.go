@@ -9,20 +9,10 @@ import (
 // Principals returns the principals of a caller: "user:<sub>", "group:<g>"
 // for each of its groups, and "*", without repeats. Empty subjects and group
 // names give no principal, since no reader can name them.
+// It is [auth.Principals], which the auth middleware computes once per
+// cached token.
 func Principals(id auth.Identity) []string {
-	ps := make([]string, 0, len(id.Groups)+2)
-	if id.Subject != "" {
-		ps = append(ps, "user:"+id.Subject)
-	}
-	for _, g := range id.Groups {
-		if g == "" {
-			continue
-		}
-		if p := "group:" + g; !slices.Contains(ps, p) {
-			ps = append(ps, p)
-		}
-	}
-	return append(ps, "*")
+	return auth.Principals(id)
 }
 
 // VisibleTo reports whether a caller with the given principals may see p:

@@ -49,7 +49,7 @@ func ListHandler(store Store, log *zap.Logger, m *Metrics) gin.HandlerFunc {
 			c.Abort()
 			return
 		}
-		id, ok := auth.FromContext(c.Request.Context())
+		principals, ok := auth.PrincipalsFromContext(c.Request.Context())
 		if !ok {
 			c.Error(errNoIdentity)
 			c.Abort()
@@ -71,7 +71,7 @@ func ListHandler(store Store, log *zap.Logger, m *Metrics) gin.HandlerFunc {
 		head := c.Request.Method == http.MethodHead
 		ctx := c.Request.Context()
 		n, written, complete := 0, false, true
-		for p, err := range store.List(ctx, Query{Principals: Principals(id), Limit: limit}) {
+		for p, err := range store.List(ctx, Query{Principals: principals, Limit: limit}) {
 			if err != nil {
 				if written {
 					observability.Annotate(c).SetPlants(n)
