@@ -1,0 +1,183 @@
+package auth
+
+import (
+	"crypto"
+	"hash/maphash"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// cacheFixture is a verifier with a controlled clock over one EdDSA key,
+// and a signer of tokens for that key.
+type cacheFixture struct {
+	v    *Verifier
+	now  time.Time
+	priv crypto.Signer
+	kid  string
+}
+
+func newCacheFixture(t testing.TB, cfg Config) *cacheFixture {
+	t.Helper()
+	priv, _, err := GenerateKey("EdDSA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kid, err := Thumbprint(priv.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := NewVerifier(cfg, NewKeySet([]Key{{ID: kid, Public: priv.Public()}}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &cacheFixture{v: v, now: time.Unix(1_800_000_000, 0), priv: priv, kid: kid}
+	v.now = func() time.Time { return f.now }
+	return f
+}
+
+// token signs claims (times in seconds from the fixture's start).
+func (f *cacheFixture) token(t testing.TB, c jwt.MapClaims) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, c)
+	tok.Header["kid"] = f.kid
+	s, err := tok.SignedString(f.priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (f *cacheFixture) at(sec int64) int64 { return f.now.Unix() + sec }
+
+// TestCacheTimeClaims verifies a token at the fixture's start (which
+// caches it), moves the clock, and verifies it again: the cached entry
+// must give the answer a full verification gives at that time.
+func TestCacheTimeClaims(t *testing.T) {
+	const leeway = 30 * time.Second
+	tests := []struct {
+		name       string
+		claims     func(f *cacheFixture) jwt.MapClaims
+		later      time.Duration
+		wantReason Reason
+	}{
+		{name: "before exp", claims: func(f *cacheFixture) jwt.MapClaims {
+			return jwt.MapClaims{"sub": "a", "exp": f.at(60)}
+		}, later: 59 * time.Second},
+		{name: "after exp within leeway", claims: func(f *cacheFixture) jwt.MapClaims {
+			return jwt.MapClaims{"sub": "a", "exp": f.at(60)}
+		}, later: 60*time.Second + leeway - time.Nanosecond},
+		{name: "expired while cached", claims: func(f *cacheFixture) jwt.MapClaims {
+			return jwt.MapClaims{"sub": "a", "exp": f.at(60)}
+		}, later: 60*time.Second + leeway, wantReason: ReasonExpired},
+		{name: "long expired while cached", claims: func(f *cacheFixture) jwt.MapClaims {
+			return jwt.MapClaims{"sub": "a", "exp": f.at(60)}
+		}, later: 24 * time.Hour, wantReason: ReasonExpired},
+		{name: "clock set back before nbf", claims: func(f *cacheFixture) jwt.MapClaims {
+			return jwt.MapClaims{"sub": "a", "exp": f.at(3600), "nbf": f.at(0)}
+		}, later: -leeway - time.Second, wantReason: ReasonNotYetValid},
+		{name: "clock set back before iat", claims: func(f *cacheFixture) jwt.MapClaims {
+			return jwt.MapClaims{"sub": "a", "exp": f.at(3600), "iat": f.at(0)}
+		}, later: -leeway - time.Second, wantReason: ReasonNotYetValid},
+		{name: "clock set back within leeway", claims: func(f *cacheFixture) jwt.MapClaims {
+			return jwt.MapClaims{"sub": "a", "exp": f.at(3600), "nbf": f.at(0), "iat": f.at(0)}
+		}, later: -leeway},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newCacheFixture(t, Config{Leeway: leeway})
+			token := f.token(t, tt.claims(f))
+			if _, err := f.v.Verify(t.Context(), token); err != nil {
+				t.Fatalf("Verify at the start: %v", err)
+			}
+			h := f.v.cache.hash(f.v.cache.seed, token)
+			if f.v.cache.get(token, h, 0) == nil {
+				t.Fatal("token not cached after a successful Verify")
+			}
+			f.now = f.now.Add(tt.later)
+			_, err := f.v.Verify(t.Context(), token)
+			var got Reason
+			if err != nil {
+				got = err.(*Error).Reason
+			}
+			if got != tt.wantReason {
+				t.Errorf("Verify %s later = %v; want reason %q", tt.later, err, tt.wantReason)
+			}
+		})
+	}
+}
+
+// TestCacheCollisions gives every token the same hash, so that all of
+// them compete for one set, and checks that each token only ever gets
+// its own identity, and that a token that fails verification is refused
+// even when a valid one with its hash is cached.
+func TestCacheCollisions(t *testing.T) {
+	f := newCacheFixture(t, Config{})
+	f.v.cache.hash = func(maphash.Seed, string) uint64 { return 42 }
+	const users = 3 * cacheWays // more than a set holds
+	tokens := make([]string, users)
+	for i := range tokens {
+		tokens[i] = f.token(t, jwt.MapClaims{"sub": subject(i), "groups": []any{subject(i) + "-group"}, "exp": f.at(3600)})
+	}
+	valid := tokens[0]
+	forged := valid[:len(valid)-2] + "AA" // same header and claims, bad signature
+	tests := []struct {
+		name       string
+		token      string
+		wantSub    string
+		wantReason Reason
+	}{
+		{name: "forged twin of a cached token", token: forged, wantReason: ReasonBadSignature},
+		{name: "first user", token: valid, wantSub: subject(0)},
+		{name: "last user", token: tokens[users-1], wantSub: subject(users - 1)},
+	}
+	for round := range 3 {
+		for i, tok := range tokens {
+			e, err := f.v.verify(t.Context(), tok)
+			if err != nil {
+				t.Fatalf("round %d: verify(token of %s): %v", round, subject(i), err)
+			}
+			if e.id.Subject != subject(i) || e.principals[0] != "user:"+subject(i) || e.principals[1] != "group:"+subject(i)+"-group" {
+				t.Fatalf("round %d: verify(token of %s) = %+v %q", round, subject(i), e.id, e.principals)
+			}
+		}
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id, err := f.v.Verify(t.Context(), tt.token)
+			var got Reason
+			if err != nil {
+				got = err.(*Error).Reason
+			}
+			if got != tt.wantReason || id.Subject != tt.wantSub {
+				t.Errorf("Verify = %+v, %v; want subject %q, reason %q", id, err, tt.wantSub, tt.wantReason)
+			}
+		})
+	}
+}
+
+func subject(i int) string { return "user" + string(rune('A'+i)) }
+
+func TestCacheSize(t *testing.T) {
+	tests := []struct {
+		size     int
+		wantSets int
+	}{
+		{size: -1, wantSets: 0},
+		{size: 1, wantSets: 1},
+		{size: cacheWays, wantSets: 1},
+		{size: cacheWays + 1, wantSets: 2},
+		{size: DefaultCacheSize, wantSets: DefaultCacheSize / cacheWays},
+	}
+	for _, tt := range tests {
+		c := newTokenCache(tt.size)
+		got := 0
+		if c != nil {
+			got = len(c.sets)
+		}
+		if got != tt.wantSets {
+			t.Errorf("newTokenCache(%d) has %d sets, want %d", tt.size, got, tt.wantSets)
+		}
+	}
+}

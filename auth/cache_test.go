@@ -1,0 +1,301 @@
+package auth_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/plantstore/plantstore/auth"
+)
+
+// countingKeys is a key source that counts its lookups, so that a test
+// can tell a cache hit (no lookup) from a verification. It does not count
+// its changes: a Verifier must not cache tokens of it.
+type countingKeys struct {
+	keys    auth.Keys
+	lookups *atomic.Int64
+}
+
+func (c countingKeys) Key(ctx context.Context, kid, alg string) (auth.Key, error) {
+	c.lookups.Add(1)
+	return c.keys.Key(ctx, kid, alg)
+}
+
+// countingGenKeys is countingKeys over an unchanging set, which says so
+// with a constant generation, as a KeySet does.
+type countingGenKeys struct{ countingKeys }
+
+func (countingGenKeys) Generation() uint64 { return 0 }
+
+func TestVerifierCacheHits(t *testing.T) {
+	k := newTestKey(t, "ES256")
+	token := mustToken(t, k, nil, claims(nil))
+	counted := func(n *atomic.Int64) countingGenKeys { return countingGenKeys{countingKeys{keySet(k), n}} }
+	tests := []struct {
+		name        string
+		cacheSize   int
+		keys        func(n *atomic.Int64) auth.Keys
+		wantLookups int64
+	}{
+		{name: "cached", keys: func(n *atomic.Int64) auth.Keys { return counted(n) }, wantLookups: 1},
+		{name: "combined sources", keys: func(n *atomic.Int64) auth.Keys {
+			return auth.Combine(counted(n), auth.NewKeySet(nil))
+		}, wantLookups: 1},
+		{name: "cache turned off", cacheSize: -1, keys: func(n *atomic.Int64) auth.Keys { return counted(n) }, wantLookups: 3},
+		{name: "source without generation", keys: func(n *atomic.Int64) auth.Keys {
+			return countingKeys{keySet(k), n}
+		}, wantLookups: 3},
+		{name: "combined with a source without generation", keys: func(n *atomic.Int64) auth.Keys {
+			return auth.Combine(counted(n), countingKeys{auth.NewKeySet(nil), new(atomic.Int64)})
+		}, wantLookups: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var n atomic.Int64
+			v := newVerifier(t, auth.Config{CacheSize: tt.cacheSize}, tt.keys(&n), nil)
+			for i := range 3 {
+				id, err := v.Verify(t.Context(), token)
+				if err != nil || id.Subject != "alice" {
+					t.Fatalf("Verify #%d = %+v, %v; want alice", i+1, id, err)
+				}
+			}
+			if got := n.Load(); got != tt.wantLookups {
+				t.Errorf("key lookups for 3 verifications = %d, want %d", got, tt.wantLookups)
+			}
+		})
+	}
+}
+
+// TestVerifierCacheRefusals checks that refusals are never cached, and
+// that the required scope and the time claims hold on every hit.
+func TestVerifierCacheRefusals(t *testing.T) {
+	k := newTestKey(t, "EdDSA")
+	now := time.Now()
+	tests := []struct {
+		name       string
+		claims     map[string]any
+		wantReason auth.Reason
+	}{
+		{name: "valid", claims: claims(map[string]any{"scope": "plants:read"})},
+		{name: "without the required scope", claims: claims(nil), wantReason: auth.ReasonScope},
+		{name: "expired", claims: claims(map[string]any{"scope": "plants:read", "exp": now.Add(-time.Minute).Unix()}), wantReason: auth.ReasonExpired},
+		{name: "not yet valid", claims: claims(map[string]any{"scope": "plants:read", "nbf": now.Add(time.Hour).Unix()}), wantReason: auth.ReasonNotYetValid},
+		{name: "unknown key", claims: claims(map[string]any{"scope": "plants:read"}), wantReason: auth.ReasonUnknownKey},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var n atomic.Int64
+			keys := countingGenKeys{countingKeys{keySet(k), &n}}
+			v := newVerifier(t, auth.Config{RequiredScope: "plants:read"}, keys, nil)
+			header := map[string]any(nil)
+			if tt.wantReason == auth.ReasonUnknownKey {
+				header = map[string]any{"kid": "elsewhere"}
+			}
+			token := mustToken(t, k, header, tt.claims)
+			for i := range 2 {
+				_, err := v.Verify(t.Context(), token)
+				if got := reasonOf(t, err); got != tt.wantReason {
+					t.Fatalf("Verify #%d reason = %q, want %q", i+1, got, tt.wantReason)
+				}
+			}
+			wantLookups := int64(2)
+			if tt.wantReason == "" {
+				wantLookups = 1
+			}
+			if got := n.Load(); got != wantLookups {
+				t.Errorf("key lookups for 2 verifications = %d, want %d", got, wantLookups)
+			}
+		})
+	}
+}
+
+// TestVerifierCacheJWKSKeyRemoved checks that a key the JWKS drops stops
+// its cached tokens as soon as the refresh that drops it has installed
+// the new set.
+func TestVerifierCacheJWKSKeyRemoved(t *testing.T) {
+	a, b := newSrcKey(t, "ES256", "a"), newSrcKey(t, "EdDSA", "b")
+	srv := newSrcServer(t, srcDoc(t, a))
+	j, _ := newSrcJWKS(t, auth.JWKSOptions{URL: srv.URL, MinRefresh: time.Nanosecond})
+	srcWait(t, "first JWKS fetch", func() bool { return j.Ready() == nil })
+	v := newVerifier(t, auth.Config{}, j, nil)
+
+	tokA := a.token(t)
+	for i := range 2 {
+		if _, err := v.Verify(t.Context(), tokA); err != nil {
+			t.Fatalf("Verify(token of a) #%d: %v", i+1, err)
+		}
+	}
+	gen := j.Generation()
+
+	// The set now holds b only. A token of b names an unknown kid, which
+	// makes the JWKS fetch and install the new set before it answers.
+	srv.serve(srcDoc(t, b))
+	if _, err := v.Verify(t.Context(), b.token(t)); err != nil {
+		t.Fatalf("Verify(token of b) after the rotation: %v", err)
+	}
+	if got := j.Generation(); got <= gen {
+		t.Errorf("Generation after a key was removed = %d, want more than %d", got, gen)
+	}
+	if _, err := v.Verify(t.Context(), tokA); reasonOf(t, err) != auth.ReasonUnknownKey {
+		t.Errorf("Verify(cached token of the removed key) = %v, want %q", err, auth.ReasonUnknownKey)
+	}
+}
+
+// TestJWKSGenerationUnchangedSet checks that a refresh returning the same
+// keys keeps the generation, so that the cache survives routine refreshes.
+func TestJWKSGenerationUnchangedSet(t *testing.T) {
+	a := newSrcKey(t, "ES256", "a")
+	srv := newSrcServer(t, srcDoc(t, a))
+	j, _ := newSrcJWKS(t, auth.JWKSOptions{URL: srv.URL, MinRefresh: time.Nanosecond})
+	srcWait(t, "first JWKS fetch", func() bool { return j.Ready() == nil })
+	gen := j.Generation()
+	hits := srv.hits.Load()
+	// An unknown kid makes the JWKS fetch the same document again.
+	if _, err := j.Key(t.Context(), "unknown", "ES256"); !errors.Is(err, auth.ErrUnknownKey) {
+		t.Fatalf("Key(unknown kid) error = %v, want %v", err, auth.ErrUnknownKey)
+	}
+	if got := srv.hits.Load(); got != hits+1 {
+		t.Fatalf("JWKS fetches after an unknown kid = %d, want %d", got, hits+1)
+	}
+	if got := j.Generation(); got != gen {
+		t.Errorf("Generation after a fetch of the same keys = %d, want %d", got, gen)
+	}
+}
+
+// TestVerifierCacheKeyFileReload checks that a key file reload that drops
+// a key stops its cached tokens at once.
+func TestVerifierCacheKeyFileReload(t *testing.T) {
+	a, b := thumbKey(t, "ES256"), thumbKey(t, "EdDSA")
+	path := writeSrcFile(t, append(pemPublic(t, a.priv.Public()), pemPublic(t, b.priv.Public())...))
+	f, err := auth.LoadKeyFile(path, nil)
+	if err != nil {
+		t.Fatalf("LoadKeyFile: %v", err)
+	}
+	v := newVerifier(t, auth.Config{}, auth.Combine(f, auth.NewKeySet(nil)), nil)
+	tokA, tokB := a.token(t), b.token(t)
+	for _, tok := range []string{tokA, tokB, tokA, tokB} {
+		if _, err := v.Verify(t.Context(), tok); err != nil {
+			t.Fatalf("Verify before reload: %v", err)
+		}
+	}
+	if err := os.WriteFile(path, pemPublic(t, b.priv.Public()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Reload(); err != nil {
+		t.Fatalf("Reload: %v", err)
+	}
+	if _, err := v.Verify(t.Context(), tokA); reasonOf(t, err) != auth.ReasonUnknownKey {
+		t.Errorf("Verify(cached token of the removed key) after Reload = %v, want %q", err, auth.ReasonUnknownKey)
+	}
+	if _, err := v.Verify(t.Context(), tokB); err != nil {
+		t.Errorf("Verify(token of the kept key) after Reload: %v", err)
+	}
+}
+
+// TestVerifierCacheConcurrentUsers sends the tokens of many users through
+// the middleware from several goroutines, with a cache much smaller than
+// the users so that entries are evicted and replaced all along, and checks
+// that every request sees its own caller. Run it with -race.
+func TestVerifierCacheConcurrentUsers(t *testing.T) {
+	const users, workers, requests = 300, 8, 400
+	k := newTestKey(t, "EdDSA")
+	tokens := make([]string, users)
+	for i := range tokens {
+		tokens[i] = mustToken(t, k, nil, claims(map[string]any{
+			"sub":    fmt.Sprintf("user%d", i),
+			"groups": []string{fmt.Sprintf("team%d", i), "everyone"},
+		}))
+	}
+	v := newVerifier(t, auth.Config{CacheSize: 64}, keySet(k), nil)
+	e := gin.New()
+	e.GET("/", auth.Middleware(v), func(c *gin.Context) {
+		id, ok := auth.FromContext(c.Request.Context())
+		ps, pok := auth.PrincipalsFromContext(c.Request.Context())
+		if !ok || !pok {
+			c.String(http.StatusInternalServerError, "no identity")
+			return
+		}
+		id.Groups[0] = "mutated" // a copy: the cache must not see it
+		c.String(http.StatusOK, "%s %s", id.Subject, ps)
+	})
+
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(w), 1))
+			for range requests {
+				i := r.IntN(users)
+				req := httptest.NewRequest(http.MethodGet, "/", nil)
+				req.Header.Set("Authorization", "Bearer "+tokens[i])
+				rec := httptest.NewRecorder()
+				e.ServeHTTP(rec, req)
+				want := fmt.Sprintf("user%d [user:user%d group:team%d group:everyone *]", i, i, i)
+				if rec.Code != http.StatusOK || rec.Body.String() != want {
+					errs <- fmt.Errorf("GET with the token of user%d = %d %q, want 200 %q", i, rec.Code, rec.Body.String(), want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestPrincipalsFromContext(t *testing.T) {
+	tests := []struct {
+		name   string
+		ctx    context.Context
+		want   []string
+		wantOK bool
+	}{
+		{name: "identity", ctx: auth.NewContext(t.Context(), auth.Identity{Subject: "bob", Groups: []string{"g", "", "g"}}), want: []string{"user:bob", "group:g", "*"}, wantOK: true},
+		{name: "no identity", ctx: t.Context()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := auth.PrincipalsFromContext(tt.ctx)
+			if !slices.Equal(got, tt.want) || ok != tt.wantOK {
+				t.Errorf("PrincipalsFromContext = %q, %t; want %q, %t", got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
+
+// BenchmarkVerifyCache verifies one token through the cache (hit) and
+// with the cache turned off (a signature check every time).
+func BenchmarkVerifyCache(b *testing.B) {
+	for _, alg := range []string{"RS256", "ES256", "EdDSA"} {
+		for _, size := range []int{0, -1} {
+			name := alg + "/hit"
+			if size < 0 {
+				name = alg + "/off"
+			}
+			b.Run(name, func(b *testing.B) {
+				k := newTestKey(b, alg)
+				v := newVerifier(b, auth.Config{CacheSize: size}, keySet(k), nil)
+				token := mustToken(b, k, nil, claims(map[string]any{"exp": time.Now().Add(time.Hour).Unix()}))
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := v.Verify(b.Context(), token); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
