@@ -52,10 +52,23 @@ func authenticate(r *http.Request, v *Verifier) (*verified, *Error) {
 	if err != nil {
 		return nil, err
 	}
-	return v.verify(r.Context(), token)
+	if len(token) > maxCredential {
+		return nil, invalidToken(ReasonTooLarge)
+	}
+	// A cached token passed the syntax check when it was first seen, so a
+	// hit skips it.
+	e, h, gen := v.lookup(token)
+	if e != nil {
+		return e, nil
+	}
+	if !isB64Token(token) {
+		return nil, invalidToken(ReasonMalformed)
+	}
+	return v.check(r.Context(), token, h, gen)
 }
 
-// bearerToken returns the token of the one Authorization header of h.
+// bearerToken returns the token of the one Authorization header of h,
+// which the caller must still check with isB64Token.
 func bearerToken(h http.Header) (string, *Error) {
 	values := h.Values("Authorization")
 	switch len(values) {
@@ -73,11 +86,7 @@ func bearerToken(h http.Header) (string, *Error) {
 	if len(v) <= len(scheme) || !strings.EqualFold(v[:len(scheme)], scheme) {
 		return "", invalidToken(ReasonMalformed)
 	}
-	token := v[len(scheme):]
-	if !isB64Token(token) {
-		return "", invalidToken(ReasonMalformed)
-	}
-	return token, nil
+	return v[len(scheme):], nil
 }
 
 // isB64Token reports whether s matches RFC 6750's

@@ -193,16 +193,31 @@ func (v *Verifier) verify(ctx context.Context, token string) (*verified, *Error)
 	if len(token) > maxCredential {
 		return nil, invalidToken(ReasonTooLarge)
 	}
-	var h, gen uint64
-	cache := v.cache != nil && len(token) <= maxCachedToken
-	if cache {
-		// The generation is read before the keys: an entry can only claim
-		// a generation whose keys it was checked against, or an older one.
-		h, gen = v.cache.hash(v.cache.seed, token), v.gen()
-		if e := v.cache.get(token, h, gen); e != nil && e.validAt(v.now(), v.cfg.Leeway) {
-			return e, nil
-		}
+	e, h, gen := v.lookup(token)
+	if e != nil {
+		return e, nil
 	}
+	return v.check(ctx, token, h, gen)
+}
+
+// lookup returns the cached entry of token when it is still valid now, and
+// else the hash and key generation that check needs to cache it.
+func (v *Verifier) lookup(token string) (e *verified, h, gen uint64) {
+	if v.cache == nil || len(token) > maxCachedToken {
+		return nil, 0, 0
+	}
+	// The generation is read before the keys are: an entry can only claim
+	// a generation whose keys it was checked against, or an older one.
+	h, gen = v.cache.hash(v.cache.seed, token), v.gen()
+	if e := v.cache.get(token, h, gen); e != nil && e.validAt(v.now(), v.cfg.Leeway) {
+		return e, h, gen
+	}
+	return nil, h, gen
+}
+
+// check verifies token's signature and claims and caches the result
+// under h and gen (from lookup) when it passed.
+func (v *Verifier) check(ctx context.Context, token string, h, gen uint64) (*verified, *Error) {
 	claims := jwt.MapClaims{}
 	tok, err := v.parser.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
 		return v.key(ctx, t)
@@ -215,7 +230,7 @@ func (v *Verifier) verify(ctx context.Context, token string) (*verified, *Error)
 		return nil, ae
 	}
 	e := &verified{token: token, hash: h, gen: gen, id: id, principals: Principals(id)}
-	if exp, nbf, iat, ok := timeClaims(claims); ok && cache {
+	if exp, nbf, iat, ok := timeClaims(claims); ok && v.cache != nil && len(token) <= maxCachedToken {
 		// A copy, so that the cache holds no request memory.
 		e.token = strings.Clone(token)
 		e.exp, e.nbf, e.iat = exp, nbf, iat

@@ -39,9 +39,15 @@ var errNoIdentity = errors.New("list plants: no identity in the request context"
 // body. It records plantstore_plants_returned and the plants log field.
 func ListHandler(store Store, log *zap.Logger, m *Metrics) gin.HandlerFunc {
 	pool := sync.Pool{New: func() any {
-		b := make([]byte, 0, flushSize+1024)
-		return &b
+		s := &listState{buf: make([]byte, 0, flushSize+1024)}
+		s.yield = s.add
+		return s
 	}}
+	// The header values are the same for every response: shared slices,
+	// capped so that an Add copies instead of writing into them.
+	contentType := []string{"application/json"}
+	noStore := []string{"no-store"}
+	vary := []string{"Authorization"}
 	return func(c *gin.Context) {
 		limit, err := ParseLimit(c.Request.URL.RawQuery)
 		if err != nil {
@@ -56,60 +62,47 @@ func ListHandler(store Store, log *zap.Logger, m *Metrics) gin.HandlerFunc {
 			return
 		}
 		h := c.Writer.Header()
-		h.Set("Content-Type", "application/json")
-		h.Set("Cache-Control", "no-store")
-		h.Set("Vary", "Authorization")
+		h["Content-Type"] = contentType[:1:1]
+		h["Cache-Control"] = noStore[:1:1]
+		h["Vary"] = vary[:1:1]
 
-		bufp := pool.Get().(*[]byte)
-		buf := append((*bufp)[:0], '[')
+		s := pool.Get().(*listState)
+		s.c, s.limit, s.head, s.complete = c, limit, c.Request.Method == http.MethodHead, true
+		s.buf = append(s.buf[:0], '[')
 		defer func() {
+			buf := s.buf
+			*s = listState{yield: s.yield}
 			if cap(buf) <= 2*flushSize { // don't keep a buffer one huge plant grew
-				*bufp = buf[:0]
-				pool.Put(bufp)
+				s.buf = buf[:0]
+				pool.Put(s)
 			}
 		}()
-		head := c.Request.Method == http.MethodHead
 		ctx := c.Request.Context()
-		n, written, complete := 0, false, true
-		for p, err := range store.List(ctx, Query{Principals: principals, Limit: limit}) {
-			if err != nil {
-				if written {
-					observability.Annotate(c).SetPlants(n)
-					panic(http.ErrAbortHandler)
-				}
-				if errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
-					h.Set("Retry-After", "1")
-				}
-				c.Error(err)
-				c.Abort()
-				return
+		store.List(ctx, Query{Principals: principals, Limit: limit})(s.yield)
+		n := s.n
+		switch {
+		case s.err != nil:
+			if s.written {
+				observability.Annotate(c).SetPlants(n)
+				panic(http.ErrAbortHandler)
 			}
-			if n == limit { // the store's business, but cheap to hold it to
-				break
+			if errors.Is(s.err, ErrUnavailable) || ctx.Err() != nil {
+				h.Set("Retry-After", "1")
 			}
-			if n > 0 {
-				buf = append(buf, ',')
-			}
-			buf = appendPlantJSON(buf, p)
-			n++
-			if len(buf) >= flushSize {
-				if head { // the length is all a HEAD could still learn
-					complete = false
-					break
-				}
-				if _, err := c.Writer.Write(buf); err != nil {
-					observability.Annotate(c).SetPlants(n)
-					return // the client is gone; nothing left to tell it
-				}
-				written, buf = true, buf[:0]
-			}
+			c.Error(s.err)
+			c.Abort()
+			return
+		case s.gone:
+			observability.Annotate(c).SetPlants(n)
+			return // the client is gone; nothing left to tell it
 		}
-		buf = append(buf, ']')
-		if !written && complete {
-			h.Set("Content-Length", strconv.Itoa(len(buf)))
+		buf := append(s.buf, ']')
+		s.buf = buf
+		if !s.written && s.complete {
+			h["Content-Length"] = []string{strconv.Itoa(len(buf))}
 		}
 		c.Status(http.StatusOK)
-		if head {
+		if s.head {
 			n = 0
 			c.Writer.WriteHeaderNow()
 		} else {
@@ -118,6 +111,51 @@ func ListHandler(store Store, log *zap.Logger, m *Metrics) gin.HandlerFunc {
 		}
 		observability.Annotate(c).SetPlants(n)
 	}
+}
+
+// listState is the state of one listing. It is pooled with its buffer and
+// its yield function, so that a listing allocates neither.
+type listState struct {
+	c     *gin.Context
+	buf   []byte
+	limit int
+	n     int
+	head  bool
+	// written: a chunk went out; complete: every plant is in buf or was
+	// written (false when a HEAD stopped at the first chunk); gone: the
+	// client stopped reading.
+	written, complete, gone bool
+	err                     error // from the store
+	yield                   func(Plant, error) bool
+}
+
+// add is the yield function of the store's listing: it appends p to the
+// buffer and writes the buffer out when it is full.
+func (s *listState) add(p Plant, err error) bool {
+	if err != nil {
+		s.err = err
+		return false
+	}
+	if s.n == s.limit { // the store's business, but cheap to hold it to
+		return false
+	}
+	if s.n > 0 {
+		s.buf = append(s.buf, ',')
+	}
+	s.buf = appendPlantJSON(s.buf, p)
+	s.n++
+	if len(s.buf) >= flushSize {
+		if s.head { // the length is all a HEAD could still learn
+			s.complete = false
+			return false
+		}
+		if _, err := s.c.Writer.Write(s.buf); err != nil {
+			s.gone = true
+			return false
+		}
+		s.written, s.buf = true, s.buf[:0]
+	}
+	return true
 }
 
 // Error is the body of every error response, the seed's Error shape.
