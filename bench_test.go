@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"testing"
 	"time"
 
@@ -138,6 +139,12 @@ func BenchmarkAPI(b *testing.B) {
 			req.Header.Set("Authorization", "Bearer "+tokens[alg])
 			req.Header.Set("User-Agent", "bench")
 			w := &discardWriter{h: http.Header{}}
+			serve := func() {
+				clear(w.h)
+				w.status, w.n = 0, 0
+				h.ServeHTTP(w, req)
+			}
+			allocs, bytes := checkBudget(b, serve)
 			b.ReportAllocs()
 			for b.Loop() {
 				clear(w.h)
@@ -148,8 +155,39 @@ func BenchmarkAPI(b *testing.B) {
 				}
 			}
 			b.SetBytes(int64(w.n))
+			// After the loop, which clears reported metrics when it starts.
+			b.ReportMetric(allocs, "allocs/req")
+			b.ReportMetric(bytes, "B/req")
 		})
 	}
+}
+
+// The budget of one GET /plants?limit=10 through the whole engine.
+const (
+	maxAllocsPerRequest = 10
+	maxBytesPerRequest  = 2 << 10
+)
+
+// checkBudget measures the allocations and bytes of one call of serve
+// (after a warm-up that fills the pools and the token cache) and fails the
+// benchmark when they are over the budget.
+func checkBudget(b *testing.B, serve func()) (allocs, bytes float64) {
+	b.Helper()
+	const runs = 1000
+	serve()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range runs {
+		serve()
+	}
+	runtime.ReadMemStats(&after)
+	allocs = float64(after.Mallocs-before.Mallocs) / runs
+	bytes = float64(after.TotalAlloc-before.TotalAlloc) / runs
+	if allocs > maxAllocsPerRequest || bytes > maxBytesPerRequest {
+		b.Errorf("a request costs %.1f allocations and %.0f bytes; the budget is %d and %d", allocs, bytes, maxAllocsPerRequest, maxBytesPerRequest)
+	}
+	return allocs, bytes
 }
 
 // BenchmarkAPIParallel is BenchmarkAPI for RS256 with the requests spread
