@@ -1,0 +1,397 @@
+package auth_test
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/hmac"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/observability"
+)
+
+// fuzzRSAKey is a 2048-bit RSA key kept for tests only. Fuzz workers are
+// separate processes: a fixed key lets the tokens the coordinator makes as
+// seeds verify in every worker.
+var fuzzRSAKey = strings.ReplaceAll(`-----BEGIN TESTING KEY-----
+MIIEvAIBADANBgkqhkiG9w0BAQEFAASCBKYwggSiAgEAAoIBAQC5p8g59mgvL7G1
+48rXHHT+DBPflr4kyyqh+92EfULbUfdh/d5svd7fCrWFl0grYTjiGdcWBTkYOjdZ
+p9DklRTYGufvvWWr/PzgvwJiOE4L4awwCRMR8YDgdjGq91Gklii2sHON+fV2MSLh
+kboIJ1Hm4lc3aTMzTKlimvznPaN7zkY6UvI3Y/w5L1/Cn2mDN1LhjvgVrqv3kkQR
+8RJ6mFRPZw4NzW60QfFqXaaca/ZhcTZ/QGIFEgkiG02kaWWm2QSWZrU5ewY65F1s
+yYzhUsCXObbq3B+s0Q9KJTudvwDrF/OHGqufhOE1MIpiMbgDLmkwEVSE68jZ88HM
+ZJcRgUXJAgMBAAECggEAFv0hx9ydSr+ABL711GRhj74o3VI2DgoKx8dPZxsYIt5/
+0JZeGw65SNrTfpzsmrOFlsi+l4tSxi9aQHutXAqiS76sKuVj0DPJz94TEly4vFOn
+zcRn5DxIejLkhFAu37+Yv8NycZmKpaWgtTgFZkJRK9Lp3BKGnKLw5AT/TTZ2losu
+qrg1FRZ5h6No27PGtKoHE4JAGQxfp2RGXi5KZaDKVfsr69bQJO2CxWZWYoChEISR
+mOZIFZuenm1b6/0lzpk8/yizHxsNmQxWLqZ9QZM1JO4ZfpyU52EOThbUvhIoTZrg
+JIbLguh4RU9ogyWGUQ7OYcyouoetXOuHbOXf6hAnYQKBgQDeIhAW4Ju45t8WO5dB
+Nd6vlY+i3AoOUBBr6ek2hVkw4yjynv5LIlJsxsvsS9ZwRoMfnGp5Q86ur3CX67qR
+rkVSUZp1hArxORvjV7eBHs/TTlw4E83LejA0oa0spEWJz4g+BPsc/9OeQLQUD+UW
+WXs5p3vYb3PSjQFYsVpN4h4I6QKBgQDV9fuDiHszP8xKdF08bSs4Q5N9S4PHJhF1
+FmM0yEiffyNxJ6hVeuj2TFVJ16rt/lRQi5tTJLqsR+IbAjny0bb5QSbrSS6eHFfO
+kSK4kSObimLzC4fH18Lh7sjkg0BAq6+D79GU/2FJZbkQU9YHB46uUVFjRFZPUAGf
+5D08FWlJ4QKBgFssGfR53hCHWhtS/CL8zFi/B0RuEgaL4CGa0WjaVKBXLFBg57jI
+7pHNCpgDDJHqrxkDZ0Q8i5FxWsJQM7RllfhSnBYNyzv1F7g5IY1yqxRsvjcaEcap
+cS25Ck4fYpdMwfvKqZLegeobXo45c+q3cXdZgeB05lIOI/ZWXN1IqNE5AoGAWW/4
+kfQEI9kgSWM48iBkN6Gvzmk5jY6xL3OLRq4OBXX817kPGaRGK2afJD3dupxcnEqv
+Q+MPkSJ/NnEIziKxzKFaZnHx5a/NWJC8pdAtxT/kutnwCS58zTqmiTcALchWlt0x
+i4nxHeBCqruQtOGI1/8v+UHAnmjANRkQK8R7faECgYAZ4IQsroCf4jdWkoDcgAvB
+2YwQ8laFjE8YoEVJBt42HS2oboEA8NI6CjA6XnHgxWYoj+w3kQB85RppS0wdv3NA
+AV06X1Nvso6ldYe396dDnUidBdmoEXkNBmgX2ueSooXssXNgqeOTvl/LYCUwpf8p
+iPx+skTUnSZz21c0imw3Lg==
+-----END TESTING KEY-----
+`, "TESTING KEY", "PRIVATE KEY")
+
+// The policy of the fuzzed verifier.
+const (
+	fuzzIssuer   = "https://idp.example"
+	fuzzAudience = "plants"
+	fuzzScope    = "plants:read"
+	fuzzLeeway   = 30 * time.Second
+)
+
+// fuzzKeyring is one fixed key per family, with the kid the verifier knows
+// it by.
+type fuzzKeyring struct {
+	rsa  testKey
+	ps   testKey // the RSA key, signing PS256
+	ec   testKey
+	ed   testKey
+	hmac testKey
+}
+
+// newFuzzKeyring derives the fixed keys; calls in any process return the
+// same keys.
+func newFuzzKeyring(t testing.TB) fuzzKeyring {
+	t.Helper()
+	block, _ := pem.Decode([]byte(fuzzRSAKey))
+	if block == nil {
+		t.Fatal("fuzzRSAKey: no PEM block")
+	}
+	rk, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		t.Fatalf("fuzzRSAKey: %v", err)
+	}
+	d := sha256.Sum256([]byte("plantstore fuzz ES256"))
+	ek, err := ecdsa.ParseRawPrivateKey(elliptic.P256(), d[:])
+	if err != nil {
+		t.Fatalf("ES256 key: %v", err)
+	}
+	seed := sha256.Sum256([]byte("plantstore fuzz EdDSA"))
+	edk := ed25519.NewKeyFromSeed(seed[:])
+	secret := sha256.Sum256([]byte("plantstore fuzz HS256"))
+
+	pub := func(alg string, priv crypto.PrivateKey, public any) testKey {
+		kid := "hmac"
+		if _, ok := public.([]byte); !ok {
+			if kid, err = auth.Thumbprint(public); err != nil {
+				t.Fatalf("Thumbprint(%T): %v", public, err)
+			}
+		}
+		return testKey{alg: alg, priv: priv, key: auth.Key{ID: kid, Public: public}}
+	}
+	r := rk.(*rsa.PrivateKey)
+	return fuzzKeyring{
+		rsa:  pub("RS256", r, &r.PublicKey),
+		ps:   pub("PS256", r, &r.PublicKey),
+		ec:   pub("ES256", ek, &ek.PublicKey),
+		ed:   pub("EdDSA", edk, edk.Public()),
+		hmac: pub("HS256", secret[:], secret[:]),
+	}
+}
+
+// keySet returns the verification keys of the keyring (the RSA key once).
+func (k fuzzKeyring) keySet() *auth.KeySet {
+	return keySet(k.rsa, k.ec, k.ed, k.hmac)
+}
+
+// signatureValid is the oracle of FuzzMiddleware: it reports whether token
+// carries, over its first two segments, a valid signature by one of the
+// keyring's keys for the alg its header names. It uses the standard library
+// only, not the JWT library the verifier relies on.
+func (k fuzzKeyring) signatureValid(token string) bool {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return false
+	}
+	hb, err := base64.RawURLEncoding.Strict().DecodeString(parts[0])
+	if err != nil {
+		return false
+	}
+	var header struct {
+		Alg string `json:"alg"`
+	}
+	if json.Unmarshal(hb, &header) != nil {
+		return false
+	}
+	sig, err := base64.RawURLEncoding.Strict().DecodeString(parts[2])
+	if err != nil {
+		return false
+	}
+	input := []byte(parts[0] + "." + parts[1])
+	digest := sha256.Sum256(input)
+	switch header.Alg {
+	case "RS256":
+		return rsa.VerifyPKCS1v15(k.rsa.key.Public.(*rsa.PublicKey), crypto.SHA256, digest[:], sig) == nil
+	case "PS256":
+		return rsa.VerifyPSS(k.rsa.key.Public.(*rsa.PublicKey), crypto.SHA256, digest[:], sig, nil) == nil
+	case "ES256":
+		if len(sig) != 64 {
+			return false
+		}
+		r, s := new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:])
+		return ecdsa.Verify(k.ec.key.Public.(*ecdsa.PublicKey), digest[:], r, s)
+	case "EdDSA":
+		return ed25519.Verify(k.ed.key.Public.(ed25519.PublicKey), input, sig)
+	case "HS256":
+		mac := hmac.New(sha256.New, k.hmac.key.Public.([]byte))
+		mac.Write(input)
+		return hmac.Equal(mac.Sum(nil), sig)
+	}
+	return false
+}
+
+// fuzzClaims are claims that pass the fuzzed policy until 2100, changed by
+// over (a nil value removes a claim).
+func fuzzClaims(over map[string]any) map[string]any {
+	c := map[string]any{
+		"sub":    "alice",
+		"iss":    fuzzIssuer,
+		"aud":    []string{fuzzAudience},
+		"iat":    1700000000,
+		"exp":    4102444800, // 2100-01-01
+		"scope":  "openid " + fuzzScope,
+		"groups": []string{"gardeners"},
+	}
+	for name, v := range over {
+		if v == nil {
+			delete(c, name)
+			continue
+		}
+		c[name] = v
+	}
+	return c
+}
+
+// challengeRE matches every WWW-Authenticate value the middleware may send.
+var challengeRE = regexp.MustCompile(`^Bearer realm="plantstore"(, error="invalid_token", error_description="[ -!#-\[\]-~]+"|, error="insufficient_scope", scope="` + regexp.QuoteMeta(fuzzScope) + `")?$`)
+
+// FuzzMiddleware sends any Authorization header, once or twice, through
+// auth.Middleware on a gin engine wired like the service, and holds the
+// decision to the contract:
+//   - the answer is 200, 401 or 403 and never a panic;
+//   - 200 and 403 only for a token whose signature a configured key
+//     verifies (checked with the standard library, apart from golang-jwt),
+//     200 only with the policy's issuer, audience, scope, an unexpired exp,
+//     a subject (the one the handler sees) and no crit header;
+//   - a refusal carries exactly one well-formed WWW-Authenticate challenge
+//     and an Error body without the token;
+//   - the valid seeds are accepted (403 for the one without the scope).
+func FuzzMiddleware(f *testing.F) {
+	keys := newFuzzKeyring(f)
+	v := newVerifier(f, auth.Config{
+		Issuer:        fuzzIssuer,
+		Audiences:     []string{fuzzAudience},
+		Leeway:        fuzzLeeway,
+		RequiredScope: fuzzScope,
+	}, keys.keySet(), nil)
+	e := gin.New()
+	e.Use(observability.Middleware(zap.NewNop(), prometheus.NewRegistry(), nil), renderErrors)
+	e.GET("/plants", auth.Middleware(v), func(c *gin.Context) {
+		id, _ := auth.FromContext(c.Request.Context())
+		c.JSON(http.StatusOK, id)
+	})
+
+	want := map[string]int{} // seed header -> status
+	valid := func(k testKey, header, c map[string]any, status int) string {
+		h := "Bearer " + mustToken(f, k, header, c)
+		want[h] = status
+		return h
+	}
+	attacker := newTestKey(f, "ES256")
+	rsaDER, err := x509.MarshalPKIXPublicKey(keys.rsa.key.Public)
+	if err != nil {
+		f.Fatal(err)
+	}
+	rsaPEM := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: rsaDER})
+	noKid := map[string]any{"kid": nil}
+	seeds := []string{
+		valid(keys.rsa, nil, fuzzClaims(nil), http.StatusOK),
+		valid(keys.ps, nil, fuzzClaims(nil), http.StatusOK),
+		valid(keys.ec, nil, fuzzClaims(nil), http.StatusOK),
+		valid(keys.ed, nil, fuzzClaims(nil), http.StatusOK),
+		valid(keys.hmac, nil, fuzzClaims(nil), http.StatusOK),
+		valid(keys.ed, noKid, fuzzClaims(map[string]any{"aud": fuzzAudience, "scp": []string{fuzzScope}, "scope": nil}), http.StatusOK),
+		valid(keys.ec, noKid, fuzzClaims(map[string]any{"nbf": 1700000000, "groups": "one"}), http.StatusOK),
+		valid(keys.ed, nil, fuzzClaims(map[string]any{"scope": "openid"}), http.StatusForbidden),
+		"bearer " + mustToken(f, keys.ed, nil, fuzzClaims(nil)),
+		"BEARER " + mustToken(f, keys.hmac, nil, fuzzClaims(nil)),
+		"Bearer " + mustToken(f, keys.ed, nil, fuzzClaims(map[string]any{"exp": 1700000100})),
+		"Bearer " + mustToken(f, keys.ed, nil, fuzzClaims(map[string]any{"exp": nil})),
+		"Bearer " + mustToken(f, keys.ed, nil, fuzzClaims(map[string]any{"nbf": 4102444000})),
+		"Bearer " + mustToken(f, keys.ec, nil, fuzzClaims(map[string]any{"iss": "https://evil.example"})),
+		"Bearer " + mustToken(f, keys.ec, nil, fuzzClaims(map[string]any{"aud": "other"})),
+		"Bearer " + mustToken(f, keys.rsa, nil, fuzzClaims(map[string]any{"sub": ""})),
+		"Bearer " + mustToken(f, keys.rsa, nil, fuzzClaims(map[string]any{"sub": 7})),
+		"Bearer " + mustToken(f, keys.rsa, map[string]any{"crit": []string{"exp"}}, fuzzClaims(nil)),
+		"Bearer " + mustToken(f, keys.rsa, map[string]any{"typ": "JWT", "cty": "JWT"}, fuzzClaims(nil)),
+		"Bearer " + mustToken(f, attacker, nil, fuzzClaims(nil)),
+		"Bearer " + mustToken(f, attacker, map[string]any{"kid": keys.ec.key.ID}, fuzzClaims(nil)),
+		"Bearer " + mustTokenAlg(f, testKey{priv: rsaPEM, key: keys.rsa.key}, "HS256", nil, fuzzClaims(nil)),
+		"Bearer " + mustTokenAlg(f, testKey{priv: rsaDER, key: keys.rsa.key}, "HS256", noKid, fuzzClaims(nil)),
+		"Bearer " + rawToken(f, map[string]any{"alg": "none", "typ": "JWT"}, fuzzClaims(nil), ""),
+		"Bearer " + rawToken(f, map[string]any{"alg": "nOnE", "kid": keys.ed.key.ID}, fuzzClaims(nil), ""),
+		"Bearer " + rawToken(f, map[string]any{"alg": "ES256", "kid": keys.ec.key.ID}, fuzzClaims(nil), strings.Repeat("A", 86)),
+		"", "Bearer", "Bearer ", "Bearer  x", "Basic YWxpY2U6c2VjcmV0", "Bearer a.b.c", "Bearer ...", "Bearer e30.e30.",
+		"Bearer " + strings.Repeat("a", 8<<10),
+	}
+	for _, s := range seeds {
+		f.Add(s, false)
+	}
+	f.Add(seeds[0], true)
+
+	f.Fuzz(func(t *testing.T, header string, twice bool) {
+		req := httptest.NewRequest(http.MethodGet, "/plants", nil)
+		req.Header["Authorization"] = []string{header}
+		if twice {
+			req.Header["Authorization"] = []string{header, header}
+		}
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+
+		token := ""
+		if len(header) > len("Bearer ") && strings.EqualFold(header[:len("Bearer ")], "Bearer ") {
+			token = header[len("Bearer "):]
+		}
+		status := rec.Code
+		if w, ok := want[header]; ok && !twice && status != w {
+			t.Fatalf("Authorization %q: status %d; want %d for a valid seed; body %s", header, status, w, rec.Body)
+		}
+		switch status {
+		case http.StatusOK, http.StatusForbidden:
+			if twice || !keys.signatureValid(token) {
+				t.Fatalf("Authorization %q (twice: %t): status %d without a valid signature by a configured key", header, twice, status)
+			}
+		case http.StatusUnauthorized:
+		default:
+			t.Fatalf("Authorization %q (twice: %t): status %d; want 200, 401 or 403", header, twice, status)
+		}
+		if status == http.StatusOK {
+			var id auth.Identity
+			if err := json.Unmarshal(rec.Body.Bytes(), &id); err != nil {
+				t.Fatalf("Authorization %q: 200 body %q: %v", header, rec.Body, err)
+			}
+			checkAccepted(t, token, id)
+			if got := rec.Header().Values("WWW-Authenticate"); len(got) != 0 {
+				t.Fatalf("Authorization %q: 200 with WWW-Authenticate %q", header, got)
+			}
+			return
+		}
+		challenges := rec.Header().Values("WWW-Authenticate")
+		if len(challenges) != 1 || !challengeRE.MatchString(challenges[0]) {
+			t.Fatalf("Authorization %q (twice: %t): status %d with WWW-Authenticate %q; want one well-formed challenge", header, twice, status, challenges)
+		}
+		if (status == http.StatusForbidden) != strings.Contains(challenges[0], "insufficient_scope") {
+			t.Fatalf("Authorization %q: status %d with challenge %q", header, status, challenges[0])
+		}
+		var body struct {
+			Error   int    `json:"error"`
+			Message string `json:"message"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || body.Error != status {
+			t.Fatalf("Authorization %q: status %d body %q (%v); want the Error shape", header, status, rec.Body, err)
+		}
+		if len(token) >= 8 && bytes.Contains(rec.Body.Bytes(), []byte(token)) {
+			t.Fatalf("Authorization %q: body %q holds the token", header, rec.Body)
+		}
+	})
+}
+
+// checkAccepted holds an accepted token's claims to the fuzzed policy,
+// decoding them without the JWT library, and the identity the handler saw
+// to its sub.
+func checkAccepted(t *testing.T, token string, id auth.Identity) {
+	t.Helper()
+	parts := strings.Split(token, ".")
+	hb, _ := base64.RawURLEncoding.DecodeString(parts[0])
+	pb, err := base64.RawURLEncoding.Strict().DecodeString(parts[1])
+	if err != nil {
+		t.Fatalf("accepted token %q: claims segment: %v", token, err)
+	}
+	var header map[string]any
+	if err := json.Unmarshal(hb, &header); err != nil {
+		t.Fatalf("accepted token %q: header: %v", token, err)
+	}
+	if _, ok := header["crit"]; ok {
+		t.Fatalf("accepted token %q with a crit header", token)
+	}
+	var c struct {
+		Sub   any     `json:"sub"`
+		Iss   any     `json:"iss"`
+		Aud   any     `json:"aud"`
+		Exp   float64 `json:"exp"`
+		Scope any     `json:"scope"`
+		Scp   any     `json:"scp"`
+	}
+	if err := json.Unmarshal(pb, &c); err != nil {
+		t.Fatalf("accepted token %q: claims %q: %v", token, pb, err)
+	}
+	sub, _ := c.Sub.(string)
+	if sub == "" || id.Subject != sub {
+		t.Fatalf("accepted token %q: sub %v, identity %+v", token, c.Sub, id)
+	}
+	if c.Iss != fuzzIssuer {
+		t.Fatalf("accepted token %q: iss %v; want %q", token, c.Iss, fuzzIssuer)
+	}
+	if !slices.Contains(strs(c.Aud), fuzzAudience) {
+		t.Fatalf("accepted token %q: aud %v; want it to hold %q", token, c.Aud, fuzzAudience)
+	}
+	if exp := time.Unix(int64(c.Exp), 0); !time.Now().Before(exp.Add(fuzzLeeway)) {
+		t.Fatalf("accepted token %q: exp %v is past", token, c.Exp)
+	}
+	var scopes []string
+	for _, s := range append(strs(c.Scope), strs(c.Scp)...) {
+		scopes = append(scopes, strings.Fields(s)...)
+	}
+	if !slices.Contains(scopes, fuzzScope) || !slices.Contains(id.Scopes, fuzzScope) {
+		t.Fatalf("accepted token %q: scopes %v, identity %+v; want %q", token, scopes, id, fuzzScope)
+	}
+}
+
+// strs returns the strings of a JSON string or array value.
+func strs(v any) []string {
+	switch x := v.(type) {
+	case string:
+		return []string{x}
+	case []any:
+		var out []string
+		for _, e := range x {
+			if s, ok := e.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
+}

@@ -1,0 +1,235 @@
+package plants_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/plantstore/plantstore/plants"
+)
+
+// limitOracle is the SPEC rule for the limit parameter, written apart from
+// ParseLimit: the query is split into pairs at "&" and each name and value
+// is decoded as url.ParseQuery decodes them; pairs whose name does not
+// decode are not a limit; no limit pair means no limit, two are an error;
+// the one value must be 1 or more ASCII digits whose value fits an int32.
+func limitOracle(rawQuery string) (limit int, ok bool) {
+	var values []string
+	badValue := false
+	for _, pair := range strings.Split(rawQuery, "&") {
+		if pair == "" {
+			continue
+		}
+		name, value, _ := strings.Cut(pair, "=")
+		n, err := url.QueryUnescape(name)
+		if err != nil || n != "limit" {
+			continue
+		}
+		v, err := url.QueryUnescape(value)
+		if err != nil {
+			badValue = true
+		}
+		values = append(values, v)
+	}
+	switch {
+	case len(values) == 0:
+		return plants.NoLimit, true
+	case len(values) > 1, badValue:
+		return 0, false
+	}
+	v := values[0]
+	if v == "" || strings.Trim(v, "0123456789") != "" {
+		return 0, false
+	}
+	digits := strings.TrimLeft(v, "0")
+	const max = "2147483647"
+	if len(digits) > len(max) || len(digits) == len(max) && digits > max {
+		return 0, false
+	}
+	n := 0
+	for _, c := range digits {
+		n = n*10 + int(c-'0')
+	}
+	return n, true
+}
+
+// FuzzParseLimit checks ParseLimit against limitOracle on any query string:
+// it accepts exactly what the SPEC accepts, with the same value, and every
+// refusal is an ErrInvalidLimit whose message is one of the fixed texts
+// (never a piece of the query).
+func FuzzParseLimit(f *testing.F) {
+	for _, seed := range []string{
+		"", "limit=0", "limit=1", "limit=10", "limit=2147483647", "limit=2147483648",
+		"limit=00000000000000000000000000002147483647", "limit=99999999999999999999",
+		"limit=", "limit", "limit=-1", "limit=+1", "limit=%2B1", "limit=1%20", "limit=%31",
+		"limit=1&limit=1", "l%69mit=5", "limit=0x10", "limit=1e3", "limit=%zz", "%zz=1&limit=3",
+		"a=1&limit=7&b=%", "limit=１", "limit=1;x=2", "limit=%00", "LIMIT=1", "limit%3D1",
+	} {
+		f.Add(seed)
+	}
+	// The messages of the refusals, learnt from inputs that break each rule.
+	messages := map[string]bool{}
+	for _, bad := range []string{"limit=", "limit=x", "limit=99999999999", "limit=1&limit=2", "limit=%zz"} {
+		_, err := plants.ParseLimit(bad)
+		if err == nil {
+			f.Fatalf("ParseLimit(%q) = nil error, want one", bad)
+		}
+		messages[err.Error()] = true
+	}
+	f.Fuzz(func(t *testing.T, rawQuery string) {
+		got, err := plants.ParseLimit(rawQuery)
+		want, ok := limitOracle(rawQuery)
+		if ok {
+			if err != nil || got != want {
+				t.Fatalf("ParseLimit(%q) = %d, %v; want %d, nil", rawQuery, got, err, want)
+			}
+			return
+		}
+		if err == nil {
+			t.Fatalf("ParseLimit(%q) = %d, nil; want an error", rawQuery, got)
+		}
+		if !errors.Is(err, plants.ErrInvalidLimit) {
+			t.Fatalf("ParseLimit(%q) error %v does not wrap ErrInvalidLimit", rawQuery, err)
+		}
+		if !messages[err.Error()] {
+			t.Fatalf("ParseLimit(%q) error %q is not one of the fixed messages %v", rawQuery, err, messages)
+		}
+	})
+}
+
+// catalogEntry is a catalog entry as encoding/json reads it, for the
+// oracle of FuzzParseCatalog.
+type catalogEntry struct {
+	ID      *string  `json:"id"`
+	Name    string   `json:"name"`
+	Tag     *string  `json:"tag"`
+	Readers []string `json:"readers"`
+}
+
+// FuzzParseCatalog feeds any bytes to ParseCatalog. It must never panic.
+// An error must be a *CatalogError naming the file, with an index of -1 or
+// of an entry the input can hold. A catalog must hold exactly the entries
+// encoding/json reads from the same bytes, each valid by the catalog rules,
+// in the contract's order, with unique ids.
+func FuzzParseCatalog(f *testing.F) {
+	for _, seed := range []string{
+		`[]`,
+		`[{"name":"Aloe","readers":["*"]}]`,
+		`[{"id":"m-1","name":"Monstera","tag":"aroid","readers":["group:gardeners","user:bob"]},{"name":"Aloe","tag":"succulent","readers":["*"]}]`,
+		`[{"name":"B","readers":["*"]},{"name":"A","readers":["*"]},{"name":"A","id":"0","readers":["user:a","user:a"]}]`,
+		`[{"name":"x","id":"0000000001","readers":["*"]},{"name":"y","readers":["*"]}]`,
+		`[{"name":"\u00e9\ud83c\udf35","tag":null,"id":null,"readers":["group:\"q\""]}]`,
+		`[{"name":"a","readers":["admins"]}]`,
+		`[{"name":"","readers":["*"]}]`,
+		`[{"name":"a","readers":[]}]`,
+		`[{"name":"a","name":"b","readers":["*"]}]`,
+		`[{"name":"a","readers":["*"],"extra":1}]`,
+		`[{"name":"a\u0000","readers":["*"]}]`,
+		"[{\"name\":\"\xff\",\"readers\":[\"*\"]}]",
+		`[{"name":1,"readers":["*"]}]`,
+		`[{"name":"a","readers":"*"}]`,
+		`[{"name":"a","readers":[1]}]`,
+		`[{"id":"","name":"a","readers":["*"]}]`,
+		`[{"id":"a","name":"a","readers":["*"]},{"id":"a","name":"b","readers":["*"]}]`,
+		`[null]`, `[[]]`, `[1]`, `{}`, `[`, `[{"name":"a","readers":["*"]}`, `[] []`, ``, ` `,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := plants.ParseCatalog(bytes.NewReader(data), "fuzz.json")
+		if err != nil {
+			var ce *plants.CatalogError
+			if !errors.As(err, &ce) {
+				t.Fatalf("ParseCatalog(%q) error %v (%T) is not a *CatalogError", data, err, err)
+			}
+			if ce.File != "fuzz.json" || ce.Err == nil {
+				t.Fatalf("ParseCatalog(%q) error %+v; want File fuzz.json and a cause", data, ce)
+			}
+			// Every entry takes at least one byte and a separator.
+			if ce.Index < -1 || ce.Index > len(data)/2 {
+				t.Fatalf("ParseCatalog(%q) error index %d; want -1 or an entry of the input", data, ce.Index)
+			}
+			if err.Error() == "" {
+				t.Fatalf("ParseCatalog(%q) error has no message", data)
+			}
+			return
+		}
+		var entries []catalogEntry
+		dec := json.NewDecoder(bytes.NewReader(data))
+		if err := dec.Decode(&entries); err != nil {
+			t.Fatalf("ParseCatalog(%q) accepted what encoding/json refuses: %v", data, err)
+		}
+		ps := c.Plants()
+		if c.Len() != len(ps) || len(ps) != len(entries) {
+			t.Fatalf("ParseCatalog(%q): Len %d, %d plants, want %d entries", data, c.Len(), len(ps), len(entries))
+		}
+		byID := map[string]plants.Plant{}
+		for i, p := range ps {
+			if err := validPlant(p); err != nil {
+				t.Fatalf("ParseCatalog(%q) plant %d %+v: %v", data, i, p, err)
+			}
+			if _, dup := byID[p.ID]; dup {
+				t.Fatalf("ParseCatalog(%q): id %q twice", data, p.ID)
+			}
+			byID[p.ID] = p
+			if i > 0 {
+				prev := ps[i-1]
+				if prev.Name > p.Name || prev.Name == p.Name && prev.ID >= p.ID {
+					t.Fatalf("ParseCatalog(%q): %q/%q before %q/%q, want name then id order", data, prev.Name, prev.ID, p.Name, p.ID)
+				}
+			}
+		}
+		for i, e := range entries {
+			id := plants.GeneratedID(i)
+			if e.ID != nil {
+				id = *e.ID
+			}
+			p, ok := byID[id]
+			if !ok {
+				t.Fatalf("ParseCatalog(%q): no plant with id %q for entry %d", data, id, i)
+			}
+			tag := ""
+			if e.Tag != nil {
+				tag = *e.Tag
+			}
+			var readers []string
+			for _, r := range e.Readers {
+				if !slices.Contains(readers, r) {
+					readers = append(readers, r)
+				}
+			}
+			if p.Name != e.Name || p.Tag != tag || !slices.Equal(p.Readers, readers) {
+				t.Fatalf("ParseCatalog(%q) entry %d = %+v; encoding/json reads %q %q %q", data, i, p, e.Name, tag, readers)
+			}
+		}
+	})
+}
+
+// validPlant checks p by the catalog rules of the SPEC.
+func validPlant(p plants.Plant) error {
+	for _, s := range append([]string{p.ID, p.Name, p.Tag}, p.Readers...) {
+		if !utf8.ValidString(s) || strings.ContainsRune(s, 0) {
+			return fmt.Errorf("text %q is not valid UTF-8 without NUL", s)
+		}
+	}
+	if p.ID == "" || p.Name == "" || len(p.Readers) == 0 {
+		return errors.New("empty id, name or readers")
+	}
+	for i, r := range p.Readers {
+		user, isUser := strings.CutPrefix(r, "user:")
+		group, isGroup := strings.CutPrefix(r, "group:")
+		if r != "*" && !(isUser && user != "") && !(isGroup && group != "") {
+			return fmt.Errorf("reader %q is not a principal", r)
+		}
+		if slices.Contains(p.Readers[:i], r) {
+			return fmt.Errorf("reader %q twice", r)
+		}
+	}
+	return nil
+}
