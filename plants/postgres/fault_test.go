@@ -106,7 +106,7 @@ func TestQueryTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	const maxConns = 2
-	s := openStore(t, dsn, postgres.Options{MaxConns: maxConns, QueryTimeout: 100 * time.Millisecond})
+	s := openStore(t, dsn, postgres.Options{MaxConns: maxConns, QueryTimeout: time.Second})
 	// Open every connection of the pool first.
 	var wg sync.WaitGroup
 	for range maxConns {
