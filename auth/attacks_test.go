@@ -1,0 +1,459 @@
+package auth_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/MicahParks/jwkset"
+
+	"github.com/plantstore/plantstore/auth"
+)
+
+// b64 is the JWS segment encoding: base64url without padding (RFC 7515 §2).
+var b64 = base64.RawURLEncoding.EncodeToString
+
+// signRaw signs the exact header and claims bytes given with k, for tokens
+// whose JSON no encoder would write (duplicate members, odd payloads).
+func signRaw(t testing.TB, k testKey, alg, header, payload string) string {
+	t.Helper()
+	unsigned := b64([]byte(header)) + "." + b64([]byte(payload))
+	sig, err := signingMethod(t, alg).Sign(unsigned, k.priv)
+	if err != nil {
+		t.Fatalf("sign %s: %v", alg, err)
+	}
+	return unsigned + "." + b64(sig)
+}
+
+// withSignature returns token with its signature segment replaced by sig.
+func withSignature(token string, sig []byte) string {
+	return token[:strings.LastIndexByte(token, '.')+1] + b64(sig)
+}
+
+// signature returns the decoded signature segment of token.
+func signature(t testing.TB, token string) []byte {
+	t.Helper()
+	sig, err := base64.RawURLEncoding.DecodeString(token[strings.LastIndexByte(token, '.')+1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sig
+}
+
+// ecSignature is the JWS form of an ES256 signature: r and s as 32-byte
+// big-endian integers, concatenated (RFC 7518 §3.4).
+func ecSignature(r, s *big.Int) []byte {
+	out := make([]byte, 64)
+	r.FillBytes(out[:32])
+	s.FillBytes(out[32:])
+	return out
+}
+
+// flipUnusedBit changes the lowest bit of the last character of an
+// unpadded base64url segment whose length leaves unused bits: the decoded
+// bytes stay the same under a lenient decoder, the encoding is no longer
+// canonical (RFC 4648 §3.5).
+func flipUnusedBit(t testing.TB, seg string) string {
+	t.Helper()
+	if len(seg)%4 == 0 {
+		t.Fatalf("segment of %d characters has no unused bits", len(seg))
+	}
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	i := strings.IndexByte(alphabet, seg[len(seg)-1])
+	return seg[:len(seg)-1] + string(alphabet[i^1])
+}
+
+// casings returns every upper/lower-case spelling of s.
+func casings(s string) []string {
+	out := []string{""}
+	for _, c := range s {
+		var next []string
+		for _, p := range out {
+			next = append(next, p+strings.ToLower(string(c)), p+strings.ToUpper(string(c)))
+		}
+		out = next
+	}
+	return out
+}
+
+// attackServer counts the requests an attacker's server receives; the
+// service must never make one.
+func attackServer(t testing.TB) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		http.Error(w, "attacker", http.StatusTeapot)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &hits
+}
+
+// publicJWK returns the public JWK of pub as a JSON object with extra
+// members added (a nil value removes one).
+func publicJWK(t testing.TB, pub any, extra map[string]any) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if rk, ok := pub.(*rsa.PublicKey); ok {
+		// jwkset refuses to build keys under 2048 bits; write them by hand.
+		m = map[string]any{"kty": "RSA", "n": b64(rk.N.Bytes()), "e": b64(big.NewInt(int64(rk.E)).Bytes())}
+	} else {
+		j, err := jwkset.NewJWKFromKey(pub, jwkset.JWKOptions{})
+		if err != nil {
+			t.Fatalf("NewJWKFromKey(%T): %v", pub, err)
+		}
+		b, err := json.Marshal(j.Marshal())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k, v := range extra {
+		if v == nil {
+			delete(m, k)
+			continue
+		}
+		m[k] = v
+	}
+	return m
+}
+
+// attack is one row of TestKnownAttacks.
+type attack struct {
+	name string
+	ref  string // the CVE or RFC section the row comes from
+	// authz is the whole Authorization header.
+	authz string
+	// want is the Reason of the refusal, or "" when the token must be
+	// accepted with subject wantSub.
+	want    auth.Reason
+	wantSub string
+	// pending, when set, names a check the verifier does not make yet: a
+	// row whose token is accepted is skipped with this text instead of
+	// failing.
+	pending string
+}
+
+// TestKnownAttacks replays published attacks on JWT verifiers against the
+// middleware, over HTTP, with keys served by a real JWKS endpoint the way a
+// production identity provider serves them. No attacker-controlled header
+// may make the service fetch anything: the attacker's server must see no
+// request, and the JWKS endpoint no more than its first fetch and one
+// refetch for unknown kids.
+func TestKnownAttacks(t *testing.T) {
+	rsaKey := newTestKey(t, "RS256")
+	ecKey := newTestKey(t, "ES256")
+	edKey := newTestKey(t, "EdDSA")
+	attacker := newTestKey(t, "ES256")
+	encKey := newTestKey(t, "ES256")
+	encKey.key.ID = "enc"
+	weakPriv, err := rsa.GenerateKey(rand.Reader, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	weak := testKey{alg: "RS256", priv: weakPriv, key: auth.Key{ID: "weak", Public: &weakPriv.PublicKey}}
+
+	jwksDoc, err := json.Marshal(map[string]any{"keys": []any{
+		publicJWK(t, rsaKey.key.Public, map[string]any{"kid": rsaKey.key.ID, "alg": "RS256", "use": "sig"}),
+		publicJWK(t, ecKey.key.Public, map[string]any{"kid": ecKey.key.ID}),
+		publicJWK(t, edKey.key.Public, map[string]any{"kid": edKey.key.ID}),
+		publicJWK(t, weak.key.Public, map[string]any{"kid": "weak", "alg": "RS256"}),
+		publicJWK(t, encKey.key.Public, map[string]any{"kid": "enc", "use": "enc"}),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwksSrv := newSrcServer(t, jwksDoc)
+	jwks, _ := newSrcJWKS(t, auth.JWKSOptions{URL: jwksSrv.URL, MinRefresh: time.Hour})
+	srcWait(t, "the first JWKS fetch", func() bool { return jwks.Ready() == nil })
+	srv := newAPIServer(t, auth.Config{}, jwks)
+	evil, evilHits := attackServer(t)
+
+	valid := claims(nil)
+	bearer := func(token string) string { return "Bearer " + token }
+	good := mustToken(t, ecKey, nil, valid)
+	parts := strings.Split(good, ".")
+	n := ecKey.key.Public.(*ecdsa.PublicKey).Curve.Params().N
+	goodSig := signature(t, good)
+	r, s := new(big.Int).SetBytes(goodSig[:32]), new(big.Int).SetBytes(goodSig[32:])
+	max256 := new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 256), big.NewInt(1))
+
+	rsaDER, err := x509.MarshalPKIXPublicKey(rsaKey.key.Public)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsaPEM := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: rsaDER})
+	ecDER, err := x509.MarshalPKIXPublicKey(ecKey.key.Public)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ecPEM := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: ecDER})
+	rsaJWKJSON, err := json.Marshal(publicJWK(t, rsaKey.key.Public, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// hmacWith signs HS256 with secret (the attacker's guess of what the
+	// verifier will use as the HMAC key), naming the kid of key.
+	hmacWith := func(secret []byte, alg, kid string) string {
+		k := testKey{alg: alg, priv: secret, key: auth.Key{ID: kid}}
+		header := map[string]any{}
+		if kid == "" {
+			header["kid"] = nil
+		}
+		return mustTokenAlg(t, k, alg, header, valid)
+	}
+
+	kidHeader := fmt.Sprintf(`"kid":%q`, ecKey.key.ID)
+	exp := time.Now().Add(time.Hour).Unix()
+
+	tests := []attack{
+		{name: "control: genuine ES256", ref: "-", authz: bearer(good), wantSub: "alice"},
+		{name: "control: genuine RS256", ref: "-", authz: bearer(mustToken(t, rsaKey, nil, valid)), wantSub: "alice"},
+		{name: "control: genuine EdDSA", ref: "-", authz: bearer(mustToken(t, edKey, nil, valid)), wantSub: "alice"},
+
+		// Key confusion: the public key's bytes as an HMAC secret.
+		{name: "HS256 with the RSA key's PEM as secret", ref: "CVE-2015-9235, CVE-2016-10555, RFC 8725 §2.1 §3.1", authz: bearer(hmacWith(rsaPEM, "HS256", rsaKey.key.ID)), want: auth.ReasonUnknownKey},
+		{name: "HS256 with the RSA key's DER as secret", ref: "CVE-2015-9235, RFC 8725 §3.1", authz: bearer(hmacWith(rsaDER, "HS256", rsaKey.key.ID)), want: auth.ReasonUnknownKey},
+		{name: "HS384 with the RSA key's PEM as secret, no kid", ref: "CVE-2015-9235, RFC 8725 §3.1", authz: bearer(hmacWith(rsaPEM, "HS384", "")), want: auth.ReasonUnknownKey},
+		{name: "HS256 with the RSA key's DER as secret, no kid", ref: "CVE-2015-9235, RFC 8725 §3.1", authz: bearer(hmacWith(rsaDER, "HS256", "")), want: auth.ReasonUnknownKey},
+		{name: "HS256 with the RSA key's JWK JSON as secret", ref: "CVE-2015-9235, RFC 8725 §3.1", authz: bearer(hmacWith(rsaJWKJSON, "HS256", rsaKey.key.ID)), want: auth.ReasonUnknownKey},
+		{name: "HS256 with the EC key's PEM as secret", ref: "CVE-2015-9235, RFC 8725 §3.1", authz: bearer(hmacWith(ecPEM, "HS256", ecKey.key.ID)), want: auth.ReasonUnknownKey},
+		{name: "HS256 with the EC key's DER as secret, no kid", ref: "CVE-2015-9235, RFC 8725 §3.1", authz: bearer(hmacWith(ecDER, "HS256", "")), want: auth.ReasonUnknownKey},
+		{name: "PS256 with a key the JWKS pins to RS256", ref: "RFC 8725 §3.1 (one key, one algorithm)", authz: bearer(mustTokenAlg(t, rsaKey, "PS256", nil, valid)), want: auth.ReasonUnknownKey},
+
+		// Keys named by the token itself.
+		{name: "embedded jwk of the attacker, attacker kid", ref: "CVE-2018-0114, RFC 8725 §3.10", authz: bearer(mustToken(t, attacker, map[string]any{"jwk": publicJWK(t, attacker.key.Public, nil)}, valid)), want: auth.ReasonUnknownKey},
+		{name: "embedded jwk of the attacker, configured kid", ref: "CVE-2018-0114, RFC 8725 §3.10", authz: bearer(mustToken(t, attacker, map[string]any{"kid": ecKey.key.ID, "jwk": publicJWK(t, attacker.key.Public, nil)}, valid)), want: auth.ReasonBadSignature},
+		{name: "jku at the attacker's server", ref: "RFC 8725 §3.10 §2.9 (SSRF), RFC 7515 §4.1.2", authz: bearer(mustToken(t, attacker, map[string]any{"jku": evil.URL + "/jwks.json"}, valid)), want: auth.ReasonUnknownKey},
+		{name: "jku at the attacker's server, configured kid", ref: "RFC 8725 §3.10 §2.9", authz: bearer(mustToken(t, attacker, map[string]any{"kid": ecKey.key.ID, "jku": evil.URL + "/jwks.json"}, valid)), want: auth.ReasonBadSignature},
+		{name: "x5u at the attacker's server", ref: "RFC 8725 §3.10 §2.9, RFC 7515 §4.1.5", authz: bearer(mustToken(t, attacker, map[string]any{"kid": nil, "x5u": evil.URL + "/cert.pem"}, valid)), want: auth.ReasonBadSignature},
+
+		// kid is attacker input (RFC 8725 §3.10): it only ever selects among
+		// configured keys, so none of these finds a key.
+		{name: "kid path traversal", ref: "RFC 8725 §3.10", authz: bearer(mustToken(t, ecKey, map[string]any{"kid": "../../../../etc/passwd"}, valid)), want: auth.ReasonUnknownKey},
+		{name: "kid /dev/null with an empty HMAC secret", ref: "RFC 8725 §3.10 §2.2", authz: bearer(hmacWith([]byte{}, "HS256", "../../../../../../dev/null")), want: auth.ReasonUnknownKey},
+		{name: "kid SQL injection", ref: "RFC 8725 §3.10", authz: bearer(mustToken(t, ecKey, map[string]any{"kid": "' OR 1=1 --"}, valid)), want: auth.ReasonUnknownKey},
+		{name: "kid with NUL", ref: "RFC 8725 §3.10", authz: bearer(mustToken(t, ecKey, map[string]any{"kid": ecKey.key.ID + "\x00"}, valid)), want: auth.ReasonUnknownKey},
+		{name: "kid with CRLF and a quote", ref: "RFC 8725 §3.10, RFC 6750 §3", authz: bearer(mustToken(t, ecKey, map[string]any{"kid": "x\r\nSet-Cookie: a=b\"\\"}, valid)), want: auth.ReasonUnknownKey},
+		{name: "kid of 4000 characters", ref: "RFC 8725 §3.10", authz: bearer(mustToken(t, ecKey, map[string]any{"kid": strings.Repeat("k", 4000)}, valid)), want: auth.ReasonUnknownKey},
+		{name: "kid a JNDI lookup", ref: "RFC 8725 §3.10, CVE-2021-44228", authz: bearer(mustToken(t, ecKey, map[string]any{"kid": "${jndi:ldap://" + strings.TrimPrefix(evil.URL, "http://") + "/a}"}, valid)), want: auth.ReasonUnknownKey},
+		{name: "kid an object", ref: "RFC 7515 §4.1.4", authz: bearer(mustToken(t, ecKey, map[string]any{"kid": map[string]any{"$ne": ""}}, valid)), want: auth.ReasonMalformed},
+
+		// ECDSA signatures out of range: "psychic signatures".
+		{name: "ES256 r = s = 0", ref: "CVE-2022-21449, RFC 8725 §3.3", authz: bearer(withSignature(good, make([]byte, 64))), want: auth.ReasonBadSignature},
+		{name: "ES256 r = 0", ref: "CVE-2022-21449", authz: bearer(withSignature(good, ecSignature(big.NewInt(0), s))), want: auth.ReasonBadSignature},
+		{name: "ES256 s = 0", ref: "CVE-2022-21449", authz: bearer(withSignature(good, ecSignature(r, big.NewInt(0)))), want: auth.ReasonBadSignature},
+		{name: "ES256 r = s = n", ref: "CVE-2022-21449, SEC 1 §4.1.4", authz: bearer(withSignature(good, ecSignature(n, n))), want: auth.ReasonBadSignature},
+		{name: "ES256 r = n", ref: "CVE-2022-21449, SEC 1 §4.1.4", authz: bearer(withSignature(good, ecSignature(n, s))), want: auth.ReasonBadSignature},
+		{name: "ES256 s = n", ref: "CVE-2022-21449, SEC 1 §4.1.4", authz: bearer(withSignature(good, ecSignature(r, n))), want: auth.ReasonBadSignature},
+		{name: "ES256 r = s = 2^256-1", ref: "CVE-2022-21449", authz: bearer(withSignature(good, ecSignature(max256, max256))), want: auth.ReasonBadSignature},
+		{name: "ES256 signature in ASN.1 DER", ref: "RFC 7518 §3.4", authz: bearer(withSignature(good, derSignature(t, r, s))), want: auth.ReasonBadSignature},
+		// (r, n-s) is the other valid signature of the same message: ECDSA is
+		// malleable, and accepting it grants nothing the token did not.
+		{name: "ES256 (r, n-s) still verifies", ref: "SEC 1 §4.1.4 (malleability, no new claims)", authz: bearer(withSignature(good, ecSignature(r, new(big.Int).Sub(n, s)))), wantSub: "alice"},
+		{name: "EdDSA S + L (non-canonical)", ref: "RFC 8032 §5.1.7, RFC 8725 §3.3", authz: bearer(ed25519PlusL(t, mustToken(t, edKey, nil, valid))), want: auth.ReasonBadSignature},
+		{name: "RS256 signature with a leading zero byte", ref: "RFC 8017 §8.2.2", authz: bearer(func() string {
+			tok := mustToken(t, rsaKey, nil, valid)
+			return withSignature(tok, append([]byte{0}, signature(t, tok)...))
+		}()), want: auth.ReasonBadSignature},
+		{name: "signature stripped", ref: "RFC 8725 §2.1", authz: bearer(parts[0] + "." + parts[1] + "."), want: auth.ReasonBadSignature},
+
+		// Encodings: one token, one encoding.
+		{name: "signature with non-canonical trailing bits", ref: "RFC 4648 §3.5, RFC 7515 §2", authz: bearer(parts[0] + "." + parts[1] + "." + flipUnusedBit(t, parts[2])), want: auth.ReasonMalformed},
+		{name: "signature padded", ref: "RFC 7515 §2", authz: bearer(good + "=="), want: auth.ReasonMalformed},
+		{name: "header padded", ref: "RFC 7515 §2", authz: bearer(base64.URLEncoding.EncodeToString([]byte(`{"alg":"ES256",`+kidHeader+`}`)) + "." + parts[1] + "." + parts[2]), want: auth.ReasonMalformed},
+		{name: "signature in the standard alphabet", ref: "RFC 7515 §2, RFC 4648 §5", authz: bearer(standardAlphabet(t, ecKey, valid)), want: auth.ReasonMalformed},
+		{name: "header with non-canonical trailing bits", ref: "RFC 4648 §3.5", authz: bearer(nonCanonicalHeader(t, ecKey, valid)), want: auth.ReasonMalformed},
+
+		// Duplicate member names: the signature covers the bytes, so only
+		// the issuer can write them; the verifier reads the lexically last
+		// one (RFC 7515 §4, RFC 7519 §4) and matches names exactly, so a
+		// second alg or sub never overrides the one it uses.
+		{name: "duplicate alg, last is none", ref: "RFC 7515 §4, RFC 8725 §2.6", authz: bearer(signRaw(t, ecKey, "ES256", `{"alg":"ES256",`+kidHeader+`,"alg":"none"}`, fmt.Sprintf(`{"sub":"alice","exp":%d}`, exp))), want: auth.ReasonAlgorithm},
+		{name: "duplicate alg, last is HS256", ref: "RFC 7515 §4, CVE-2015-9235", authz: bearer(signRaw(t, ecKey, "ES256", `{"alg":"ES256",`+kidHeader+`,"alg":"HS256"}`, fmt.Sprintf(`{"sub":"alice","exp":%d}`, exp))), want: auth.ReasonUnknownKey},
+		{name: "duplicate alg, last is the signing alg", ref: "RFC 7515 §4 (lexically last)", authz: bearer(signRaw(t, ecKey, "ES256", `{"alg":"none",`+kidHeader+`,"alg":"ES256"}`, fmt.Sprintf(`{"sub":"alice","exp":%d}`, exp))), wantSub: "alice"},
+		{name: "ALG in capitals is not alg", ref: "RFC 7515 §4 (names are case-sensitive)", authz: bearer(signRaw(t, ecKey, "ES256", `{"alg":"ES256",`+kidHeader+`,"ALG":"none"}`, fmt.Sprintf(`{"sub":"alice","exp":%d}`, exp))), wantSub: "alice"},
+		{name: "duplicate sub: the last one", ref: "RFC 7519 §4 (lexically last)", authz: bearer(signRaw(t, ecKey, "ES256", `{"alg":"ES256",`+kidHeader+`}`, fmt.Sprintf(`{"sub":"alice","exp":%d,"sub":"admin"}`, exp))), wantSub: "admin"},
+		{name: "SUB in capitals is not sub", ref: "RFC 7519 §4 (names are case-sensitive)", authz: bearer(signRaw(t, ecKey, "ES256", `{"alg":"ES256",`+kidHeader+`}`, fmt.Sprintf(`{"sub":"alice","exp":%d,"SUB":"admin","Sub":"root"}`, exp))), wantSub: "alice"},
+		{name: "duplicate exp, last is past", ref: "RFC 7519 §4", authz: bearer(signRaw(t, ecKey, "ES256", `{"alg":"ES256",`+kidHeader+`}`, fmt.Sprintf(`{"sub":"alice","exp":%d,"exp":1}`, exp))), want: auth.ReasonExpired},
+		{name: "sub escaped as \\u0061dmin", ref: "RFC 8725 §3.7, RFC 8259 §7", authz: bearer(signRaw(t, ecKey, "ES256", `{"alg":"ES256",`+kidHeader+`}`, fmt.Sprintf(`{"sub":"\u0061dmin","exp":%d}`, exp))), wantSub: "admin"},
+		{name: "exp out of float range", ref: "RFC 7519 §2 (NumericDate)", authz: bearer(signRaw(t, ecKey, "ES256", `{"alg":"ES256",`+kidHeader+`}`, `{"sub":"alice","exp":1e400}`)), want: auth.ReasonMalformed},
+
+		// Nested JWTs (RFC 7519 §5.2): the payload is never unwrapped.
+		{name: "cty JWT with a nested token as payload", ref: "RFC 7519 §5.2, RFC 8725 §2.8", authz: bearer(signRaw(t, ecKey, "ES256", `{"alg":"ES256",`+kidHeader+`,"cty":"JWT"}`, mustToken(t, attacker, map[string]any{"kid": ecKey.key.ID}, claims(map[string]any{"sub": "admin"})))), want: auth.ReasonMalformed},
+		{name: "cty JWT with claims is read as plain claims", ref: "RFC 7519 §5.2", authz: bearer(mustToken(t, ecKey, map[string]any{"cty": "JWT"}, valid)), wantSub: "alice"},
+
+		// Weak and encryption keys in the JWKS are never used.
+		{name: "RSA 1024 key published in the JWKS", ref: "RFC 7518 §3.3, RFC 8725 §3.5", authz: bearer(mustToken(t, weak, nil, valid)), want: auth.ReasonUnknownKey},
+		{name: "RSA 1024 key, no kid", ref: "RFC 7518 §3.3", authz: bearer(mustToken(t, weak, map[string]any{"kid": nil}, valid)), want: auth.ReasonBadSignature},
+		{name: "JWKS key with use enc", ref: "RFC 7517 §4.2, RFC 8725 §3.12", authz: bearer(mustToken(t, encKey, nil, valid)), want: auth.ReasonUnknownKey},
+	}
+	for _, none := range casings("none") {
+		for _, sig := range []string{"", "c2ln"} {
+			tests = append(tests, attack{
+				name:  fmt.Sprintf("alg %q, signature %q", none, sig),
+				ref:   "CVE-2015-2951, RFC 8725 §2.1 §3.1 §3.2, RFC 7518 §3.6",
+				authz: bearer(rawToken(t, map[string]any{"alg": none, "typ": "JWT", "kid": ecKey.key.ID}, valid, sig)),
+				want:  auth.ReasonAlgorithm,
+			})
+		}
+	}
+	const typPending = "typ is not checked yet (RFC 8725 §3.11)"
+	for _, typ := range []string{"JWT", "jwt", "at+jwt", "application/at+JWT"} {
+		tests = append(tests, attack{name: "typ " + typ + " accepted", ref: "RFC 8725 §3.11, RFC 9068 §2.1", authz: bearer(mustToken(t, ecKey, map[string]any{"typ": typ}, valid)), wantSub: "alice"})
+	}
+	for _, typ := range []string{"JWE", "secevent+jwt", "dpop+jwt", "logout+jwt", "application/jose+json", "JOSE+JSON"} {
+		tests = append(tests, attack{name: "typ " + typ + " refused", ref: "RFC 8725 §3.11 §2.8", authz: bearer(mustToken(t, ecKey, map[string]any{"typ": typ}, valid)), want: auth.ReasonMalformed, pending: typPending})
+	}
+
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, challenge, body := attackRequest(t, srv.url, tt.authz)
+			if tt.want == "" {
+				var id auth.Identity
+				if status != http.StatusOK || json.Unmarshal(body, &id) != nil || id.Subject != tt.wantSub {
+					t.Fatalf("%s [%s]: status %d, body %s; want 200 for subject %q", tt.name, tt.ref, status, body, tt.wantSub)
+				}
+				return
+			}
+			if status == http.StatusOK && tt.pending != "" {
+				t.Skipf("%s [%s]: accepted; %s", tt.name, tt.ref, tt.pending)
+			}
+			want := `Bearer realm="plantstore", error="invalid_token", error_description="` + tt.want.Description() + `"`
+			if status != http.StatusUnauthorized || challenge != want {
+				t.Fatalf("%s [%s]: status %d, WWW-Authenticate %q, body %s; want 401 with %q", tt.name, tt.ref, status, challenge, body, want)
+			}
+		})
+	}
+	if n := evilHits.Load(); n != 0 {
+		t.Errorf("the attacker's server got %d requests; want 0", n)
+	}
+	if n := jwksSrv.hits.Load(); n > 2 {
+		t.Errorf("the JWKS endpoint got %d requests; want the first fetch and at most one refetch", n)
+	}
+}
+
+// attackRequest sends GET url with the Authorization header authz and
+// returns the status, the one WWW-Authenticate value and the body.
+func attackRequest(t testing.TB, url, authz string) (int, string, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Set directly: net/http would refuse to send CR or LF, and these
+	// tests mean to send every other byte.
+	req.Header["Authorization"] = []string{authz}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	challenges := resp.Header.Values("WWW-Authenticate")
+	if len(challenges) > 1 {
+		t.Fatalf("GET %s: %d WWW-Authenticate headers %q; want at most one", url, len(challenges), challenges)
+	}
+	return resp.StatusCode, strings.Join(challenges, ""), body
+}
+
+// derSignature encodes r and s as an ASN.1 DER ECDSA-Sig-Value, the form
+// X.509 uses and JWS does not.
+func derSignature(t testing.TB, r, s *big.Int) []byte {
+	t.Helper()
+	enc := func(x *big.Int) []byte {
+		b := x.Bytes()
+		if len(b) == 0 || b[0]&0x80 != 0 {
+			b = append([]byte{0}, b...)
+		}
+		return append([]byte{0x02, byte(len(b))}, b...)
+	}
+	body := append(enc(r), enc(s)...)
+	return append([]byte{0x30, byte(len(body))}, body...)
+}
+
+// ed25519PlusL returns token with L, the order of the Ed25519 base point,
+// added to the S half of its signature: the same value mod L, but not the
+// canonical encoding RFC 8032 requires verifiers to insist on.
+func ed25519PlusL(t testing.TB, token string) string {
+	t.Helper()
+	sig := signature(t, token)
+	if len(sig) != ed25519.SignatureSize {
+		t.Fatalf("Ed25519 signature of %d bytes", len(sig))
+	}
+	l, _ := new(big.Int).SetString("7237005577332262213973186563042994240857116359379907606001950938285454250989", 10)
+	le := func(b []byte) []byte { // little-endian <-> big-endian
+		out := make([]byte, len(b))
+		for i := range b {
+			out[len(b)-1-i] = b[i]
+		}
+		return out
+	}
+	sv := new(big.Int).SetBytes(le(sig[32:]))
+	sv.Add(sv, l)
+	out := make([]byte, 32)
+	sv.FillBytes(out)
+	return withSignature(token, append(sig[:32:32], le(out)...))
+}
+
+// standardAlphabet returns a token by k whose signature is written with
+// the standard base64 alphabet ("+" and "/"), which RFC 6750's b64token
+// admits and JWS does not.
+func standardAlphabet(t testing.TB, k testKey, c map[string]any) string {
+	t.Helper()
+	for range 100 {
+		tok := mustToken(t, k, nil, c)
+		sig := tok[strings.LastIndexByte(tok, '.')+1:]
+		if strings.ContainsAny(sig, "-_") {
+			std := strings.NewReplacer("-", "+", "_", "/").Replace(sig)
+			return tok[:strings.LastIndexByte(tok, '.')+1] + std
+		}
+	}
+	t.Fatal("no signature with - or _ in 100 tries")
+	return ""
+}
+
+// nonCanonicalHeader returns a token by k whose header segment has
+// non-canonical trailing bits and whose signature covers that segment as
+// written, so only the decoding can refuse it.
+func nonCanonicalHeader(t testing.TB, k testKey, c map[string]any) string {
+	t.Helper()
+	for pad := 0; pad < 3; pad++ {
+		h := fmt.Sprintf(`{"alg":%q,"kid":%q,"x":%q}`, k.alg, k.key.ID, strings.Repeat("x", pad))
+		seg := b64([]byte(h))
+		if len(seg)%4 == 0 {
+			continue
+		}
+		p, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unsigned := flipUnusedBit(t, seg) + "." + b64(p)
+		sig, err := signingMethod(t, k.alg).Sign(unsigned, k.priv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return unsigned + "." + b64(sig)
+	}
+	t.Fatal("no header length with unused bits")
+	return ""
+}
