@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
@@ -50,10 +52,10 @@ func benchCatalog(tb testing.TB, n int) *plants.Catalog {
 // benchEngine returns the API handler of the service over catalog, with a
 // discarding logger and a real registry, whose verifier trusts one key per
 // algorithm in algs, and a token for alice (group gardeners) per algorithm.
-func benchEngine(tb testing.TB, catalog *plants.Catalog, algs ...string) (http.Handler, map[string]string) {
+func benchEngine(tb testing.TB, catalog *plants.Catalog, logTo io.Writer, algs ...string) (http.Handler, map[string]string) {
 	tb.Helper()
 	gin.SetMode(gin.ReleaseMode)
-	log, err := observability.NewLogger("info", "json", io.Discard)
+	log, err := observability.NewLogger("info", "json", logTo)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -132,7 +134,7 @@ func (w *discardWriter) Write(p []byte) (int, error) {
 // allocations and 2 KiB per request; allocs/op and B/op are the figures.
 func BenchmarkAPI(b *testing.B) {
 	algs := []string{"RS256", "ES256", "EdDSA"}
-	h, tokens := benchEngine(b, benchCatalog(b, 1_000), algs...)
+	h, tokens := benchEngine(b, benchCatalog(b, 1_000), io.Discard, algs...)
 	for _, alg := range algs {
 		b.Run("alg="+alg, func(b *testing.B) {
 			req := httptest.NewRequest(http.MethodGet, "/plants?limit=10", nil)
@@ -190,11 +192,35 @@ func checkBudget(b *testing.B, serve func()) (allocs, bytes float64) {
 	return allocs, bytes
 }
 
+// BenchmarkAPILogFile is BenchmarkAPI for RS256 with the access log
+// written to a file, one write per request as the service does on stderr:
+// the difference is the price of that write.
+func BenchmarkAPILogFile(b *testing.B) {
+	f, err := os.Create(filepath.Join(b.TempDir(), "access.log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { f.Close() })
+	h, tokens := benchEngine(b, benchCatalog(b, 1_000), f, "RS256")
+	req := httptest.NewRequest(http.MethodGet, "/plants?limit=10", nil)
+	req.Header.Set("Authorization", "Bearer "+tokens["RS256"])
+	w := &discardWriter{h: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		clear(w.h)
+		w.status = 0
+		h.ServeHTTP(w, req)
+		if w.status != http.StatusOK {
+			b.Fatalf("status %d, want 200", w.status)
+		}
+	}
+}
+
 // BenchmarkAPIParallel is BenchmarkAPI for RS256 with the requests spread
 // over GOMAXPROCS goroutines, for contention in the shared state (metrics,
 // pools, the token cache).
 func BenchmarkAPIParallel(b *testing.B) {
-	h, tokens := benchEngine(b, benchCatalog(b, 1_000), "RS256")
+	h, tokens := benchEngine(b, benchCatalog(b, 1_000), io.Discard, "RS256")
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		req := httptest.NewRequest(http.MethodGet, "/plants?limit=10", nil)
