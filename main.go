@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -169,6 +170,12 @@ type serveConfig struct {
 	ShutdownDelay   time.Duration
 	ShutdownTimeout time.Duration
 	Pprof           bool
+	// RateLimit is requests a second per subject, 0 for no limit; RateBurst
+	// is the bucket size.
+	RateLimit float64
+	RateBurst int
+	// WriteTimeout bounds the writing of one response.
+	WriteTimeout time.Duration
 }
 
 // discovery reports whether keys come from OIDC discovery of the issuer:
@@ -269,6 +276,9 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	fs.DurationVar(&cfg.ShutdownDelay, "shutdown-delay", 5*time.Second, "time the API keeps serving after SIGTERM while /readyz is 503")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "time allowed for in-flight requests after the delay")
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve net/http/pprof on the admin listener")
+	fs.Float64Var(&cfg.RateLimit, "rate-limit", 0, "requests a second per subject (token bucket); 0 turns the limit off")
+	fs.IntVar(&cfg.RateBurst, "rate-burst", 20, "requests a subject may send at once before -rate-limit applies")
+	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", 60*time.Second, "time allowed to write one response; 0 for none")
 	if err := parseFlags(fs, args, getenv, stderr, "dev"); err != nil {
 		return cfg, err
 	}
@@ -306,10 +316,17 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 		{"shutdown-timeout", cfg.ShutdownTimeout, 0},
 		{"db-connect-timeout", cfg.DB.ConnectTimeout, time.Millisecond},
 		{"db-query-timeout", cfg.DB.QueryTimeout, time.Millisecond},
+		{"write-timeout", cfg.WriteTimeout, 0},
 	} {
 		if d.v < d.min {
 			return cfg, usagef("serve: invalid value %s for flag -%s: must be at least %s", d.v, d.name, d.min)
 		}
+	}
+	if !(cfg.RateLimit >= 0) || math.IsInf(cfg.RateLimit, 0) {
+		return cfg, usagef("serve: invalid value %v for flag -rate-limit: want requests a second, 0 for no limit", cfg.RateLimit)
+	}
+	if cfg.RateBurst < 1 {
+		return cfg, usagef("serve: invalid value %d for flag -rate-burst: must be at least 1", cfg.RateBurst)
 	}
 	if cfg.DB.MaxConns < 1 {
 		return cfg, usagef("serve: invalid value %d for flag -db-max-conns: must be at least 1", cfg.DB.MaxConns)
@@ -493,10 +510,20 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	defer adminLn.Close()
 
+	var afterAuth []gin.HandlerFunc
+	if cfg.RateLimit > 0 {
+		limit, err := auth.NewRateLimit(cfg.RateLimit, cfg.RateBurst)
+		if err != nil {
+			return usagef("serve: %v", err)
+		}
+		afterAuth = append(afterAuth, limitSubjects(limit))
+	}
+
 	serverLog := zap.NewStdLog(log.Named("http"))
 	api := &http.Server{
-		Handler:           newAPIHandler(log, reg, verifier, store, plantsMetrics, cfg.TrustedProxies),
+		Handler:           newAPIHandler(log, reg, verifier, store, plantsMetrics, cfg.TrustedProxies, afterAuth...),
 		ReadHeaderTimeout: 5 * time.Second,
+		WriteTimeout:      cfg.WriteTimeout, // a client that stops reading must not hold its handler
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          serverLog,
@@ -563,8 +590,9 @@ wait:
 const maxHeaderBytes = 16 << 10
 
 // newAPIHandler is the whole API surface: middleware order, the one route,
-// and the 404 and 405 answers.
-func newAPIHandler(log *zap.Logger, reg prometheus.Registerer, v *auth.Verifier, store plants.Store, m *plants.Metrics, trusted []netip.Prefix) http.Handler {
+// and the 404 and 405 answers. afterAuth (the rate limit) runs between the
+// credential check and the handler.
+func newAPIHandler(log *zap.Logger, reg prometheus.Registerer, v *auth.Verifier, store plants.Store, m *plants.Metrics, trusted []netip.Prefix, afterAuth ...gin.HandlerFunc) http.Handler {
 	e := gin.New()
 	// SPEC §1: every other path is 404 with no redirects, another method is
 	// 405, and X-Forwarded-For counts only through -trusted-proxies.
@@ -578,13 +606,29 @@ func newAPIHandler(log *zap.Logger, reg prometheus.Registerer, v *auth.Verifier,
 		plants.RenderErrors(log),
 		plants.HeaderLimit(maxHeaderBytes),
 	)
-	authenticate := auth.Middleware(v)
-	list := plants.ListHandler(store, log, m)
-	e.GET("/plants", authenticate, list)
-	e.HEAD("/plants", authenticate, list)
+	route := append([]gin.HandlerFunc{auth.Middleware(v)}, afterAuth...)
+	route = append(route, plants.ListHandler(store, log, m))
+	e.GET("/plants", route...)
+	e.HEAD("/plants", route...)
 	e.NoRoute(plants.NotFound)
 	e.NoMethod(plants.MethodNotAllowed)
 	return e
+}
+
+// limitSubjects applies l per authenticated subject: a caller over its
+// rate gets 429 with Retry-After in the Error shape.
+func limitSubjects(l *auth.RateLimit) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		id, _ := auth.FromContext(c.Request.Context())
+		if err := l.Allow(id.Subject); err != nil {
+			var rl *auth.RateLimitError
+			if errors.As(err, &rl) {
+				c.Header("Retry-After", rl.RetryAfterHeader())
+			}
+			c.Error(err)
+			c.Abort()
+		}
+	}
 }
 
 // reload re-reads -data and -jwt-key-file (SIGHUP). A bad file is refused
