@@ -173,4 +173,12 @@ else
   step "server-side dry-run skipped (PLANTSTORE_APISERVER=1 builds kube-apiserver into $cache once)"
 fi
 
+# --- the image, built and run --------------------------------------------
+if [ "${PLANTSTORE_IMAGE:-}" = 1 ]; then
+  step "docker build and run (deploy/check/image.sh)"
+  deploy/check/image.sh
+else
+  step "image build skipped (PLANTSTORE_IMAGE=1 runs deploy/check/image.sh, about 4 min)"
+fi
+
 step "ok"
