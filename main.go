@@ -520,10 +520,16 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 
 	serverLog := zap.NewStdLog(log.Named("http"))
+	// -write-timeout bounds both directions: a client that stops reading its
+	// response, or that announces a request body (which net/http reads
+	// before answering) and never sends it, must not hold a connection and
+	// its goroutine for ever. A read deadline also ends the request's
+	// context, so the two are the same.
 	api := &http.Server{
 		Handler:           newAPIHandler(log, reg, verifier, store, plantsMetrics, cfg.TrustedProxies, afterAuth...),
 		ReadHeaderTimeout: 5 * time.Second,
-		WriteTimeout:      cfg.WriteTimeout, // a client that stops reading must not hold its handler
+		ReadTimeout:       cfg.WriteTimeout,
+		WriteTimeout:      cfg.WriteTimeout,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          serverLog,
