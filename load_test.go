@@ -818,3 +818,46 @@ func TestReloadUnderLoad(t *testing.T) {
 	t.Logf("reload under load: %d requests over 49 reloads (25 broken), %d answered from A, %d from B, %d refusals logged",
 		stats.requests.Load(), seenA.Load(), seenB.Load(), strings.Count(in.stderr.String(), "catalog reload refused"))
 }
+
+// TestUnsentBody announces a request body of 100 kB and never sends it:
+// net/http reads a body that small before it answers, with no deadline of
+// its own. With -write-timeout, which is also the read timeout, the server
+// closes the connection and the drain ends cleanly; without it, the request
+// holds its connection until the drain gives up on it.
+func TestUnsentBody(t *testing.T) {
+	if testing.Short() {
+		t.Skip("unsent body test skipped with -short")
+	}
+	token, keyFile := mintTestToken(t, "EdDSA", "-sub", "silent")
+	tests := []struct {
+		writeTimeout string
+		wantFreed    bool
+	}{
+		{writeTimeout: "1s", wantFreed: true},
+		{writeTimeout: "0", wantFreed: false},
+	}
+	for _, tt := range tests {
+		t.Run("write-timeout "+tt.writeTimeout, func(t *testing.T) {
+			in := startServe(t, nil, "-jwt-key-file", keyFile, "-write-timeout", tt.writeTimeout, "-shutdown-timeout", "1s")
+			waitReady(t, in, http.StatusOK)
+			conn, err := net.Dial("tcp", strings.TrimPrefix(in.api, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			fmt.Fprintf(conn, "GET /plants HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\nAuthorization: Bearer %s\r\n\r\n", token)
+			conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+			got, err := io.ReadAll(conn)
+			var ne net.Error
+			if freed := !errors.As(err, &ne) || !ne.Timeout(); freed != tt.wantFreed {
+				t.Fatalf("-write-timeout %s: read %q, %v within 3s; want the connection closed by the server: %t", tt.writeTimeout, got, err, tt.wantFreed)
+			}
+			in.stop()
+			err = <-in.done
+			in.done <- err
+			if (err == nil) != tt.wantFreed {
+				t.Errorf("-write-timeout %s: serve after the stop = %v; want a clean drain: %t", tt.writeTimeout, err, tt.wantFreed)
+			}
+		})
+	}
+}
