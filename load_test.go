@@ -464,7 +464,7 @@ func startQuiet(t testing.TB, args ...string) (*instance, *quietLog) {
 	ctx, cancel := context.WithCancel(context.Background())
 	logs := &quietLog{}
 	in := &instance{stdout: &syncBuffer{}, stderr: &logs.syncBuffer, stop: cancel, done: make(chan error, 1)}
-	full := append([]string{"serve", "-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0"}, args...)
+	full := append([]string{"serve", "-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0", "-shutdown-delay", "0s"}, args...)
 	go func() { in.done <- run(ctx, full, envOf(nil), strings.NewReader(""), in.stdout, logs) }()
 	t.Cleanup(func() {
 		cancel()
@@ -860,4 +860,141 @@ func TestUnsentBody(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestKeyRotationUnderLoad rotates the signing key of a JWKS endpoint while
+// 16 clients send tokens of the old and the new key: a new key's tokens are
+// served soon after it is published (the unknown kid triggers a refetch),
+// an old key's tokens are refused once the refresh after its removal has
+// run, and for ever after (no verified token outlives its key), and nothing
+// else ever fails.
+func TestKeyRotationUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("key rotation under load skipped with -short")
+	}
+	oldKey, oldDoc, err := auth.GenerateKey("ES256")
+	if err != nil {
+		t.Fatal(err)
+	}
+	newKey, newDoc, err := auth.GenerateKey("EdDSA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	merge := func(docs ...[]byte) []byte {
+		var all []json.RawMessage
+		for _, d := range docs {
+			var set struct{ Keys []json.RawMessage }
+			if err := json.Unmarshal(d, &set); err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, set.Keys...)
+		}
+		b, err := json.Marshal(map[string]any{"keys": all})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	var doc atomic.Pointer[[]byte]
+	publish := func(b []byte) { doc.Store(&b) }
+	publish(oldDoc)
+	jwks := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/jwk-set+json")
+		w.Write(*doc.Load())
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go jwks.Serve(ln)
+	t.Cleanup(func() { jwks.Close() })
+
+	oldToken := mustMint(t, oldKey, auth.MintClaims{Subject: "old", TTL: time.Hour})
+	newToken := mustMint(t, newKey, auth.MintClaims{Subject: "new", TTL: time.Hour})
+	in, _ := startQuiet(t, "-jwt-jwks-url", "http://"+ln.Addr().String()+"/jwks.json", "-jwks-refresh", "1s", "-jwks-min-refresh", "200ms")
+	waitReady(t, in, http.StatusOK)
+
+	type answer struct {
+		old           bool
+		start, finish time.Time
+		status        int
+	}
+	var (
+		mu      sync.Mutex
+		answers []answer
+		stats   loadStats
+	)
+	client := loadClient(t, 16)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				old := (i+w)%2 == 0
+				token := newToken
+				if old {
+					token = oldToken
+				}
+				req, _ := http.NewRequest(http.MethodGet, in.api+"/plants?limit=1", nil)
+				req.Header.Set("Authorization", "Bearer "+token)
+				start := time.Now()
+				resp, err := client.Do(req)
+				if err != nil {
+					stats.fail("GET during the rotation: %v", err)
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusUnauthorized {
+					stats.fail("GET during the rotation: %d; want 200 or 401", resp.StatusCode)
+				}
+				mu.Lock()
+				answers = append(answers, answer{old: old, start: start, finish: time.Now(), status: resp.StatusCode})
+				mu.Unlock()
+			}
+		})
+	}
+	time.Sleep(time.Second)
+	published := time.Now()
+	publish(merge(oldDoc, newDoc))
+	time.Sleep(2 * time.Second)
+	removed := time.Now()
+	publish(newDoc)
+	time.Sleep(3 * time.Second)
+	close(stop)
+	wg.Wait()
+	stats.report(t)
+
+	// The refresh runs every second, ±10%; a fetch takes well under 300ms
+	// here.
+	const settle = 1500 * time.Millisecond
+	var lastOldOK time.Time
+	counts := map[string]int{}
+	for _, a := range answers {
+		key := "new"
+		if a.old {
+			key = "old"
+		}
+		counts[fmt.Sprintf("%s %d", key, a.status)]++
+		switch {
+		case !a.old && a.finish.Before(published) && a.status != http.StatusUnauthorized:
+			t.Errorf("new key's token answered %d before the key was published", a.status)
+		case !a.old && a.start.After(published.Add(settle)) && a.status != http.StatusOK:
+			t.Errorf("new key's token answered %d %s after the key was published", a.status, a.start.Sub(published).Round(time.Millisecond))
+		case a.old && a.finish.Before(removed) && a.status != http.StatusOK:
+			t.Errorf("old key's token answered %d while the key was published", a.status)
+		case a.old && a.start.After(removed.Add(settle)) && a.status != http.StatusUnauthorized:
+			t.Errorf("old key's token answered %d %s after the key was removed", a.status, a.start.Sub(removed).Round(time.Millisecond))
+		}
+		if a.old && a.status == http.StatusOK && a.finish.After(lastOldOK) {
+			lastOldOK = a.finish
+		}
+	}
+	t.Logf("rotation under load: %d requests %v; the old key's tokens last served %s after its removal",
+		len(answers), counts, lastOldOK.Sub(removed).Round(time.Millisecond))
 }
