@@ -33,10 +33,17 @@ cache="${PLANTSTORE_CI_CACHE:-/var/cache/plantstore-ci}"
 
 tmp="$(mktemp -d)"
 pids=()
+# cleanup stops what this script started, newest first (kube-apiserver
+# before its etcd), by PID: SIGTERM, then SIGKILL after 10 s.
 cleanup() {
-  local pid
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  local i pid
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+    pid="${pids[i]}"
+    kill "$pid" 2>/dev/null || continue
+    for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+    kill -9 "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -169,6 +176,9 @@ KCFG
     fi
     echo "$bad rejected: $(grep -v '^Warning: version difference' "$d/out" | head -1)"
   done
+  kubectl apply --dry-run=server --validate=strict -f deploy/check/testdata/not-restricted.yaml > "$d/out" 2>&1 || true
+  grep -q 'would violate PodSecurity "restricted' "$d/out" || { cat "$d/out"; fail "no PodSecurity warning for testdata/not-restricted.yaml"; }
+  echo "deploy/check/testdata/not-restricted.yaml warned: $(grep -m1 'would violate' "$d/out" | cut -c1-100)..."
 else
   step "server-side dry-run skipped (PLANTSTORE_APISERVER=1 builds kube-apiserver into $cache once)"
 fi
