@@ -12,10 +12,11 @@ import (
 // FuzzDecodeJWKS feeds any bytes to the JWKS decoder. It must never panic,
 // and every key it returns must be one this service may verify signatures
 // with, judged on the JWK's own members (exact, case-sensitive names, as
-// RFC 7517 §4 has them): not symmetric, no private material, no use other
-// than "sig", key_ops naming "verify" when present, RSA of at least 2048
-// bits with an odd exponent of 3 or more, ECDSA on its named curve, Ed25519
-// of 32 bytes, and a pinned alg that is an asymmetric JWS alg the key fits.
+// RFC 7517 §4 has them): not symmetric, no non-empty private member, no use
+// other than "sig", key_ops naming "verify" when present, RSA of at least
+// 2048 bits with an odd exponent of 3 or more, ECDSA on its named curve,
+// Ed25519 of 32 bytes, and a pinned alg that is an asymmetric JWS alg the
+// key fits.
 func FuzzDecodeJWKS(f *testing.F) {
 	rsaJWK := jwkFromRSA(f, 2048)
 	ecJWK, _ := jwkFromEC(f)
@@ -92,7 +93,8 @@ func unusableJWK(raw json.RawMessage, k Key) string {
 		return "symmetric key"
 	}
 	for _, private := range []string{"d", "p", "q", "dp", "dq", "qi", "oth", "k"} {
-		if _, ok := m[private]; ok {
+		// An empty string carries no key material.
+		if v, ok := m[private]; ok && v != "" {
 			return "private member " + private
 		}
 	}
