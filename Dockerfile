@@ -16,11 +16,11 @@ WORKDIR /src
 ENV CGO_ENABLED=0 GOFLAGS=-trimpath
 # Modules first, in their own layer: it is rebuilt only when go.mod or go.sum change.
 COPY go.mod go.sum ./
-RUN ["go", "mod", "download"]
+RUN go mod download
 COPY . .
 ARG VERSION=dev
 ARG REVISION=unknown
-RUN ["/bin/sh", "-c", "go build -buildvcs=false -ldflags=\"-s -w -X main.version=${VERSION} -X main.revision=${REVISION}\" -o /out/plantstore ."]
+RUN go build -buildvcs=false -ldflags="-s -w -X main.version=${VERSION} -X main.revision=${REVISION}" -o /out/plantstore .
 
 FROM ${RUNTIME_IMAGE}
 ARG VERSION=dev
