@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/MicahParks/jwkset"
 )
@@ -124,6 +125,20 @@ func decodeJWKS(doc []byte) ([]Key, []skippedKey, error) {
 // decodeJWK converts one member of a "keys" array, or says why it is
 // skipped.
 func decodeJWK(raw json.RawMessage) (Key, *skippedKey) {
+	// encoding/json matches member names without regard to case, JWK
+	// member names are case-sensitive (RFC 7517 §4): "USE" must not stand
+	// in for, or override, "use".
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &members); err != nil {
+		return Key{}, &skippedKey{Reason: "not a JWK: " + jsonError(err).Error(), Warn: true}
+	}
+	for name := range members {
+		for _, reg := range jwkMembers {
+			if name != reg && strings.EqualFold(name, reg) {
+				return Key{}, &skippedKey{Reason: fmt.Sprintf("member %q is %q in another case", name, reg), Warn: true}
+			}
+		}
+	}
 	var m jwkset.JWKMarshal
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return Key{}, &skippedKey{Reason: "not a JWK: " + jsonError(err).Error(), Warn: true}
@@ -176,6 +191,11 @@ func decodeJWK(raw json.RawMessage) (Key, *skippedKey) {
 	}
 	return k, nil
 }
+
+// jwkMembers are the JWK member names jwkset decodes (RFC 7517 §4, RFC 7518
+// §6).
+var jwkMembers = []string{"kty", "use", "key_ops", "alg", "kid", "x5u", "x5c", "x5t", "x5t#S256",
+	"crv", "x", "y", "d", "n", "e", "p", "q", "dp", "dq", "qi", "oth", "r", "t", "k"}
 
 // asymmetricJWSAlg reports whether alg is a public-key JWS algorithm this
 // service verifies. Key.Fits goes by prefix, which would also let an RSA

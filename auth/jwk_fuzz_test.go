@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/rsa"
@@ -39,7 +40,7 @@ func FuzzDecodeJWKS(f *testing.F) {
 		doc(jwkWith(edJWK, "crv", "X25519")),
 		doc(jwkWith(rsaJWK, "x5c", []string{"MIIB"}), jwkWith(ecJWK, "x5u", "http://127.0.0.1:1/x")),
 		[]byte(`{"keys":[]}`), []byte(`{"keys":null}`), []byte(`{}`), []byte(`[]`), []byte(`{"keys":[{}]}`),
-		[]byte(`{"keys":[1,"a",null,[]]}`), []byte(`{"keys":[]} x`), []byte(``), []byte(`{"KEYS":[]}`),
+		[]byte(`{"keys":[1,"a",null,[]]}`), bytes.Replace(doc(jwkWith(ecJWK, "use", "enc")), []byte(`"use":"enc"`), []byte(`"use":"enc","USE":"sig"`), 1), []byte(`{"keys":[]} x`), []byte(``), []byte(`{"KEYS":[]}`),
 	} {
 		f.Add(seed)
 	}

@@ -248,6 +248,14 @@ func (v *Verifier) key(ctx context.Context, t *jwt.Token) (any, error) {
 		// (RFC 7515 section 4.1.11).
 		return nil, invalidToken(ReasonCrit)
 	}
+	if raw, ok := t.Header["typ"]; ok {
+		// RFC 8725 §3.11: a token that says it is another kind of JWT (a
+		// JWE, a security event, a logout or DPoP proof) is not an access
+		// token, whoever signed it.
+		if typ, ok := raw.(string); !ok || !accessTokenType(typ) {
+			return nil, invalidToken(ReasonMalformed)
+		}
+	}
 	var kid string
 	if raw, ok := t.Header["kid"]; ok {
 		s, ok := raw.(string)
@@ -274,6 +282,16 @@ func (v *Verifier) key(ctx context.Context, t *jwt.Token) (any, error) {
 		return nil, invalidToken(ReasonUnknownKey)
 	}
 	return k.Public, nil
+}
+
+// accessTokenType reports whether typ, a JWS typ header, names an access
+// token: "JWT" (RFC 7519 §5.1) or "at+jwt" (RFC 9068 §2.1), compared
+// without regard to case and with an optional "application/" prefix
+// (RFC 7515 §4.1.9).
+func accessTokenType(typ string) bool {
+	t := strings.ToLower(typ)
+	t = strings.TrimPrefix(t, "application/")
+	return t == "jwt" || t == "at+jwt"
 }
 
 // classify turns a golang-jwt parse error into the refusal it stands for.
