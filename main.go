@@ -516,7 +516,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		if err != nil {
 			return usagef("serve: %v", err)
 		}
-		afterAuth = append(afterAuth, limitSubjects(limit))
+		afterAuth = append(afterAuth, auth.LimitSubjects(limit))
 	}
 
 	serverLog := zap.NewStdLog(log.Named("http"))
@@ -619,22 +619,6 @@ func newAPIHandler(log *zap.Logger, reg prometheus.Registerer, v *auth.Verifier,
 	e.NoRoute(plants.NotFound)
 	e.NoMethod(plants.MethodNotAllowed)
 	return e
-}
-
-// limitSubjects applies l per authenticated subject: a caller over its
-// rate gets 429 with Retry-After in the Error shape.
-func limitSubjects(l *auth.RateLimit) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		id, _ := auth.FromContext(c.Request.Context())
-		if err := l.Allow(id.Subject); err != nil {
-			var rl *auth.RateLimitError
-			if errors.As(err, &rl) {
-				c.Header("Retry-After", rl.RetryAfterHeader())
-			}
-			c.Error(err)
-			c.Abort()
-		}
-	}
 }
 
 // reload re-reads -data and -jwt-key-file (SIGHUP). A bad file is refused

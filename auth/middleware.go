@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 
@@ -44,6 +45,34 @@ func Middleware(v *Verifier) gin.HandlerFunc {
 		observability.Annotate(c).SetSubject(e.id.Subject)
 		c.Next()
 	}
+}
+
+// LimitSubjects returns gin middleware, for after [Middleware], that
+// applies l per authenticated subject: a caller over its rate gets the
+// *[RateLimitError] (429) pushed with c.Error, after Retry-After is set.
+func LimitSubjects(l *RateLimit) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if err := l.Allow(subjectFromContext(c.Request.Context())); err != nil {
+			var rl *RateLimitError
+			if errors.As(err, &rl) {
+				c.Header("Retry-After", rl.RetryAfterHeader())
+			}
+			_ = c.Error(err)
+			c.Abort()
+		}
+	}
+}
+
+// subjectFromContext returns the subject of the identity in ctx, without
+// the copy of groups and scopes that FromContext makes.
+func subjectFromContext(ctx context.Context) string {
+	switch x := ctx.Value(contextKey{}).(type) {
+	case *verified:
+		return x.id.Subject
+	case Identity:
+		return x.Subject
+	}
+	return ""
 }
 
 // authenticate extracts the bearer token of r and verifies it.
