@@ -286,8 +286,8 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 		return cfg, usagef("serve: unexpected argument %q", fs.Arg(0))
 	}
 	for _, a := range []struct{ name, v string }{{"addr", cfg.Addr}, {"admin-addr", cfg.AdminAddr}} {
-		if _, port, err := net.SplitHostPort(a.v); err != nil || port == "" {
-			return cfg, usagef("serve: invalid value %q for flag -%s: want host:port", a.v, a.name)
+		if err := checkListenAddr(a.v); err != nil {
+			return cfg, usagef("serve: invalid value %q for flag -%s: %v", a.v, a.name, err)
 		}
 	}
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, cfg.LogLevel) {
@@ -343,6 +343,11 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 			return cfg, usagef("serve: invalid value %q for flag -jwt-issuer: OIDC discovery (no -jwt-jwks-url) needs an http or https URL: %v", cfg.JWT.Issuer, err)
 		}
 	}
+	if cfg.DatabaseURL != "" {
+		if err := postgres.CheckDSN(cfg.DatabaseURL); err != nil {
+			return cfg, usagef("serve: invalid value for flag -database-url: %v", err)
+		}
+	}
 	p, err := observability.ParseTrustedProxies(trusted)
 	if err != nil {
 		return cfg, usagef("serve: invalid value %q for flag -trusted-proxies: %v", trusted, err)
@@ -352,6 +357,22 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 		return cfg, usagef("serve: no key source: set -jwt-issuer (OIDC discovery), -jwt-jwks-url, -jwt-key-file or -jwt-hmac-secret-file (or the PLANTSTORE_* variables), or run with -dev")
 	}
 	return cfg, nil
+}
+
+// checkListenAddr reports whether s is a host:port a listener can take:
+// a port from 0 to 65535 and a host that is empty, an IP address or a name.
+func checkListenAddr(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return errors.New("want host:port")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return errors.New("want a port from 0 to 65535")
+	}
+	if host != "" && net.ParseIP(host) == nil && strings.Trim(host, "0123456789.") == "" {
+		return errors.New("not an IP address")
+	}
+	return nil
 }
 
 // int32Flag is a flag.Value for an int32.
@@ -533,6 +554,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          serverLog,
+		// "OPTIONS *" would get net/http's bare 200; like any other path it
+		// is the API's 404.
+		DisableGeneralOptionsHandler: true,
 	}
 	admin := &http.Server{
 		Handler: observability.AdminHandler(observability.AdminOptions{
@@ -578,14 +602,13 @@ wait:
 	time.Sleep(cfg.ShutdownDelay)
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
-	apiErr := api.Shutdown(shutdownCtx)
-	if apiErr != nil {
+	if err := api.Shutdown(shutdownCtx); err != nil {
+		// The stop was asked for and happens: the connections still busy
+		// after -shutdown-timeout are closed, and the exit stays clean.
+		log.Warn("requests still in flight after the shutdown timeout were cut", zap.Duration("shutdown_timeout", cfg.ShutdownTimeout))
 		_ = api.Close()
 	}
 	_ = admin.Shutdown(shutdownCtx)
-	if apiErr != nil {
-		return fmt.Errorf("shutdown: in-flight requests still running after %s", cfg.ShutdownTimeout)
-	}
 	log.Info("stopped")
 	return nil
 }
@@ -617,7 +640,9 @@ func newAPIHandler(log *zap.Logger, reg prometheus.Registerer, v *auth.Verifier,
 	e.GET("/plants", route...)
 	e.HEAD("/plants", route...)
 	e.NoRoute(plants.NotFound)
-	e.NoMethod(plants.MethodNotAllowed)
+	// gin reaches NoMethod only for a path that a route matched with
+	// another method, and /plants is the only route: name it.
+	e.NoMethod(func(c *gin.Context) { observability.Annotate(c).SetRoute("/plants") }, plants.MethodNotAllowed)
 	return e
 }
 
@@ -803,6 +828,9 @@ func databaseFlags(fs *flag.FlagSet, dsn *string, args []string, getenv func(str
 	}
 	if *dsn == "" {
 		return nil, usagef("%s: -database-url (or PLANTSTORE_DATABASE_URL) is required", fs.Name())
+	}
+	if err := postgres.CheckDSN(*dsn); err != nil {
+		return nil, usagef("%s: invalid value for flag -database-url: %v", fs.Name(), err)
 	}
 	return positional, nil
 }

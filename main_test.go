@@ -257,6 +257,11 @@ func TestServeUsage(t *testing.T) {
 		{"stray argument", append(dev, "extra"), nil, "extra"},
 		{"two stores", append(dev, "-data", "x.json", "-database-url", "postgres://x"), nil, "-database-url"},
 		{"bad db pool", append(dev, "-db-max-conns", "0"), nil, "-db-max-conns"},
+		{"port out of range", append(dev, "-addr", "127.0.0.1:99999"), nil, "-addr"},
+		{"port not a number", append(dev, "-admin-addr", "127.0.0.1:abc"), nil, "-admin-addr"},
+		{"host not an IP", append(dev, "-addr", "999.1.1.1:80"), nil, "-addr"},
+		{"malformed DSN", append(dev, "-database-url", "mysql://u:s3cret@x/y"), nil, "-database-url"},
+		{"malformed DSN from env", dev, map[string]string{"PLANTSTORE_DATABASE_URL": "postgres://%zz"}, "-database-url"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -270,6 +275,9 @@ func TestServeUsage(t *testing.T) {
 			}
 			if msg := err.Error(); strings.Contains(msg, "\n") || !strings.Contains(msg, tt.want) {
 				t.Errorf("run(%q) message %q: want one line containing %q", tt.args, msg, tt.want)
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("run(%q) message %q repeats the DSN's password", tt.args, err)
 			}
 			if strings.Contains(stderr.String(), "listening") {
 				t.Errorf("run(%q) started listening before refusing", tt.args)
@@ -689,7 +697,7 @@ func TestPostgresCommands(t *testing.T) {
 	if want := fmt.Sprintf("imported %d plants\n", plants.SampleCatalog().Len()); out.String() != want {
 		t.Errorf("import printed %q, want %q", out.String(), want)
 	}
-	for _, args := range [][]string{{"import", sample}, {"import", "-database-url", dsn}, {"import", "-database-url", dsn, sample, sample}, {"migrate", "-database-url", dsn, "x"}} {
+	for _, args := range [][]string{{"import", sample}, {"import", "-database-url", dsn}, {"import", "-database-url", dsn, sample, sample}, {"migrate", "-database-url", dsn, "x"}, {"migrate", "-database-url", "mysql://x/y"}} {
 		if err := run(ctx, args, envOf(nil), nil, io.Discard, io.Discard); !errors.Is(err, errUsage) {
 			t.Errorf("run(%q) = %v, want a usage error", args, err)
 		}
@@ -827,6 +835,96 @@ func TestHelp(t *testing.T) {
 		}
 		if !strings.Contains(stderr.String(), "usage of plantstore "+cmd) {
 			t.Errorf("%s -h printed %q, want its usage", cmd, stderr.String())
+		}
+	}
+}
+
+// TestOptionsStar checks that "OPTIONS *" gets the API's 404 in the Error
+// shape, not net/http's bare 200.
+func TestOptionsStar(t *testing.T) {
+	in := startServe(t, nil, "-dev")
+	conn, err := net.Dial("tcp", strings.TrimPrefix(in.api, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "OPTIONS * HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusNotFound || resp.Header.Get("Content-Type") != "application/json" || !strings.Contains(string(body), `"error":404`) {
+		t.Errorf("OPTIONS * = %d %q %s, want 404 in the Error shape", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+}
+
+// TestShutdownTimeoutStillExitsClean stops the service while a client
+// holds a response it never reads: after -shutdown-timeout the connection is
+// cut and run still returns nil (exit 0), as a requested stop should.
+func TestShutdownTimeoutStillExitsClean(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "big.json")
+	var sb strings.Builder
+	sb.WriteString("[")
+	for i := range 100000 {
+		if i > 0 {
+			sb.WriteString(",")
+		}
+		fmt.Fprintf(&sb, `{"name":"Plant %06d","tag":"a tag long enough to fill buffers","readers":["*"]}`, i)
+	}
+	sb.WriteString("]")
+	if err := os.WriteFile(data, []byte(sb.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	token, keyFile := mintTestToken(t, "EdDSA", "-sub", "stuck")
+	in := startServe(t, nil, "-jwt-key-file", keyFile, "-data", data, "-shutdown-timeout", "300ms")
+	waitReady(t, in, http.StatusOK)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(in.api, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n", token)
+	buf := make([]byte, 1)
+	if _, err := conn.Read(buf); err != nil { // the response has started; now stop reading
+		t.Fatal(err)
+	}
+	in.stop()
+	select {
+	case err := <-in.done:
+		if err != nil {
+			t.Errorf("run after a shutdown that had to cut a request = %v, want nil (exit 0)", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("service did not stop")
+	}
+	in.done <- nil // for the cleanup of startServe
+	if !strings.Contains(in.stderr.String(), "cut") {
+		t.Errorf("no warning about the cut request in the log:\n%s", in.stderr)
+	}
+}
+
+// TestMethodNotAllowedRoute checks that a 405 on /plants is counted under
+// its route template, and an unknown path under "unmatched".
+func TestMethodNotAllowedRoute(t *testing.T) {
+	in := startServe(t, nil, "-dev")
+	req, _ := http.NewRequest(http.MethodPost, in.api+"/plants", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	get(t, in.api+"/nope", "")
+	_, body, _ := get(t, in.admin+"/metrics", "")
+	for _, want := range []string{
+		`plantstore_http_requests_total{code="405",method="POST",route="/plants"} 1`,
+		`plantstore_http_requests_total{code="404",method="GET",route="unmatched"} 1`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
 		}
 	}
 }

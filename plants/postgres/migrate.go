@@ -36,7 +36,7 @@ const versionTable = "goose_db_version"
 func Migrate(ctx context.Context, dsn string) error {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		return errMalformedDSN
+		return ErrMalformedDSN
 	}
 	configureConn(cfg, DefaultConnectTimeout)
 	db := stdlib.OpenDB(*cfg)

@@ -76,7 +76,7 @@ func Open(ctx context.Context, dsn string, o Options, m *plants.Metrics) (*Store
 	o = o.withDefaults()
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, errMalformedDSN
+		return nil, ErrMalformedDSN
 	}
 	cfg.MaxConns = o.MaxConns
 	cfg.MinConns = 0
@@ -86,6 +86,15 @@ func Open(ctx context.Context, dsn string, o Options, m *plants.Metrics) (*Store
 		return nil, fmt.Errorf("postgres: open pool: %w", sanitize(err))
 	}
 	return &Store{pool: pool, timeout: o.QueryTimeout, metrics: m}, nil
+}
+
+// CheckDSN reports, as [ErrMalformedDSN], whether dsn cannot be a
+// PostgreSQL connection string. It does not connect.
+func CheckDSN(dsn string) error {
+	if _, err := pgxpool.ParseConfig(dsn); err != nil {
+		return ErrMalformedDSN
+	}
+	return nil
 }
 
 // Close closes every connection of the pool, waiting for the ones in use to
@@ -115,10 +124,10 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// errMalformedDSN is returned for a connection string that does not parse.
+// ErrMalformedDSN is returned for a connection string that does not parse.
 // It carries no detail because pgx's parse errors may quote the string, and
 // with it a password.
-var errMalformedDSN = errors.New("postgres: malformed database URL (not shown: it may hold a password)")
+var ErrMalformedDSN = errors.New("postgres: malformed database URL (not shown: it may hold a password)")
 
 // configureConn applies the connection settings shared by the pool, Migrate
 // and Import.
@@ -140,7 +149,7 @@ func configureConn(cc *pgx.ConnConfig, connectTimeout time.Duration) {
 func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		return nil, errMalformedDSN
+		return nil, ErrMalformedDSN
 	}
 	configureConn(cfg, DefaultConnectTimeout)
 	conn, err := pgx.ConnectConfig(ctx, cfg)
@@ -157,12 +166,12 @@ func unavailable(op string, err error) error {
 
 // sanitize drops what an error from pgx may carry beyond its message: a
 // ParseConfigError (which quotes the connection string) becomes
-// errMalformedDSN. Server errors (PgError) print only their message and
+// ErrMalformedDSN. Server errors (PgError) print only their message and
 // SQLSTATE, never the statement.
 func sanitize(err error) error {
 	var pce *pgconn.ParseConfigError
 	if errors.As(err, &pce) {
-		return errMalformedDSN
+		return ErrMalformedDSN
 	}
 	return err
 }
