@@ -85,6 +85,9 @@ type Error struct {
 	Code   string
 	Reason Reason
 	Scope  string
+	// Subject is the token's sub when the token was valid and only lacked
+	// the required scope: the caller is known, for the access log.
+	Subject string
 }
 
 // Error returns a short description that never contains the token.

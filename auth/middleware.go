@@ -34,6 +34,9 @@ func Middleware(v *Verifier) gin.HandlerFunc {
 		if err != nil {
 			c.Header("WWW-Authenticate", challenge(err))
 			observability.Annotate(c).SetAuthFailure(string(err.Reason))
+			if err.Subject != "" {
+				observability.Annotate(c).SetSubject(err.Subject)
+			}
 			v.m.Failure(err.Reason)
 			_ = c.Error(err)
 			c.Abort()

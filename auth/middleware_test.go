@@ -209,8 +209,13 @@ func TestMiddleware(t *testing.T) {
 				}
 				return
 			}
-			if line["auth_failure"] != string(tt.wantReason) || line["sub"] != nil {
-				t.Errorf("GET with Authorization %.40q: access log auth_failure = %v, sub = %v; want %q, none", tt.auth, line["auth_failure"], line["sub"], tt.wantReason)
+			// A valid token that only lacks the scope names a known caller.
+			var wantSub any
+			if tt.wantReason == auth.ReasonScope {
+				wantSub = "alice"
+			}
+			if line["auth_failure"] != string(tt.wantReason) || line["sub"] != wantSub {
+				t.Errorf("GET with Authorization %.40q: access log auth_failure = %v, sub = %v; want %q, %v", tt.auth, line["auth_failure"], line["sub"], tt.wantReason, wantSub)
 			}
 		})
 	}

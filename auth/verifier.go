@@ -383,7 +383,7 @@ func (v *Verifier) identity(claims jwt.MapClaims) (Identity, *Error) {
 	}
 
 	if s := v.cfg.RequiredScope; s != "" && !slices.Contains(id.Scopes, s) {
-		return Identity{}, &Error{Status: http.StatusForbidden, Code: "insufficient_scope", Reason: ReasonScope, Scope: s}
+		return Identity{}, &Error{Status: http.StatusForbidden, Code: "insufficient_scope", Reason: ReasonScope, Scope: s, Subject: id.Subject}
 	}
 	return id, nil
 }

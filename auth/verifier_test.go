@@ -447,7 +447,7 @@ func TestVerifyScope(t *testing.T) {
 		if !errors.As(err, &ae) {
 			t.Fatalf("Verify() error = %v; want *auth.Error", err)
 		}
-		want := auth.Error{Status: http.StatusForbidden, Code: "insufficient_scope", Reason: auth.ReasonScope, Scope: "plants:read"}
+		want := auth.Error{Status: http.StatusForbidden, Code: "insufficient_scope", Reason: auth.ReasonScope, Scope: "plants:read", Subject: "alice"}
 		if *ae != want {
 			t.Errorf("Verify() error = %+v; want %+v", *ae, want)
 		}

@@ -10,10 +10,21 @@ import "github.com/gin-gonic/gin"
 // request's access log line. Its zero value logs nothing extra. The methods
 // are safe on a nil *Entry, so callers never check.
 type Entry struct {
+	route       string
 	subject     string
 	authFailure string
 	plants      int
 	hasPlants   bool
+}
+
+// SetRoute records the route template of a request that gin matched to no
+// handler, such as a known path with another method (gin's NoMethod), so
+// its metrics and log line name that route instead of "unmatched". template
+// must be a registered route, never a value taken from the request.
+func (e *Entry) SetRoute(template string) {
+	if e != nil {
+		e.route = template
+	}
 }
 
 // SetSubject records the authenticated subject (logged as "sub").

@@ -100,6 +100,9 @@ func Middleware(log *zap.Logger, reg prometheus.Registerer, trusted []netip.Pref
 			size = max(size, 0)
 			route := c.FullPath()
 			if route == "" {
+				route = st.w.entry.route
+			}
+			if route == "" {
 				route = "unmatched"
 			}
 			s := m.series(methodLabel(c.Request.Method), route, status)
