@@ -655,19 +655,7 @@ func TestStalledReader(t *testing.T) {
 	if testing.Short() {
 		t.Skip("stalled reader test skipped with -short")
 	}
-	data := filepath.Join(t.TempDir(), "big.json")
-	var sb strings.Builder
-	sb.WriteString("[")
-	for i := range 200000 {
-		if i > 0 {
-			sb.WriteString(",")
-		}
-		fmt.Fprintf(&sb, `{"name":"Plant %06d","tag":"t","readers":["*"]}`, i)
-	}
-	sb.WriteString("]")
-	if err := os.WriteFile(data, []byte(sb.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	data := writeOpenCatalog(t, 200000, "t")
 	token, keyFile := mintTestToken(t, "EdDSA", "-sub", "stalled")
 	tests := []struct {
 		writeTimeout string

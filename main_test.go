@@ -368,20 +368,7 @@ func TestServeCannotRun(t *testing.T) {
 // that /readyz turned 503 during the delay and that every in-flight
 // response completed.
 func TestShutdownDrains(t *testing.T) {
-	dir := t.TempDir()
-	data := filepath.Join(dir, "big.json")
-	var sb strings.Builder
-	sb.WriteString("[")
-	for i := range 20000 {
-		if i > 0 {
-			sb.WriteString(",")
-		}
-		fmt.Fprintf(&sb, `{"name":"Plant %06d","tag":"t","readers":["*"]}`, i)
-	}
-	sb.WriteString("]")
-	if err := os.WriteFile(data, []byte(sb.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	data := writeOpenCatalog(t, 20000, "t")
 	token, keyFile := mintTestToken(t, "EdDSA", "-sub", "drain")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -461,6 +448,26 @@ func TestShutdownDrains(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("service did not stop")
 	}
+}
+
+// writeOpenCatalog writes a catalog of n plants readable by everyone, each
+// with the given tag, and returns its path.
+func writeOpenCatalog(t testing.TB, n int, tag string) string {
+	t.Helper()
+	var sb strings.Builder
+	sb.WriteString("[")
+	for i := range n {
+		if i > 0 {
+			sb.WriteString(",")
+		}
+		fmt.Fprintf(&sb, `{"name":"Plant %06d","tag":%q,"readers":["*"]}`, i, tag)
+	}
+	sb.WriteString("]")
+	path := filepath.Join(t.TempDir(), "catalog.json")
+	if err := os.WriteFile(path, []byte(sb.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // mintTestToken makes a key pair with keygen and a token with the token
@@ -865,20 +872,7 @@ func TestOptionsStar(t *testing.T) {
 // holds a response it never reads: after -shutdown-timeout the connection is
 // cut and run still returns nil (exit 0), as a requested stop should.
 func TestShutdownTimeoutStillExitsClean(t *testing.T) {
-	dir := t.TempDir()
-	data := filepath.Join(dir, "big.json")
-	var sb strings.Builder
-	sb.WriteString("[")
-	for i := range 100000 {
-		if i > 0 {
-			sb.WriteString(",")
-		}
-		fmt.Fprintf(&sb, `{"name":"Plant %06d","tag":"a tag long enough to fill buffers","readers":["*"]}`, i)
-	}
-	sb.WriteString("]")
-	if err := os.WriteFile(data, []byte(sb.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	data := writeOpenCatalog(t, 100000, "a tag long enough to fill buffers")
 	token, keyFile := mintTestToken(t, "EdDSA", "-sub", "stuck")
 	in := startServe(t, nil, "-jwt-key-file", keyFile, "-data", data, "-shutdown-timeout", "300ms")
 	waitReady(t, in, http.StatusOK)
