@@ -282,7 +282,7 @@ func FuzzMiddleware(f *testing.F) {
 
 		token := ""
 		if len(header) > len("Bearer ") && strings.EqualFold(header[:len("Bearer ")], "Bearer ") {
-			token = header[len("Bearer "):]
+			token = strings.TrimLeft(header[len("Bearer "):], " ") // RFC 6750: "Bearer" 1*SP b64token
 		}
 		status := rec.Code
 		if w, ok := want[header]; ok && !twice && status != w {

@@ -18,7 +18,7 @@ const realm = "plantstore"
 // token v accepts (RFC 6750 section 2.1).
 //
 // The Authorization header must appear once and read "Bearer <token>" with
-// the scheme in any case, one space, and a token of RFC 6750 b64token
+// the scheme in any case, one or more spaces, and a token of RFC 6750 b64token
 // characters. A header over 8 KiB is refused without being parsed. Two
 // Authorization headers are refused as a malformed credential (401
 // invalid_token), like any other malformed header.
@@ -118,7 +118,12 @@ func bearerToken(h http.Header) (string, *Error) {
 	if len(v) <= len(scheme) || !strings.EqualFold(v[:len(scheme)], scheme) {
 		return "", invalidToken(ReasonMalformed)
 	}
-	return v[len(scheme):], nil
+	// RFC 6750 section 2.1: credentials = "Bearer" 1*SP b64token.
+	token := strings.TrimLeft(v[len(scheme):], " ")
+	if token == "" {
+		return "", invalidToken(ReasonMalformed)
+	}
+	return token, nil
 }
 
 // isB64Token reports whether s matches RFC 6750's
