@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto"
 	"encoding/json"
 	"errors"
@@ -461,36 +460,8 @@ func (q *quietLog) Write(p []byte) (int, error) {
 // startQuiet is startServe with the service's log going to a quietLog.
 func startQuiet(t testing.TB, args ...string) (*instance, *quietLog) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
 	logs := &quietLog{}
-	in := &instance{stdout: &syncBuffer{}, stderr: &logs.syncBuffer, stop: cancel, done: make(chan error, 1)}
-	full := append([]string{"serve", "-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0", "-shutdown-delay", "0s"}, args...)
-	go func() { in.done <- run(ctx, full, envOf(nil), strings.NewReader(""), in.stdout, logs) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-in.done:
-		case <-time.After(30 * time.Second):
-			t.Errorf("service did not stop within 30s")
-		}
-	})
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		for _, line := range logLines(t, logs.String()) {
-			if line["msg"] == "listening" {
-				in.api = "http://" + line["api_addr"].(string)
-				in.admin = "http://" + line["admin_addr"].(string)
-				return in, logs
-			}
-		}
-		select {
-		case err := <-in.done:
-			t.Fatalf("serve %q ended before listening: %v\nstderr:\n%s", args, err, logs)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	t.Fatalf("serve %q did not log its addresses within 20s; stderr:\n%s", args, logs)
-	return nil, nil
+	return startLogging(t, nil, logs, &logs.syncBuffer, args...), logs
 }
 
 // slowReaders starts n requests for the longest list, read 2 KiB every

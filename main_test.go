@@ -74,10 +74,18 @@ func envOf(env map[string]string) func(string) string {
 // end of the test.
 func startServe(t testing.TB, env map[string]string, args ...string) *instance {
 	t.Helper()
+	stderr := &syncBuffer{}
+	return startLogging(t, env, stderr, stderr, args...)
+}
+
+// startLogging is startServe with the service's log written to logTo and
+// read back, for the listening line and by the test, from view.
+func startLogging(t testing.TB, env map[string]string, logTo io.Writer, view *syncBuffer, args ...string) *instance {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	in := &instance{stdout: &syncBuffer{}, stderr: &syncBuffer{}, stop: cancel, done: make(chan error, 1)}
+	in := &instance{stdout: &syncBuffer{}, stderr: view, stop: cancel, done: make(chan error, 1)}
 	full := append([]string{"serve", "-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0", "-shutdown-delay", "0s"}, args...)
-	go func() { in.done <- run(ctx, full, envOf(env), strings.NewReader(""), in.stdout, in.stderr) }()
+	go func() { in.done <- run(ctx, full, envOf(env), strings.NewReader(""), in.stdout, logTo) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -88,7 +96,7 @@ func startServe(t testing.TB, env map[string]string, args ...string) *instance {
 	})
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		for _, line := range logLines(t, in.stderr.String()) {
+		for _, line := range logLines(t, view.String()) {
 			if line["msg"] == "listening" {
 				in.api = "http://" + line["api_addr"].(string)
 				in.admin = "http://" + line["admin_addr"].(string)
@@ -97,11 +105,11 @@ func startServe(t testing.TB, env map[string]string, args ...string) *instance {
 		}
 		select {
 		case err := <-in.done:
-			t.Fatalf("serve %q ended before listening: %v\nstderr:\n%s", args, err, in.stderr)
+			t.Fatalf("serve %q ended before listening: %v\nstderr:\n%s", args, err, view)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	t.Fatalf("serve %q did not log its addresses within 20s; stderr:\n%s", args, in.stderr)
+	t.Fatalf("serve %q did not log its addresses within 20s; stderr:\n%s", args, view)
 	return nil
 }
 
@@ -370,25 +378,7 @@ func TestServeCannotRun(t *testing.T) {
 func TestShutdownDrains(t *testing.T) {
 	data := writeOpenCatalog(t, 20000, "t")
 	token, keyFile := mintTestToken(t, "EdDSA", "-sub", "drain")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stderr := &syncBuffer{}
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0",
-			"-jwt-key-file", keyFile, "-data", data, "-shutdown-delay", "300ms", "-shutdown-timeout", "10s"},
-			envOf(nil), nil, io.Discard, stderr)
-	}()
-	in := &instance{stderr: stderr}
-	deadline := time.Now().Add(20 * time.Second)
-	for in.api == "" && time.Now().Before(deadline) {
-		for _, l := range logLines(t, stderr.String()) {
-			if l["msg"] == "listening" {
-				in.api, in.admin = "http://"+l["api_addr"].(string), "http://"+l["admin_addr"].(string)
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	in := startServe(t, nil, "-jwt-key-file", keyFile, "-data", data, "-shutdown-delay", "300ms", "-shutdown-timeout", "10s")
 	waitReady(t, in, http.StatusOK)
 
 	// Each client reads its response slowly, so it is still in flight when
@@ -433,7 +423,7 @@ func TestShutdownDrains(t *testing.T) {
 	for range clients {
 		<-started
 	}
-	cancel()
+	in.stop()
 	waitReady(t, in, http.StatusServiceUnavailable)
 	wg.Wait()
 	close(errs)
@@ -441,7 +431,8 @@ func TestShutdownDrains(t *testing.T) {
 		t.Errorf("in-flight request failed during shutdown: %v", err)
 	}
 	select {
-	case err := <-done:
+	case err := <-in.done:
+		in.done <- err // for the cleanup of startServe
 		if err != nil {
 			t.Errorf("run after shutdown = %v, want nil (exit 0)", err)
 		}
