@@ -414,7 +414,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
-	log, err := observability.NewLogger(cfg.LogLevel, cfg.LogFormat, stderr)
+	// Log lines go out in batches (one write for many access log lines
+	// under load), each within about a millisecond, all of them on return.
+	logOut := observability.NewBatchWriter(stderr)
+	defer func() { _ = logOut.Close() }()
+	log, err := observability.NewLogger(cfg.LogLevel, cfg.LogFormat, logOut)
 	if err != nil {
 		return usagef("serve: %v", err)
 	}
