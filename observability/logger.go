@@ -38,9 +38,9 @@ func NewLogger(level, format string, w io.Writer) (*zap.Logger, error) {
 
 	layout := zapcore.TimeEncoderOfLayout(timeLayout)
 	cfg := zapcore.EncoderConfig{
-		TimeKey:       "ts",
-		LevelKey:      "level",
-		MessageKey:    "msg",
+		TimeKey:       timeKey,
+		LevelKey:      levelKey,
+		MessageKey:    messageKey,
 		NameKey:       "logger",
 		StacktraceKey: zapcore.OmitKey,
 		CallerKey:     zapcore.OmitKey,
@@ -67,5 +67,26 @@ func NewLogger(level, format string, w io.Writer) (*zap.Logger, error) {
 	}
 
 	ws := zapcore.Lock(zapcore.AddSync(w))
-	return zap.New(zapcore.NewCore(enc, ws, lvl), zap.ErrorOutput(ws)), nil
+	c := &lineCore{Core: zapcore.NewCore(enc, ws, lvl), out: ws, json: format == "json"}
+	return zap.New(c, zap.ErrorOutput(ws)), nil
+}
+
+// lineCore is the core of NewLogger's loggers: zap's, plus what
+// [Middleware] needs to write the access line itself (see
+// [accessEntry.appendJSON]). A logger derived with fields or options has
+// another core, and Middleware then logs through zap.
+type lineCore struct {
+	zapcore.Core
+	out  zapcore.WriteSyncer // the core's own, locked
+	json bool
+}
+
+// accessOutput returns where Middleware may write JSON access lines itself
+// for log, and the core that decides their level; nil when log is not
+// NewLogger's JSON logger as it was returned.
+func accessOutput(log *zap.Logger) *lineCore {
+	if c, ok := log.Core().(*lineCore); ok && c.json {
+		return c
+	}
+	return nil
 }

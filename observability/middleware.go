@@ -16,14 +16,29 @@ import (
 	"go.uber.org/zap/zapcore"
 )
 
-// requestIDHeader is X-Request-ID in canonical form, so that header lookups
-// need not canonicalize (and allocate).
-const requestIDHeader = "X-Request-Id"
+// The request headers Middleware reads, in canonical form, so that lookups
+// need not canonicalize them again.
+const (
+	requestIDHeader    = "X-Request-Id"
+	forwardedForHeader = "X-Forwarded-For"
+	userAgentHeader    = "User-Agent"
+)
+
+// headerValue is h.Get(key) for a key in canonical form, which it need not
+// canonicalize again.
+func headerValue(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
 
 // requestState is what Middleware keeps per request; it is pooled, so a
 // request costs no allocation for it.
 type requestState struct {
 	w      entryWriter
+	access accessEntry
+	line   []byte
 	fields [12]zap.Field
 }
 
@@ -64,6 +79,7 @@ func Middleware(log *zap.Logger, reg prometheus.Registerer, trusted []netip.Pref
 	}
 	m := newHTTPMetrics(reg)
 	trusted = slices.Clone(trusted)
+	fast := accessOutput(log)
 	pool := &sync.Pool{New: func() any { return new(requestState) }}
 
 	return func(c *gin.Context) {
@@ -113,31 +129,32 @@ func Middleware(log *zap.Logger, reg prometheus.Registerer, trusted []netip.Pref
 			if status >= 500 || panicking {
 				lvl = zapcore.ErrorLevel
 			}
-			if ce := log.Check(lvl, "request"); ce != nil {
-				f := st.fields[:0]
-				f = append(f,
-					zap.String("method", c.Request.Method),
-					zap.String("route", route),
-					zap.String("path", c.Request.URL.Path),
-					zap.Int("status", status),
-					zap.Float64("duration", elapsed.Seconds()),
-					zap.Int("bytes", size),
-					zap.String("request_id", id),
-					zap.String("remote_ip", clientIP(c.Request.RemoteAddr, c.Request.Header.Values("X-Forwarded-For"), trusted)),
-					zap.String("user_agent", c.Request.UserAgent()),
-				)
-				e := &st.w.entry
-				if e.subject != "" {
-					f = append(f, zap.String("sub", e.subject))
+			a := &st.access
+			*a = accessEntry{
+				method:    c.Request.Method,
+				route:     route,
+				path:      c.Request.URL.Path,
+				status:    status,
+				duration:  elapsed.Seconds(),
+				bytes:     size,
+				requestID: id,
+				remoteIP:  clientIP(c.Request.RemoteAddr, c.Request.Header[forwardedForHeader], trusted),
+				userAgent: headerValue(c.Request.Header, userAgentHeader),
+				Entry:     st.w.entry,
+			}
+			if fast != nil {
+				if fast.Enabled(lvl) {
+					st.line = a.appendJSON(st.line[:0], lvl, start.Add(elapsed))
+					_, _ = fast.out.Write(st.line)
 				}
-				if e.authFailure != "" {
-					f = append(f, zap.String("auth_failure", e.authFailure))
-				}
-				if e.hasPlants {
-					f = append(f, zap.Int("plants", e.plants))
-				}
+			} else if ce := log.Check(lvl, accessMsg); ce != nil {
+				f := a.fields(st.fields[:0])
 				ce.Write(f...)
 				clear(f)
+			}
+			*a = accessEntry{}
+			if cap(st.line) > 4<<10 { // a huge user agent grew it
+				st.line = nil
 			}
 
 			m.inFlight.Dec()
