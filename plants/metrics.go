@@ -12,6 +12,9 @@ type Metrics struct {
 	returned prometheus.Histogram
 	duration *prometheus.HistogramVec
 	catalog  prometheus.Gauge
+	// observers holds duration's four series, resolved once (a label
+	// lookup hashes the values on every call), by observerIndex.
+	observers [4]prometheus.Observer
 }
 
 // Values of the store and result labels of
@@ -48,7 +51,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.returned, m.duration, m.catalog)
 	for _, store := range []string{StoreMemory, StorePostgres} {
 		for _, result := range []string{ResultOK, ResultError} {
-			m.duration.WithLabelValues(store, result)
+			i, _ := observerIndex(store, result)
+			m.observers[i] = m.duration.WithLabelValues(store, result)
 		}
 	}
 	return m
@@ -57,9 +61,35 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // ObserveStore records one store listing that took d. store is
 // [StoreMemory] or [StorePostgres], result [ResultOK] or [ResultError].
 func (m *Metrics) ObserveStore(store, result string, d time.Duration) {
-	if m != nil {
-		m.duration.WithLabelValues(store, result).Observe(d.Seconds())
+	if m == nil {
+		return
 	}
+	if i, ok := observerIndex(store, result); ok {
+		m.observers[i].Observe(d.Seconds())
+		return
+	}
+	m.duration.WithLabelValues(store, result).Observe(d.Seconds())
+}
+
+// observerIndex returns the index in Metrics.observers of a known store
+// and result, and false for any other pair.
+func observerIndex(store, result string) (int, bool) {
+	i := 0
+	switch store {
+	case StoreMemory:
+	case StorePostgres:
+		i = 2
+	default:
+		return 0, false
+	}
+	switch result {
+	case ResultOK:
+	case ResultError:
+		i++
+	default:
+		return 0, false
+	}
+	return i, true
 }
 
 // SetCatalogPlants sets the number of plants in the served catalog.

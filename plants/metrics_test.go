@@ -1,0 +1,40 @@
+package plants_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/plantstore/plantstore/plants"
+)
+
+func TestObserveStoreSeries(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := plants.NewMetrics(reg)
+	// A different count per series, so that a mixed-up series shows.
+	counts := []struct {
+		store, result string
+		n             int
+	}{
+		{plants.StoreMemory, plants.ResultOK, 1},
+		{plants.StoreMemory, plants.ResultError, 2},
+		{plants.StorePostgres, plants.ResultOK, 3},
+		{plants.StorePostgres, plants.ResultError, 4},
+		{"other", plants.ResultOK, 5}, // not one of the four: still recorded
+		{plants.StoreMemory, "other", 6},
+	}
+	for _, c := range counts {
+		for range c.n {
+			m.ObserveStore(c.store, c.result, time.Millisecond)
+		}
+	}
+	for _, c := range counts {
+		labels := map[string]string{"store": c.store, "result": c.result}
+		if got := histogramCount(t, reg, "plantstore_store_request_duration_seconds", labels); got != c.n {
+			t.Errorf("store duration count{%s,%s} = %d; want %d", c.store, c.result, got, c.n)
+		}
+	}
+	var nilMetrics *plants.Metrics
+	nilMetrics.ObserveStore(plants.StoreMemory, plants.ResultOK, time.Second) // records nothing, no panic
+}
