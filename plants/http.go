@@ -19,6 +19,12 @@ import (
 // response writer: the memory a response holds, whatever the plant count.
 const flushSize = 32 << 10
 
+// netHTTPBuffer is the size of the buffer net/http keeps a response body in
+// before it must choose between a Content-Length and chunking (its
+// bufferBeforeChunkingSize): a handler that writes no more than that and
+// returns gets the Content-Length set by net/http.
+const netHTTPBuffer = 2048
+
 // errNoIdentity means the handler was reached without the auth middleware:
 // a wiring bug, so a 500.
 var errNoIdentity = errors.New("list plants: no identity in the request context")
@@ -98,7 +104,10 @@ func ListHandler(store Store, log *zap.Logger, m *Metrics) gin.HandlerFunc {
 		}
 		buf := append(s.buf, ']')
 		s.buf = buf
-		if !s.written && s.complete {
+		// net/http sets the Content-Length of a body that fits in its
+		// first buffer, without allocating; a larger one, or a HEAD that
+		// writes none, needs it from here.
+		if !s.written && s.complete && (s.head || len(buf) > netHTTPBuffer) {
 			h["Content-Length"] = []string{strconv.Itoa(len(buf))}
 		}
 		c.Status(http.StatusOK)

@@ -365,6 +365,42 @@ func TestListHeaders(t *testing.T) {
 	}
 }
 
+// TestListContentLengthAroundBuffer: whether net/http sets the length (a
+// body that fits its 2 KiB buffer) or the handler does (a larger one
+// written at once), every unstreamed response carries it.
+func TestListContentLengthAroundBuffer(t *testing.T) {
+	for _, size := range []int{2, 2047, 2048, 2049, 5000, 30000} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) {
+			// k-1 plants of 62 bytes with their commas, and one that
+			// makes up the size: 2 + 62(k-1) + 11 + last.
+			var ps []plants.Plant
+			if size > 2 {
+				k := (size - 2 - 11 - 1) / 62
+				for i := range k {
+					ps = append(ps, plants.Plant{Name: fmt.Sprintf("p%049d", i), Readers: []string{"*"}})
+				}
+				last := size - 2 - 62*k - 11
+				ps = append(ps, plants.Plant{Name: "z" + strings.Repeat("z", last-1), Readers: []string{"*"}})
+			}
+			c, err := plants.NewCatalog(ps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			api := newTestAPI(t, plants.NewMemoryStore(c, nil))
+			get := api.do(t, "GET", "/plants", as("x")...)
+			if get.status != 200 || len(get.body) != size {
+				t.Fatalf("GET: %d with %d bytes; want 200 with %d", get.status, len(get.body), size)
+			}
+			head := api.do(t, "HEAD", "/plants", as("x")...)
+			for name, r := range map[string]response{"GET": get, "HEAD": head} {
+				if got := r.header.Get("Content-Length"); got != strconv.Itoa(size) {
+					t.Errorf("%s: Content-Length %q; want %d", name, got, size)
+				}
+			}
+		})
+	}
+}
+
 // listNames lists through the API and returns the names and tags.
 func listJSON(t testing.TB, api *testAPI, target string, headers ...string) []map[string]any {
 	t.Helper()
