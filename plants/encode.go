@@ -15,6 +15,14 @@ func appendPlantJSON(dst []byte, p Plant) []byte {
 	return append(dst, '}')
 }
 
+// jsonSafe tells which ASCII bytes appendJSONString copies as they are.
+var jsonSafe = func() (safe [utf8.RuneSelf]bool) {
+	for b := 0x20; b < utf8.RuneSelf; b++ {
+		safe[b] = b != '"' && b != '\\' && b != '<' && b != '>' && b != '&'
+	}
+	return safe
+}()
+
 // appendJSONString appends s as a JSON string, byte for byte as
 // encoding/json's Marshal writes it: control characters escaped (\b, \f,
 // \n, \r, \t in short form), <, > and & as \u003c, \u003e, \u0026, U+2028
@@ -25,7 +33,7 @@ func appendJSONString(dst []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		if b := s[i]; b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
+			if jsonSafe[b] {
 				i++
 				continue
 			}

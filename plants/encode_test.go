@@ -50,3 +50,14 @@ func TestAppendPlantJSON(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkAppendPlantJSON encodes one plant of the common shape (ASCII
+// name and tag, nothing to escape), as the list handler does per plant.
+func BenchmarkAppendPlantJSON(b *testing.B) {
+	p := Plant{Name: "Monstera deliciosa 000123", Tag: "aroid"}
+	buf := make([]byte, 0, 256)
+	b.SetBytes(int64(len(appendPlantJSON(nil, p))))
+	for b.Loop() {
+		buf = appendPlantJSON(buf[:0], p)
+	}
+}
