@@ -17,9 +17,22 @@ import (
 	"github.com/plantstore/plantstore/observability"
 )
 
+// TestAccessLog checks the access line both as Middleware writes it itself
+// (NewLogger's JSON logger) and through zap (a logger derived with a field,
+// which must then appear on the line too).
 func TestAccessLog(t *testing.T) {
+	t.Run("own encoder", func(t *testing.T) {
+		log, buf := newLogger(t, "debug")
+		testAccessLog(t, log, buf, nil)
+	})
+	t.Run("through zap", func(t *testing.T) {
+		log, buf := newLogger(t, "debug")
+		testAccessLog(t, log.With(zap.String("component", "api")), buf, map[string]any{"component": "api"})
+	})
+}
+
+func testAccessLog(t *testing.T, log *zap.Logger, buf *syncBuffer, fields map[string]any) {
 	const token = "eyJhbGciOiJFZERTQSJ9.c2VjcmV0LXBheWxvYWQ.c2lnbmF0dXJl"
-	log, buf := newLogger(t, "debug")
 	e := newEngine(log, newCapture(), nil)
 	e.GET("/deny", func(c *gin.Context) {
 		observability.Annotate(c).SetAuthFailure("expired")
@@ -65,6 +78,9 @@ func TestAccessLog(t *testing.T) {
 			for k := range tt.extra {
 				want = append(want, k)
 			}
+			for k := range fields {
+				want = append(want, k)
+			}
 			slices.Sort(want)
 			got := keys(l)
 			slices.Sort(got)
@@ -78,6 +94,9 @@ func TestAccessLog(t *testing.T) {
 				"user_agent": "plantstore-test/1",
 			}
 			for k, v := range tt.extra {
+				checks[k] = v
+			}
+			for k, v := range fields {
 				checks[k] = v
 			}
 			for k, v := range checks {
