@@ -131,6 +131,14 @@ func appendLogFloat(dst []byte, f float64) []byte {
 	return strconv.AppendFloat(dst, f, 'f', -1, 64)
 }
 
+// logSafe tells which ASCII bytes appendLogString copies as they are.
+var logSafe = func() (safe [utf8.RuneSelf]bool) {
+	for b := 0x20; b < utf8.RuneSelf; b++ {
+		safe[b] = b != '\\' && b != '"'
+	}
+	return safe
+}()
+
 // appendLogString appends s quoted as zap's JSON encoder does: \ and "
 // escaped, \n, \r and \t in short form, other control characters as \u00XX
 // and each byte of invalid UTF-8 as \ufffd.
@@ -152,7 +160,7 @@ func appendLogString(dst []byte, s string) []byte {
 			last = i
 			continue
 		}
-		if b >= 0x20 && b != '\\' && b != '"' {
+		if logSafe[b] {
 			i++
 			continue
 		}
