@@ -3,7 +3,11 @@
 // from a file, and does nothing else (no routing, auth, logging or
 // metrics). It is the physical limit plantstore is measured against.
 //
-//	bare -addr 127.0.0.1:8081 -body body.json
+// With -work D it also spins for D per request before answering: a
+// calibration of the machine, showing how far a fixed amount of CPU work
+// per request moves the ratio to the plain reference.
+//
+//	bare -addr 127.0.0.1:8081 -body body.json [-work 2us]
 package main
 
 import (
@@ -18,6 +22,7 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8081", "listen address")
 	bodyPath := flag.String("body", "", "file holding the response body (required)")
+	work := flag.Duration("work", 0, "CPU time to spin per request before answering")
 	flag.Parse()
 	body, err := os.ReadFile(*bodyPath)
 	if err != nil {
@@ -32,6 +37,10 @@ func main() {
 	srv := &http.Server{
 		Addr: *addr,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if *work > 0 {
+				for start := time.Now(); time.Since(start) < *work; {
+				}
+			}
 			h := w.Header()
 			h["Content-Type"] = contentType
 			h["Cache-Control"] = noStore
