@@ -55,7 +55,10 @@ func TestBatchWriterFlushesWithoutSync(t *testing.T) {
 	b := observability.NewBatchWriter(out)
 	defer b.Close()
 	for round := range 3 { // a later batch is written out as the first was
-		line := fmt.Sprintf("alone %d\n", round)
+		// The first line after a pause goes out at once; the one right
+		// after it is batched.
+		b.Write(fmt.Appendf(nil, "first %d\n", round))
+		line := fmt.Sprintf("batched %d\n", round)
 		b.Write([]byte(line))
 		deadline := time.Now().Add(5 * time.Second)
 		for !strings.Contains(out.String(), line) {
@@ -64,6 +67,33 @@ func TestBatchWriterFlushesWithoutSync(t *testing.T) {
 			}
 			time.Sleep(time.Millisecond)
 		}
+		time.Sleep(2 * time.Millisecond) // idle again
+	}
+}
+
+func TestBatchWriterWritesAtOnceWhenIdle(t *testing.T) {
+	out := &countingWriter{}
+	b := observability.NewBatchWriter(out)
+	defer b.Close()
+	for i := range 5 {
+		time.Sleep(2 * time.Millisecond) // well over the idle gap
+		line := fmt.Sprintf("line %d\n", i)
+		b.Write([]byte(line))
+		if !strings.HasSuffix(out.String(), line) {
+			t.Fatalf("after a pause, line %d was not written before Write returned: output %q", i, out.String())
+		}
+	}
+}
+
+func TestBatchWriterWriteNowKeepsOrder(t *testing.T) {
+	out := &countingWriter{}
+	b := observability.NewBatchWriter(out)
+	defer b.Close()
+	b.Write([]byte("a\n")) // after the start: written at once
+	b.Write([]byte("b\n")) // batched
+	b.WriteNow([]byte("now\n"))
+	if got := out.String(); got != "a\nb\nnow\n" {
+		t.Fatalf("after WriteNow the output is %q; want the batched line, then the new one", got)
 	}
 }
 

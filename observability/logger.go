@@ -20,7 +20,9 @@ const timeLayout = "2006-01-02T15:04:05.000Z07:00"
 // of the call; there is no caller, stack trace or sampling, so the access
 // log line has exactly the keys [Middleware] gives it and no line is
 // dropped. Writes to w are serialized, so w need not be safe for
-// concurrent use. An unknown level or format is an error naming the value.
+// concurrent use. When w is a [BatchWriter], only the access lines of
+// [Middleware] are batched; any other line is written before the call
+// that logs it returns. An unknown level or format is an error naming the value.
 func NewLogger(level, format string, w io.Writer) (*zap.Logger, error) {
 	var lvl zapcore.Level
 	switch level {
@@ -66,10 +68,23 @@ func NewLogger(level, format string, w io.Writer) (*zap.Logger, error) {
 		return nil, fmt.Errorf("log format %q: want json or console", format)
 	}
 
+	// On a BatchWriter only the access lines Middleware writes itself are
+	// batched; every other line (startup, key rotation, errors) goes out
+	// before the call that logs it returns.
 	ws := zapcore.Lock(zapcore.AddSync(w))
-	c := &lineCore{Core: zapcore.NewCore(enc, ws, lvl), out: ws, json: format == "json"}
+	access := ws
+	if bw, ok := w.(*BatchWriter); ok {
+		ws = zapcore.Lock(writeNow{bw})
+		access = bw
+	}
+	c := &lineCore{Core: zapcore.NewCore(enc, ws, lvl), out: access, json: format == "json"}
 	return zap.New(c, zap.ErrorOutput(ws)), nil
 }
+
+// writeNow is a BatchWriter whose Write does not batch.
+type writeNow struct{ *BatchWriter }
+
+func (w writeNow) Write(p []byte) (int, error) { return w.WriteNow(p) }
 
 // lineCore is the core of NewLogger's loggers: zap's, plus what
 // [Middleware] needs to write the access line itself (see
@@ -77,7 +92,7 @@ func NewLogger(level, format string, w io.Writer) (*zap.Logger, error) {
 // another core, and Middleware then logs through zap.
 type lineCore struct {
 	zapcore.Core
-	out  zapcore.WriteSyncer // the core's own, locked
+	out  zapcore.WriteSyncer // for access lines: the core's own, or its BatchWriter
 	json bool
 }
 

@@ -88,3 +88,23 @@ func keys(m map[string]any) []string {
 	}
 	return out
 }
+
+// TestNewLoggerOnBatchWriter: on a BatchWriter, lines other than the access
+// lines Middleware writes go out before the call that logs them returns,
+// after what was batched.
+func TestNewLoggerOnBatchWriter(t *testing.T) {
+	out := &syncBuffer{}
+	bw := observability.NewBatchWriter(out)
+	defer bw.Close()
+	log, err := observability.NewLogger("info", "json", bw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bw.Write([]byte("{\"msg\":\"request\"}\n"))
+	bw.Write([]byte("{\"msg\":\"request\"}\n")) // close behind: batched
+	log.Info("jwks keys updated")
+	lines := out.lines(t)
+	if len(lines) != 3 || lines[2]["msg"] != "jwks keys updated" {
+		t.Fatalf("right after logging, the output holds %v; want two access lines, then the new line", lines)
+	}
+}
