@@ -3,6 +3,7 @@ package plants_test
 import (
 	"bytes"
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/plantstore/plantstore/plants"
@@ -91,4 +92,29 @@ func BenchmarkParseCatalog(b *testing.B) {
 			b.Fatal(c, err)
 		}
 	}
+}
+
+// BenchmarkGCWithCatalog1M is one full garbage collection while a
+// 1,000,000-plant catalog read from a file is served: what the catalog
+// costs every collection the service's garbage sets off.
+func BenchmarkGCWithCatalog1M(b *testing.B) {
+	var buf bytes.Buffer
+	buf.WriteString("[")
+	for i := range 1_000_000 {
+		if i > 0 {
+			buf.WriteString(",")
+		}
+		fmt.Fprintf(&buf, `{"name":"Plant %07d","tag":"t%d","readers":["group:g%d","*"]}`, (i*7919)%1_000_000, i%5, i%50)
+	}
+	buf.WriteString("]")
+	c, err := plants.ParseCatalog(&buf, "bench.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := plants.NewMemoryStore(c, nil)
+	runtime.GC()
+	for b.Loop() {
+		runtime.GC()
+	}
+	runtime.KeepAlive(s)
 }

@@ -3,6 +3,7 @@ package plants
 import (
 	"bytes"
 	_ "embed"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,7 +26,10 @@ import (
 // is the whole tie rule for both explicit and generated ids. An explicit id
 // equal to a generated one is reported as a duplicate.
 type Catalog struct {
-	plants []Plant
+	text       string   // the ids and names, one after the other
+	entries    []entry  // the plants, in order
+	tags       []string // the distinct tags, "" first
+	readerSets [][]string
 }
 
 // A CatalogError is a problem with a catalog file. Index is the zero-based
@@ -113,7 +117,7 @@ func ParseCatalog(r io.Reader, name string) (*Catalog, error) {
 		generated []bool
 		interned  = make(map[string]string)
 		raw       json.RawMessage
-		scratch   []string
+		scratch   = entryScratch{sets: make(map[string][]string)}
 	)
 	for i := 0; dec.More(); i++ {
 		if err := dec.Decode(&raw); err != nil {
@@ -138,8 +142,11 @@ func ParseCatalog(r io.Reader, name string) (*Catalog, error) {
 	if i, err := checkIDs(plants, generated); err != nil {
 		return nil, &CatalogError{File: name, Index: i, Err: err}
 	}
-	sortPlants(plants)
-	return &Catalog{plants: slices.Clip(plants)}, nil
+	c, err := compactCatalog(plants)
+	if err != nil {
+		return nil, &CatalogError{File: name, Index: -1, Err: err}
+	}
+	return c, nil
 }
 
 // checkIDs returns the index of the first plant whose id an earlier plant
@@ -192,8 +199,11 @@ func NewCatalog(ps []Plant) (*Catalog, error) {
 	if i, err := checkIDs(plants, generated); err != nil {
 		return nil, &CatalogError{Index: i, Err: err}
 	}
-	sortPlants(plants)
-	return &Catalog{plants: plants}, nil
+	c, err := compactCatalog(plants)
+	if err != nil {
+		return nil, &CatalogError{Index: -1, Err: err}
+	}
+	return c, nil
 }
 
 // validatePlant checks p by the catalog rules and removes repeated readers
@@ -256,11 +266,6 @@ func checkReader(i int, r string) error {
 	return fmt.Errorf(`"readers" item %d is not "*", "user:<x>" or "group:<x>" with a non-empty x`, i)
 }
 
-// sortPlants sorts ps in the contract's order.
-func sortPlants(ps []Plant) {
-	slices.SortFunc(ps, comparePlants)
-}
-
 // comparePlants orders by name, then id, both in byte order.
 func comparePlants(a, b Plant) int {
 	if c := strings.Compare(a.Name, b.Name); c != 0 {
@@ -285,12 +290,18 @@ func LoadCatalogFile(path string) (*Catalog, error) {
 }
 
 // Len returns the number of plants in c.
-func (c *Catalog) Len() int { return len(c.plants) }
+func (c *Catalog) Len() int { return len(c.entries) }
 
 // Plants returns the plants of c in the contract's order, with their ids
-// filled in. The slice and the plants' Readers are shared: callers must not
-// modify them.
-func (c *Catalog) Plants() []Plant { return c.plants }
+// filled in, in a new slice. The plants' Readers are shared: callers must
+// not modify them.
+func (c *Catalog) Plants() []Plant {
+	ps := make([]Plant, len(c.entries))
+	for i := range ps {
+		ps[i] = c.at(i)
+	}
+	return ps
+}
 
 //go:embed sample_catalog.json
 var sampleCatalog []byte
@@ -311,8 +322,9 @@ func SampleCatalog() *Catalog {
 // valid JSON value (the decoder checked it), which is why this parser only
 // has to tell types apart and never has to skip a value: the first value of
 // a wrong type ends the entry with an error. interned shares the storage of
-// reader and tag strings across entries; scratch is reused for the readers.
-func parseEntry(raw []byte, interned map[string]string, scratch *[]string) (Plant, error) {
+// reader and tag strings across entries, and scratch the reader lists:
+// entries with the same readers in the same order get the same slice.
+func parseEntry(raw []byte, interned map[string]string, scratch *entryScratch) (Plant, error) {
 	var (
 		p    Plant
 		seen [4]bool // id, name, tag, readers
@@ -360,7 +372,7 @@ func parseEntry(raw []byte, interned map[string]string, scratch *[]string) (Plan
 				return p, fmt.Errorf(`"readers" is %s; want an array of strings`, s.kind())
 			}
 			s.i++
-			readers := (*scratch)[:0]
+			readers := scratch.readers[:0]
 			for s.next() != ']' {
 				if s.next() != '"' {
 					return p, fmt.Errorf(`"readers" item %d is %s; want a string`, len(readers), s.kind())
@@ -375,8 +387,8 @@ func parseEntry(raw []byte, interned map[string]string, scratch *[]string) (Plan
 				}
 			}
 			s.i++
-			*scratch = readers
-			p.Readers = slices.Clone(readers)
+			scratch.readers = readers
+			p.Readers = scratch.set(readers)
 		default:
 			if c != '"' {
 				return p, fmt.Errorf("%q is %s; want a string", key, s.kind())
@@ -492,6 +504,30 @@ func (s *entryScanner) str() (string, error) {
 
 // interned is str for values that repeat across entries (readers): equal
 // values share one string.
+// entryScratch is what parseEntry reuses from one entry to the next.
+type entryScratch struct {
+	readers []string
+	key     []byte
+	sets    map[string][]string // by setKey
+}
+
+// set returns the shared copy of a list of readers equal to readers.
+func (e *entryScratch) set(readers []string) []string {
+	// Each reader length-prefixed: no two different lists share a key,
+	// whatever bytes they hold.
+	e.key = e.key[:0]
+	for _, r := range readers {
+		e.key = binary.AppendUvarint(e.key, uint64(len(r)))
+		e.key = append(e.key, r...)
+	}
+	if shared, ok := e.sets[string(e.key)]; ok {
+		return shared
+	}
+	shared := slices.Clone(readers)
+	e.sets[string(e.key)] = shared
+	return shared
+}
+
 func (s *entryScanner) interned(m map[string]string) (string, error) {
 	start := s.i
 	q := s.rawStr()

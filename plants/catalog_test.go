@@ -43,6 +43,8 @@ func TestParseCatalogErrors(t *testing.T) {
 		{"name object", `[{"name":{},"readers":["*"]}]`, 0, `"name" is an object`},
 		{"name bool", `[{"name":true,"readers":["*"]}]`, 0, `"name" is a boolean`},
 		{"name NUL", `[{"name":"a\u0000b","readers":["*"]}]`, 0, `"name" contains U+0000`},
+		{"reader NUL after a list its bytes would join to", `[{"name":"a","readers":["user:a","user:b"]},{"name":"b","readers":["user:a\u0000user:b"]}]`, 1, `contains U+0000`},
+		{"reader NUL after a list with a separator inside", `[{"name":"a","readers":["user:a\u0000"]},{"name":"b","readers":["user:a","user:b"]},{"name":"c","readers":["user:a\u0000","user:b"]}]`, 0, `contains U+0000`},
 		{"name invalid UTF-8", "[{\"name\":\"a\xffb\",\"readers\":[\"*\"]}]", 0, "not valid UTF-8"},
 		{"name twice", `[{"name":"a","name":"b","readers":["*"]}]`, 0, `field "name" appears twice`},
 		{"name case", `[{"Name":"a","readers":["*"]}]`, 0, `unknown field "Name"`},
@@ -113,6 +115,18 @@ func TestParseCatalogAccepts(t *testing.T) {
 			"escapes and repeated readers",
 			`[{"id":"\u00e9","name":"a\"b\\c\n","tag":"\ud83c\udf35","readers":["group:g","*","group:g"]}]`,
 			[]plants.Plant{{ID: "é", Name: "a\"b\\c\n", Tag: "🌵", Readers: []string{"group:g", "*"}}},
+		},
+		{
+			"reader lists that join to the same bytes",
+			`[{"name":"a","readers":["user:ab"]},{"name":"b","readers":["user:a","group:b"]},{"name":"c","readers":["user:ab"]},{"name":"d","readers":["user:a"]},{"name":"e","readers":["group:b","user:a"]},{"name":"f","readers":["user:a","group:b"]}]`,
+			[]plants.Plant{
+				{ID: "0000000000", Name: "a", Readers: []string{"user:ab"}},
+				{ID: "0000000001", Name: "b", Readers: []string{"user:a", "group:b"}},
+				{ID: "0000000002", Name: "c", Readers: []string{"user:ab"}},
+				{ID: "0000000003", Name: "d", Readers: []string{"user:a"}},
+				{ID: "0000000004", Name: "e", Readers: []string{"group:b", "user:a"}},
+				{ID: "0000000005", Name: "f", Readers: []string{"user:a", "group:b"}},
+			},
 		},
 		{
 			"fields in any order",

@@ -55,8 +55,8 @@ func (s *MemoryStore) Replace(c *Catalog) {
 		panic("plants: catalog too large for the in-memory index")
 	}
 	postings := make(map[string][]int32)
-	for i, p := range c.plants {
-		for _, r := range p.Readers { // unique within a plant
+	for i := range c.entries {
+		for _, r := range c.readerSets[c.entries[i].readers] { // unique within a plant
 			postings[r] = append(postings[r], int32(i))
 		}
 	}
@@ -120,10 +120,10 @@ func (s *MemoryStore) List(ctx context.Context, q Query) iter.Seq2[Plant, error]
 			}
 		}
 		m.init()
-		plants := snap.catalog.plants
+		catalog := snap.catalog
 		for n := 1; ; n++ {
 			pos, ok := m.next()
-			if !ok || !yield(plants[pos], nil) || n == q.Limit {
+			if !ok || !yield(catalog.at(int(pos)), nil) || n == q.Limit {
 				return
 			}
 			if n%ctxCheckEvery == 0 {
