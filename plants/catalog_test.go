@@ -44,7 +44,7 @@ func TestParseCatalogErrors(t *testing.T) {
 		{"name bool", `[{"name":true,"readers":["*"]}]`, 0, `"name" is a boolean`},
 		{"name NUL", `[{"name":"a\u0000b","readers":["*"]}]`, 0, `"name" contains U+0000`},
 		{"reader NUL after a list its bytes would join to", `[{"name":"a","readers":["user:a","user:b"]},{"name":"b","readers":["user:a\u0000user:b"]}]`, 1, `contains U+0000`},
-		{"reader NUL after a list with a separator inside", `[{"name":"a","readers":["user:a\u0000"]},{"name":"b","readers":["user:a","user:b"]},{"name":"c","readers":["user:a\u0000","user:b"]}]`, 0, `contains U+0000`},
+		{"reader NUL at the end of a reader", `[{"name":"a","readers":["user:a\u0000"]},{"name":"b","readers":["user:a","user:b"]},{"name":"c","readers":["user:a\u0000","user:b"]}]`, 0, `contains U+0000`},
 		{"name invalid UTF-8", "[{\"name\":\"a\xffb\",\"readers\":[\"*\"]}]", 0, "not valid UTF-8"},
 		{"name twice", `[{"name":"a","name":"b","readers":["*"]}]`, 0, `field "name" appears twice`},
 		{"name case", `[{"Name":"a","readers":["*"]}]`, 0, `unknown field "Name"`},
