@@ -414,8 +414,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
-	// Log lines go out in batches (one write for many access log lines
-	// under load), each within about a millisecond, all of them on return.
+	// Under load, access lines go out in batches (one write for many),
+	// each within about a millisecond; other lines at once; all of them
+	// before serve returns.
 	logOut := observability.NewBatchWriter(stderr)
 	defer func() { _ = logOut.Close() }()
 	log, err := observability.NewLogger(cfg.LogLevel, cfg.LogFormat, logOut)

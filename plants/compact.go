@@ -38,7 +38,7 @@ func compactCatalog(ps []Plant) (*Catalog, error) {
 	for i := range ps {
 		size += len(ps[i].ID) + len(ps[i].Name)
 	}
-	if size > math.MaxUint32 {
+	if uint64(size) > math.MaxUint32 {
 		return nil, errCatalogTooLarge
 	}
 	var text strings.Builder
