@@ -69,6 +69,10 @@ func TestDecodeJWKS(t *testing.T) {
 	rsaJWK := jwkFromRSA(t, 2048)
 	smallRSA := jwkFromRSA(t, 1024)
 	ecJWK, ecPriv := jwkFromEC(t)
+	ecD, err := ecPriv.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
 	edJWK := jwkFromEd25519(t)
 	x, err := ecdh.X25519().GenerateKey(rand.Reader)
 	if err != nil {
@@ -130,7 +134,7 @@ func TestDecodeJWKS(t *testing.T) {
 		},
 		{
 			name:     "private key material skipped",
-			doc:      doc(jwkWith(ecJWK, "kid", "priv", "d", jwkB64(ecPriv.D.Bytes())), ec),
+			doc:      doc(jwkWith(ecJWK, "kid", "priv", "d", jwkB64(ecD)), ec),
 			wantKIDs: []string{"ec"},
 			wantSkip: []string{"priv:warn"},
 		},

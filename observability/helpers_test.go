@@ -93,17 +93,6 @@ func (r *capture) counterVec(t testing.TB) *prometheus.CounterVec {
 	return nil
 }
 
-func (r *capture) histogramVec(t testing.TB) *prometheus.HistogramVec {
-	t.Helper()
-	for _, c := range r.collectors {
-		if v, ok := c.(*prometheus.HistogramVec); ok {
-			return v
-		}
-	}
-	t.Fatal("no HistogramVec registered")
-	return nil
-}
-
 func (r *capture) gauge(t testing.TB) prometheus.Gauge {
 	t.Helper()
 	for _, c := range r.collectors {
