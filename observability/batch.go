@@ -67,21 +67,15 @@ func NewBatchWriter(out io.Writer) *BatchWriter {
 func (b *BatchWriter) Write(p []byte) (int, error) {
 	now := time.Now()
 	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		b.outMu.Lock()
-		defer b.outMu.Unlock()
-		b.write(p)
-		return len(p), nil
-	}
 	opened := len(b.buf) == 0
 	idle := opened && now.Sub(b.last) > idleGap
 	b.last = now
 	b.buf = append(b.buf, p...)
 	full := len(b.buf) >= maxBatch
+	closed := b.closed // no background flush any more
 	b.mu.Unlock()
 	switch {
-	case full, idle:
+	case full, idle, closed:
 		b.flush()
 	case opened:
 		select {
@@ -96,16 +90,9 @@ func (b *BatchWriter) Write(p []byte) (int, error) {
 // that are rare and may be awaited, such as a key rotation or an error.
 func (b *BatchWriter) WriteNow(p []byte) (int, error) {
 	b.mu.Lock()
-	if !b.closed {
-		b.buf = append(b.buf, p...)
-		b.mu.Unlock()
-		b.flush()
-		return len(p), nil
-	}
+	b.buf = append(b.buf, p...)
 	b.mu.Unlock()
-	b.outMu.Lock()
-	defer b.outMu.Unlock()
-	b.write(p)
+	b.flush()
 	return len(p), nil
 }
 
