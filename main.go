@@ -414,6 +414,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
+	ballast := heapBallast(getenv)
+	defer runtime.KeepAlive(ballast)
 	// Under load, access lines go out in batches (one write for many),
 	// each within about a millisecond; other lines at once; all of them
 	// before serve returns.
