@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto"
 	"fmt"
 	"io"
@@ -54,8 +55,14 @@ func benchCatalog(tb testing.TB, n int) *plants.Catalog {
 // algorithm in algs, and a token for alice (group gardeners) per algorithm.
 func benchEngine(tb testing.TB, catalog *plants.Catalog, logTo io.Writer, algs ...string) (http.Handler, map[string]string) {
 	tb.Helper()
+	return benchTracedEngine(tb, catalog, logTo, nil, algs...)
+}
+
+// benchTracedEngine is benchEngine with tracing's server spans.
+func benchTracedEngine(tb testing.TB, catalog *plants.Catalog, logTo io.Writer, tracing *observability.Tracing, algs ...string) (http.Handler, map[string]string) {
+	tb.Helper()
 	gin.SetMode(gin.ReleaseMode)
-	log, err := observability.NewLogger("info", "json", logTo)
+	log, access, err := observability.NewLogger(logTo, "info", "json")
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -81,15 +88,14 @@ func benchEngine(tb testing.TB, catalog *plants.Catalog, logTo io.Writer, algs .
 	cfg := auth.Config{
 		Issuer:        "https://issuer.example",
 		Audiences:     []string{"plantstore"},
-		Leeway:        30 * time.Second,
 		RequiredScope: "plants:read",
 	}
-	v, err := auth.NewVerifier(cfg, auth.NewKeySet(keys), am)
+	v, err := auth.NewVerifier(auth.Options{Leeway: 30 * time.Second}, auth.Issuer{Config: cfg, Keys: auth.NewKeySet(keys)})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	store := plants.NewMemoryStore(catalog, pm)
-	return newAPIHandler(log, reg, v, store, pm, nil), tokens
+	return newAPIHandler(log, reg, access, tracing, v, am, store, nil, time.Minute), tokens
 }
 
 func benchToken(tb testing.TB, priv crypto.Signer, alg, sub string, groups ...string) string {
@@ -192,22 +198,30 @@ func checkBudget(b *testing.B, serve func()) (allocs, bytes float64) {
 	return allocs, bytes
 }
 
-// BenchmarkAPILogFile is BenchmarkAPI for RS256 with the access log
-// written to a file through a BatchWriter, as the service writes stderr:
-// the difference is the price of the writes.
-func BenchmarkAPILogFile(b *testing.B) {
-	f, err := os.Create(filepath.Join(b.TempDir(), "access.log"))
-	if err != nil {
-		b.Fatal(err)
+// BenchmarkAPITraced is BenchmarkAPI for RS256 with tracing on as the
+// OTEL_* variables set it: 1% of requests sampled, the spans exported over
+// OTLP/HTTP to a receiver on 127.0.0.1. Set beside BenchmarkAPI/alg=RS256,
+// it is the cost of a server span that is mostly not sampled.
+func BenchmarkAPITraced(b *testing.B) {
+	recv := newOTLPReceiver(b)
+	b.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", recv.URL)
+	b.Setenv("OTEL_TRACES_SAMPLER", "parentbased_traceidratio")
+	b.Setenv("OTEL_TRACES_SAMPLER_ARG", "0.01")
+	tracing, err := observability.NewTracing(b.Context(), observability.TracingOptions{Getenv: os.Getenv, Version: "bench"})
+	if err != nil || !tracing.Enabled() {
+		b.Fatalf("NewTracing: enabled %t, %v", tracing.Enabled(), err)
 	}
-	out := observability.NewBatchWriter(f)
-	b.Cleanup(func() {
-		out.Close()
-		f.Close()
-	})
-	h, tokens := benchEngine(b, benchCatalog(b, 1_000), out, "RS256")
+	b.Cleanup(func() { _ = tracing.Shutdown(context.Background()) })
+	h, tokens := benchTracedEngine(b, benchCatalog(b, 1_000), io.Discard, tracing, "RS256")
+	serveLoop(b, h, tokens["RS256"])
+}
+
+// serveLoop serves GET /plants?limit=10 with token through h for the
+// benchmark's iterations, failing on any other status than 200.
+func serveLoop(b *testing.B, h http.Handler, token string) {
 	req := httptest.NewRequest(http.MethodGet, "/plants?limit=10", nil)
-	req.Header.Set("Authorization", "Bearer "+tokens["RS256"])
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("User-Agent", "bench")
 	w := &discardWriter{h: http.Header{}}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -218,6 +232,23 @@ func BenchmarkAPILogFile(b *testing.B) {
 			b.Fatalf("status %d, want 200", w.status)
 		}
 	}
+}
+
+// BenchmarkAPILogFile is BenchmarkAPI for RS256 with the access log
+// written to a file through a LogOutput, as the service writes stderr:
+// the difference is the price of the writes.
+func BenchmarkAPILogFile(b *testing.B) {
+	f, err := os.Create(filepath.Join(b.TempDir(), "access.log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := observability.NewLogOutput(f)
+	b.Cleanup(func() {
+		out.Close()
+		f.Close()
+	})
+	h, tokens := benchEngine(b, benchCatalog(b, 1_000), out, "RS256")
+	serveLoop(b, h, tokens["RS256"])
 }
 
 // BenchmarkAPIParallel is BenchmarkAPI for RS256 with the requests spread

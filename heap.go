@@ -1,5 +1,12 @@
 package main
 
+import (
+	"context"
+	"runtime"
+	"runtime/metrics"
+	"time"
+)
+
 // ballastSize is the size of the heap ballast serve holds.
 const ballastSize = 16 << 20
 
@@ -29,4 +36,47 @@ func heapBallast(getenv func(string) string) []byte {
 		return nil
 	}
 	return make([]byte, ballastSize)
+}
+
+// ballastCheck is how often holdBallast reads the live heap.
+const ballastCheck = time.Second
+
+// holdBallast keeps b alive until ctx ends or the live heap, as the last
+// collection measured it, holds as much again as b besides b, checking
+// every interval; then it drops b, so the collector frees it and its goal
+// no longer counts it. The returned channel is closed when it has stopped.
+func holdBallast(ctx context.Context, b []byte, every time.Duration) <-chan struct{} {
+	done := make(chan struct{})
+	if b == nil {
+		close(done)
+		return done
+	}
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+		for {
+			select {
+			case <-ctx.Done():
+				runtime.KeepAlive(b)
+				return
+			case <-t.C:
+			}
+			metrics.Read(sample)
+			// A runtime without the metric keeps the ballast.
+			if v := sample[0].Value; v.Kind() == metrics.KindUint64 && !ballastNeeded(v.Uint64(), len(b)) {
+				return // b is not used from here on: the next collection frees it
+			}
+			runtime.KeepAlive(b)
+		}
+	}()
+	return done
+}
+
+// ballastNeeded reports whether a ballast of size bytes still raises the
+// collector's goal, given the live heap in bytes (which counts the
+// ballast): while the rest of the heap is smaller than the ballast.
+func ballastNeeded(live uint64, size int) bool {
+	return live < 2*uint64(size)
 }

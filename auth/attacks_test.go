@@ -20,8 +20,10 @@ import (
 	"time"
 
 	"github.com/MicahParks/jwkset"
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/authtest"
 )
 
 // b64 is the JWS segment encoding: base64url without padding (RFC 7515 §2).
@@ -29,10 +31,19 @@ var b64 = base64.RawURLEncoding.EncodeToString
 
 // signRaw signs the exact header and claims bytes given with k, for tokens
 // whose JSON no encoder would write (duplicate members, odd payloads).
-func signRaw(t testing.TB, k testKey, alg, header, payload string) string {
+// manyGroups returns n distinct group names.
+func manyGroups(n int) []string {
+	g := make([]string, n)
+	for i := range g {
+		g[i] = fmt.Sprintf("group-%d", i)
+	}
+	return g
+}
+
+func signRaw(t testing.TB, k authtest.Key, alg, header, payload string) string {
 	t.Helper()
 	unsigned := b64([]byte(header)) + "." + b64([]byte(payload))
-	sig, err := signingMethod(t, alg).Sign(unsigned, k.priv)
+	sig, err := jwt.GetSigningMethod(alg).Sign(unsigned, k.Private)
 	if err != nil {
 		t.Fatalf("sign %s: %v", alg, err)
 	}
@@ -144,6 +155,9 @@ type attack struct {
 	// accepted with subject wantSub.
 	want    auth.Reason
 	wantSub string
+	// scoped sends the row to a server that requires the scope
+	// plants:read; want is then ReasonScope for a 403.
+	scoped bool
 }
 
 // TestKnownAttacks replays published attacks on JWT verifiers against the
@@ -153,103 +167,104 @@ type attack struct {
 // request, and the JWKS endpoint no more than its first fetch and one
 // refetch for unknown kids.
 func TestKnownAttacks(t *testing.T) {
-	rsaKey := newTestKey(t, "RS256")
-	ecKey := newTestKey(t, "ES256")
-	edKey := newTestKey(t, "EdDSA")
-	attacker := newTestKey(t, "ES256")
-	encKey := newTestKey(t, "ES256")
-	encKey.key.ID = "enc"
+	rsaKey := authtest.NewKey(t, "RS256")
+	ecKey := authtest.NewKey(t, "ES256")
+	edKey := authtest.NewKey(t, "EdDSA")
+	attacker := authtest.NewKey(t, "ES256")
+	encKey := authtest.NewKey(t, "ES256")
+	encKey.Verify.ID = "enc"
 	weakPriv, err := rsa.GenerateKey(rand.Reader, 1024)
 	if err != nil {
 		t.Fatal(err)
 	}
-	weak := testKey{alg: "RS256", priv: weakPriv, key: auth.Key{ID: "weak", Public: &weakPriv.PublicKey}}
+	weak := authtest.Key{Alg: "RS256", Private: weakPriv, Verify: auth.Key{ID: "weak", Public: &weakPriv.PublicKey}}
 
 	jwksDoc, err := json.Marshal(map[string]any{"keys": []any{
-		publicJWK(t, rsaKey.key.Public, map[string]any{"kid": rsaKey.key.ID, "alg": "RS256", "use": "sig"}),
-		publicJWK(t, ecKey.key.Public, map[string]any{"kid": ecKey.key.ID}),
-		publicJWK(t, edKey.key.Public, map[string]any{"kid": edKey.key.ID}),
-		publicJWK(t, weak.key.Public, map[string]any{"kid": "weak", "alg": "RS256"}),
-		publicJWK(t, encKey.key.Public, map[string]any{"kid": "enc", "use": "enc"}),
+		publicJWK(t, rsaKey.Verify.Public, map[string]any{"kid": rsaKey.Verify.ID, "alg": "RS256", "use": "sig"}),
+		publicJWK(t, ecKey.Verify.Public, map[string]any{"kid": ecKey.Verify.ID}),
+		publicJWK(t, edKey.Verify.Public, map[string]any{"kid": edKey.Verify.ID}),
+		publicJWK(t, weak.Verify.Public, map[string]any{"kid": "weak", "alg": "RS256"}),
+		publicJWK(t, encKey.Verify.Public, map[string]any{"kid": "enc", "use": "enc"}),
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	jwksSrv := newSrcServer(t, jwksDoc)
+	jwksSrv := authtest.NewServer(t, jwksDoc)
 	jwks, _ := newSrcJWKS(t, auth.JWKSOptions{URL: jwksSrv.URL, MinRefresh: time.Hour})
 	srcWait(t, "the first JWKS fetch", func() bool { return jwks.Ready() == nil })
 	srv := newAPIServer(t, auth.Config{}, jwks)
+	scopedSrv := newAPIServer(t, auth.Config{RequiredScope: "plants:read"}, jwks)
 	evil, evilHits := attackServer(t)
 
-	valid := claims(nil)
+	valid := authtest.Claims(nil)
 	bearer := func(token string) string { return "Bearer " + token }
-	good := mustToken(t, ecKey, nil, valid)
+	good := authtest.Token(t, ecKey, nil, valid)
 	parts := strings.Split(good, ".")
-	n := ecKey.key.Public.(*ecdsa.PublicKey).Curve.Params().N
+	n := ecKey.Verify.Public.(*ecdsa.PublicKey).Curve.Params().N
 	goodSig := signature(t, good)
 	r, s := new(big.Int).SetBytes(goodSig[:32]), new(big.Int).SetBytes(goodSig[32:])
 	max256 := new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 256), big.NewInt(1))
 
-	rsaDER, err := x509.MarshalPKIXPublicKey(rsaKey.key.Public)
+	rsaDER, err := x509.MarshalPKIXPublicKey(rsaKey.Verify.Public)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rsaPEM := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: rsaDER})
-	ecDER, err := x509.MarshalPKIXPublicKey(ecKey.key.Public)
+	ecDER, err := x509.MarshalPKIXPublicKey(ecKey.Verify.Public)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ecPEM := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: ecDER})
-	rsaJWKJSON, err := json.Marshal(publicJWK(t, rsaKey.key.Public, nil))
+	rsaJWKJSON, err := json.Marshal(publicJWK(t, rsaKey.Verify.Public, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// hmacWith signs HS256 with secret (the attacker's guess of what the
 	// verifier will use as the HMAC key), naming the kid of key.
 	hmacWith := func(secret []byte, alg, kid string) string {
-		k := testKey{alg: alg, priv: secret, key: auth.Key{ID: kid}}
+		k := authtest.Key{Alg: alg, Private: secret, Verify: auth.Key{ID: kid}}
 		header := map[string]any{}
 		if kid == "" {
 			header["kid"] = nil
 		}
-		return mustTokenAlg(t, k, alg, header, valid)
+		return authtest.TokenAlg(t, k, alg, header, valid)
 	}
 
-	kidHeader := fmt.Sprintf(`"kid":%q`, ecKey.key.ID)
+	kidHeader := fmt.Sprintf(`"kid":%q`, ecKey.Verify.ID)
 	exp := time.Now().Add(time.Hour).Unix()
 
 	tests := []attack{
 		{name: "control: genuine ES256", ref: "-", authz: bearer(good), wantSub: "alice"},
-		{name: "control: genuine RS256", ref: "-", authz: bearer(mustToken(t, rsaKey, nil, valid)), wantSub: "alice"},
-		{name: "control: genuine EdDSA", ref: "-", authz: bearer(mustToken(t, edKey, nil, valid)), wantSub: "alice"},
+		{name: "control: genuine RS256", ref: "-", authz: bearer(authtest.Token(t, rsaKey, nil, valid)), wantSub: "alice"},
+		{name: "control: genuine EdDSA", ref: "-", authz: bearer(authtest.Token(t, edKey, nil, valid)), wantSub: "alice"},
 
 		// Key confusion: the public key's bytes as an HMAC secret.
-		{name: "HS256 with the RSA key's PEM as secret", ref: "CVE-2015-9235, CVE-2016-10555, RFC 8725 §2.1 §3.1", authz: bearer(hmacWith(rsaPEM, "HS256", rsaKey.key.ID)), want: auth.ReasonUnknownKey},
-		{name: "HS256 with the RSA key's DER as secret", ref: "CVE-2015-9235, RFC 8725 §3.1", authz: bearer(hmacWith(rsaDER, "HS256", rsaKey.key.ID)), want: auth.ReasonUnknownKey},
+		{name: "HS256 with the RSA key's PEM as secret", ref: "CVE-2015-9235, CVE-2016-10555, RFC 8725 §2.1 §3.1", authz: bearer(hmacWith(rsaPEM, "HS256", rsaKey.Verify.ID)), want: auth.ReasonUnknownKey},
+		{name: "HS256 with the RSA key's DER as secret", ref: "CVE-2015-9235, RFC 8725 §3.1", authz: bearer(hmacWith(rsaDER, "HS256", rsaKey.Verify.ID)), want: auth.ReasonUnknownKey},
 		{name: "HS384 with the RSA key's PEM as secret, no kid", ref: "CVE-2015-9235, RFC 8725 §3.1", authz: bearer(hmacWith(rsaPEM, "HS384", "")), want: auth.ReasonUnknownKey},
 		{name: "HS256 with the RSA key's DER as secret, no kid", ref: "CVE-2015-9235, RFC 8725 §3.1", authz: bearer(hmacWith(rsaDER, "HS256", "")), want: auth.ReasonUnknownKey},
-		{name: "HS256 with the RSA key's JWK JSON as secret", ref: "CVE-2015-9235, RFC 8725 §3.1", authz: bearer(hmacWith(rsaJWKJSON, "HS256", rsaKey.key.ID)), want: auth.ReasonUnknownKey},
-		{name: "HS256 with the EC key's PEM as secret", ref: "CVE-2015-9235, RFC 8725 §3.1", authz: bearer(hmacWith(ecPEM, "HS256", ecKey.key.ID)), want: auth.ReasonUnknownKey},
+		{name: "HS256 with the RSA key's JWK JSON as secret", ref: "CVE-2015-9235, RFC 8725 §3.1", authz: bearer(hmacWith(rsaJWKJSON, "HS256", rsaKey.Verify.ID)), want: auth.ReasonUnknownKey},
+		{name: "HS256 with the EC key's PEM as secret", ref: "CVE-2015-9235, RFC 8725 §3.1", authz: bearer(hmacWith(ecPEM, "HS256", ecKey.Verify.ID)), want: auth.ReasonUnknownKey},
 		{name: "HS256 with the EC key's DER as secret, no kid", ref: "CVE-2015-9235, RFC 8725 §3.1", authz: bearer(hmacWith(ecDER, "HS256", "")), want: auth.ReasonUnknownKey},
-		{name: "PS256 with a key the JWKS pins to RS256", ref: "RFC 8725 §3.1 (one key, one algorithm)", authz: bearer(mustTokenAlg(t, rsaKey, "PS256", nil, valid)), want: auth.ReasonUnknownKey},
+		{name: "PS256 with a key the JWKS pins to RS256", ref: "RFC 8725 §3.1 (one key, one algorithm)", authz: bearer(authtest.TokenAlg(t, rsaKey, "PS256", nil, valid)), want: auth.ReasonUnknownKey},
 
 		// Keys named by the token itself.
-		{name: "embedded jwk of the attacker, attacker kid", ref: "CVE-2018-0114, RFC 8725 §3.10", authz: bearer(mustToken(t, attacker, map[string]any{"jwk": publicJWK(t, attacker.key.Public, nil)}, valid)), want: auth.ReasonUnknownKey},
-		{name: "embedded jwk of the attacker, configured kid", ref: "CVE-2018-0114, RFC 8725 §3.10", authz: bearer(mustToken(t, attacker, map[string]any{"kid": ecKey.key.ID, "jwk": publicJWK(t, attacker.key.Public, nil)}, valid)), want: auth.ReasonBadSignature},
-		{name: "jku at the attacker's server", ref: "RFC 8725 §3.10 §2.9 (SSRF), RFC 7515 §4.1.2", authz: bearer(mustToken(t, attacker, map[string]any{"jku": evil.URL + "/jwks.json"}, valid)), want: auth.ReasonUnknownKey},
-		{name: "jku at the attacker's server, configured kid", ref: "RFC 8725 §3.10 §2.9", authz: bearer(mustToken(t, attacker, map[string]any{"kid": ecKey.key.ID, "jku": evil.URL + "/jwks.json"}, valid)), want: auth.ReasonBadSignature},
-		{name: "x5u at the attacker's server", ref: "RFC 8725 §3.10 §2.9, RFC 7515 §4.1.5", authz: bearer(mustToken(t, attacker, map[string]any{"kid": nil, "x5u": evil.URL + "/cert.pem"}, valid)), want: auth.ReasonBadSignature},
+		{name: "embedded jwk of the attacker, attacker kid", ref: "CVE-2018-0114, RFC 8725 §3.10", authz: bearer(authtest.Token(t, attacker, map[string]any{"jwk": publicJWK(t, attacker.Verify.Public, nil)}, valid)), want: auth.ReasonUnknownKey},
+		{name: "embedded jwk of the attacker, configured kid", ref: "CVE-2018-0114, RFC 8725 §3.10", authz: bearer(authtest.Token(t, attacker, map[string]any{"kid": ecKey.Verify.ID, "jwk": publicJWK(t, attacker.Verify.Public, nil)}, valid)), want: auth.ReasonBadSignature},
+		{name: "jku at the attacker's server", ref: "RFC 8725 §3.10 §2.9 (SSRF), RFC 7515 §4.1.2", authz: bearer(authtest.Token(t, attacker, map[string]any{"jku": evil.URL + "/jwks.json"}, valid)), want: auth.ReasonUnknownKey},
+		{name: "jku at the attacker's server, configured kid", ref: "RFC 8725 §3.10 §2.9", authz: bearer(authtest.Token(t, attacker, map[string]any{"kid": ecKey.Verify.ID, "jku": evil.URL + "/jwks.json"}, valid)), want: auth.ReasonBadSignature},
+		{name: "x5u at the attacker's server", ref: "RFC 8725 §3.10 §2.9, RFC 7515 §4.1.5", authz: bearer(authtest.Token(t, attacker, map[string]any{"kid": nil, "x5u": evil.URL + "/cert.pem"}, valid)), want: auth.ReasonBadSignature},
 
 		// kid is attacker input (RFC 8725 §3.10): it only ever selects among
 		// configured keys, so none of these finds a key.
-		{name: "kid path traversal", ref: "RFC 8725 §3.10", authz: bearer(mustToken(t, ecKey, map[string]any{"kid": "../../../../etc/passwd"}, valid)), want: auth.ReasonUnknownKey},
+		{name: "kid path traversal", ref: "RFC 8725 §3.10", authz: bearer(authtest.Token(t, ecKey, map[string]any{"kid": "../../../../etc/passwd"}, valid)), want: auth.ReasonUnknownKey},
 		{name: "kid /dev/null with an empty HMAC secret", ref: "RFC 8725 §3.10 §2.2", authz: bearer(hmacWith([]byte{}, "HS256", "../../../../../../dev/null")), want: auth.ReasonUnknownKey},
-		{name: "kid SQL injection", ref: "RFC 8725 §3.10", authz: bearer(mustToken(t, ecKey, map[string]any{"kid": "' OR 1=1 --"}, valid)), want: auth.ReasonUnknownKey},
-		{name: "kid with NUL", ref: "RFC 8725 §3.10", authz: bearer(mustToken(t, ecKey, map[string]any{"kid": ecKey.key.ID + "\x00"}, valid)), want: auth.ReasonUnknownKey},
-		{name: "kid with CRLF and a quote", ref: "RFC 8725 §3.10, RFC 6750 §3", authz: bearer(mustToken(t, ecKey, map[string]any{"kid": "x\r\nSet-Cookie: a=b\"\\"}, valid)), want: auth.ReasonUnknownKey},
-		{name: "kid of 4000 characters", ref: "RFC 8725 §3.10", authz: bearer(mustToken(t, ecKey, map[string]any{"kid": strings.Repeat("k", 4000)}, valid)), want: auth.ReasonUnknownKey},
-		{name: "kid a JNDI lookup", ref: "RFC 8725 §3.10, CVE-2021-44228", authz: bearer(mustToken(t, ecKey, map[string]any{"kid": "${jndi:ldap://" + strings.TrimPrefix(evil.URL, "http://") + "/a}"}, valid)), want: auth.ReasonUnknownKey},
-		{name: "kid an object", ref: "RFC 7515 §4.1.4", authz: bearer(mustToken(t, ecKey, map[string]any{"kid": map[string]any{"$ne": ""}}, valid)), want: auth.ReasonMalformed},
+		{name: "kid SQL injection", ref: "RFC 8725 §3.10", authz: bearer(authtest.Token(t, ecKey, map[string]any{"kid": "' OR 1=1 --"}, valid)), want: auth.ReasonUnknownKey},
+		{name: "kid with NUL", ref: "RFC 8725 §3.10", authz: bearer(authtest.Token(t, ecKey, map[string]any{"kid": ecKey.Verify.ID + "\x00"}, valid)), want: auth.ReasonUnknownKey},
+		{name: "kid with CRLF and a quote", ref: "RFC 8725 §3.10, RFC 6750 §3", authz: bearer(authtest.Token(t, ecKey, map[string]any{"kid": "x\r\nSet-Cookie: a=b\"\\"}, valid)), want: auth.ReasonUnknownKey},
+		{name: "kid of 4000 characters", ref: "RFC 8725 §3.10", authz: bearer(authtest.Token(t, ecKey, map[string]any{"kid": strings.Repeat("k", 4000)}, valid)), want: auth.ReasonUnknownKey},
+		{name: "kid a JNDI lookup", ref: "RFC 8725 §3.10, CVE-2021-44228", authz: bearer(authtest.Token(t, ecKey, map[string]any{"kid": "${jndi:ldap://" + strings.TrimPrefix(evil.URL, "http://") + "/a}"}, valid)), want: auth.ReasonUnknownKey},
+		{name: "kid an object", ref: "RFC 7515 §4.1.4", authz: bearer(authtest.Token(t, ecKey, map[string]any{"kid": map[string]any{"$ne": ""}}, valid)), want: auth.ReasonMalformed},
 
 		// ECDSA signatures out of range: "psychic signatures".
 		{name: "ES256 r = s = 0", ref: "CVE-2022-21449, RFC 8725 §3.3", authz: bearer(withSignature(good, make([]byte, 64))), want: auth.ReasonBadSignature},
@@ -263,9 +278,9 @@ func TestKnownAttacks(t *testing.T) {
 		// (r, n-s) is the other valid signature of the same message: ECDSA is
 		// malleable, and accepting it grants nothing the token did not.
 		{name: "ES256 (r, n-s) still verifies", ref: "SEC 1 §4.1.4 (malleability, no new claims)", authz: bearer(withSignature(good, ecSignature(r, new(big.Int).Sub(n, s)))), wantSub: "alice"},
-		{name: "EdDSA S + L (non-canonical)", ref: "RFC 8032 §5.1.7, RFC 8725 §3.3", authz: bearer(ed25519PlusL(t, mustToken(t, edKey, nil, valid))), want: auth.ReasonBadSignature},
+		{name: "EdDSA S + L (non-canonical)", ref: "RFC 8032 §5.1.7, RFC 8725 §3.3", authz: bearer(ed25519PlusL(t, authtest.Token(t, edKey, nil, valid))), want: auth.ReasonBadSignature},
 		{name: "RS256 signature with a leading zero byte", ref: "RFC 8017 §8.2.2", authz: bearer(func() string {
-			tok := mustToken(t, rsaKey, nil, valid)
+			tok := authtest.Token(t, rsaKey, nil, valid)
 			return withSignature(tok, append([]byte{0}, signature(t, tok)...))
 		}()), want: auth.ReasonBadSignature},
 		{name: "signature stripped", ref: "RFC 8725 §2.1", authz: bearer(parts[0] + "." + parts[1] + "."), want: auth.ReasonBadSignature},
@@ -291,35 +306,63 @@ func TestKnownAttacks(t *testing.T) {
 		{name: "sub escaped as \\u0061dmin", ref: "RFC 8725 §3.7, RFC 8259 §7", authz: bearer(signRaw(t, ecKey, "ES256", `{"alg":"ES256",`+kidHeader+`}`, fmt.Sprintf(`{"sub":"\u0061dmin","exp":%d}`, exp))), wantSub: "admin"},
 		{name: "exp out of float range", ref: "RFC 7519 §2 (NumericDate)", authz: bearer(signRaw(t, ecKey, "ES256", `{"alg":"ES256",`+kidHeader+`}`, `{"sub":"alice","exp":1e400}`)), want: auth.ReasonMalformed},
 
+		// Valid tokens from a hostile caller: every NumericDate in 0..year
+		// 9999, so that no overflow turns a far-future date into the past.
+		{name: "nbf 1e19 (overflows a time.Time into the past)", ref: "RFC 7519 §2 (NumericDate), SPEC §2", authz: bearer(authtest.Token(t, ecKey, nil, authtest.Claims(map[string]any{"nbf": 1e19}))), want: auth.ReasonClaims},
+		{name: "nbf 1e30", ref: "RFC 7519 §2, SPEC §2", authz: bearer(authtest.Token(t, ecKey, nil, authtest.Claims(map[string]any{"nbf": 1e30}))), want: auth.ReasonClaims},
+		{name: "nbf 9223372036854775000", ref: "RFC 7519 §2, SPEC §2", authz: bearer(signRaw(t, ecKey, "ES256", `{"alg":"ES256",`+kidHeader+`}`, fmt.Sprintf(`{"sub":"alice","exp":%d,"nbf":9223372036854775000}`, exp))), want: auth.ReasonClaims},
+		{name: "iat 1e19 (a future iat must be refused)", ref: "RFC 7519 §4.1.6, SPEC §2", authz: bearer(authtest.Token(t, ecKey, nil, authtest.Claims(map[string]any{"iat": 1e19}))), want: auth.ReasonClaims},
+		{name: "exp 1e19", ref: "RFC 7519 §2, SPEC §2", authz: bearer(authtest.Token(t, ecKey, nil, authtest.Claims(map[string]any{"exp": 1e19}))), want: auth.ReasonClaims},
+		{name: "exp negative", ref: "RFC 7519 §2, SPEC §2", authz: bearer(authtest.Token(t, ecKey, nil, authtest.Claims(map[string]any{"exp": -1}))), want: auth.ReasonClaims},
+		{name: "exp missing", ref: "RFC 8725 §3.10 (require what you need), SPEC §2", authz: bearer(authtest.Token(t, ecKey, nil, authtest.Claims(map[string]any{"exp": nil}))), want: auth.ReasonMissingExp},
+		{name: "exp at the end of year 9999", ref: "SPEC §2", authz: bearer(authtest.Token(t, ecKey, nil, authtest.Claims(map[string]any{"exp": 253402300799}))), wantSub: "alice"},
+		{name: "257 groups", ref: "SPEC §2 (-jwt-max-groups)", authz: bearer(authtest.Token(t, ecKey, nil, authtest.Claims(map[string]any{"groups": manyGroups(257)}))), want: auth.ReasonTooManyGroups},
+		{name: "256 groups", ref: "SPEC §2 (-jwt-max-groups)", authz: bearer(authtest.Token(t, ecKey, nil, authtest.Claims(map[string]any{"groups": manyGroups(256)}))), wantSub: "alice"},
+		{name: "scope joined by U+00A0 grants nothing", ref: "RFC 6749 §3.3, SPEC §2", scoped: true, authz: bearer(authtest.Token(t, ecKey, nil, authtest.Claims(map[string]any{"scope": "a\u00a0plants:read"}))), want: auth.ReasonScope},
+		{name: "scope joined by a tab grants nothing", ref: "RFC 6749 §3.3, SPEC §2", scoped: true, authz: bearer(authtest.Token(t, ecKey, nil, authtest.Claims(map[string]any{"scope": "a\tplants:read"}))), want: auth.ReasonScope},
+		{name: "scope joined by U+0020 grants it", ref: "RFC 6749 §3.3, SPEC §2", scoped: true, authz: bearer(authtest.Token(t, ecKey, nil, authtest.Claims(map[string]any{"scope": "a plants:read"}))), wantSub: "alice"},
+		{name: "scp item holding a space is one scope", ref: "SPEC §2", scoped: true, authz: bearer(authtest.Token(t, ecKey, nil, authtest.Claims(map[string]any{"scp": []string{"a plants:read"}}))), want: auth.ReasonScope},
+		{name: "NUL in the subject is a subject like another", ref: "SPEC §3", authz: bearer(authtest.Token(t, ecKey, nil, authtest.Claims(map[string]any{"sub": "alice\x00admin", "groups": []string{"g\x00"}}))), wantSub: "alice\x00admin"},
+
 		// Nested JWTs (RFC 7519 §5.2): the payload is never unwrapped.
-		{name: "cty JWT with a nested token as payload", ref: "RFC 7519 §5.2, RFC 8725 §2.8", authz: bearer(signRaw(t, ecKey, "ES256", `{"alg":"ES256",`+kidHeader+`,"cty":"JWT"}`, mustToken(t, attacker, map[string]any{"kid": ecKey.key.ID}, claims(map[string]any{"sub": "admin"})))), want: auth.ReasonMalformed},
-		{name: "cty JWT with claims is read as plain claims", ref: "RFC 7519 §5.2", authz: bearer(mustToken(t, ecKey, map[string]any{"cty": "JWT"}, valid)), wantSub: "alice"},
+		{name: "cty JWT with a nested token as payload", ref: "RFC 7519 §5.2, RFC 8725 §2.8", authz: bearer(signRaw(t, ecKey, "ES256", `{"alg":"ES256",`+kidHeader+`,"cty":"JWT"}`, authtest.Token(t, attacker, map[string]any{"kid": ecKey.Verify.ID}, authtest.Claims(map[string]any{"sub": "admin"})))), want: auth.ReasonMalformed},
+		{name: "cty JWT with claims is read as plain claims", ref: "RFC 7519 §5.2", authz: bearer(authtest.Token(t, ecKey, map[string]any{"cty": "JWT"}, valid)), wantSub: "alice"},
 
 		// Weak and encryption keys in the JWKS are never used.
-		{name: "RSA 1024 key published in the JWKS", ref: "RFC 7518 §3.3, RFC 8725 §3.5", authz: bearer(mustToken(t, weak, nil, valid)), want: auth.ReasonUnknownKey},
-		{name: "RSA 1024 key, no kid", ref: "RFC 7518 §3.3", authz: bearer(mustToken(t, weak, map[string]any{"kid": nil}, valid)), want: auth.ReasonBadSignature},
-		{name: "JWKS key with use enc", ref: "RFC 7517 §4.2, RFC 8725 §3.12", authz: bearer(mustToken(t, encKey, nil, valid)), want: auth.ReasonUnknownKey},
+		{name: "RSA 1024 key published in the JWKS", ref: "RFC 7518 §3.3, RFC 8725 §3.5", authz: bearer(authtest.Token(t, weak, nil, valid)), want: auth.ReasonUnknownKey},
+		{name: "RSA 1024 key, no kid", ref: "RFC 7518 §3.3", authz: bearer(authtest.Token(t, weak, map[string]any{"kid": nil}, valid)), want: auth.ReasonBadSignature},
+		{name: "JWKS key with use enc", ref: "RFC 7517 §4.2, RFC 8725 §3.12", authz: bearer(authtest.Token(t, encKey, nil, valid)), want: auth.ReasonUnknownKey},
 	}
 	for _, none := range casings("none") {
 		for _, sig := range []string{"", "c2ln"} {
 			tests = append(tests, attack{
 				name:  fmt.Sprintf("alg %q, signature %q", none, sig),
 				ref:   "CVE-2015-2951, RFC 8725 §2.1 §3.1 §3.2, RFC 7518 §3.6",
-				authz: bearer(rawToken(t, map[string]any{"alg": none, "typ": "JWT", "kid": ecKey.key.ID}, valid, sig)),
+				authz: bearer(authtest.RawToken(t, map[string]any{"alg": none, "typ": "JWT", "kid": ecKey.Verify.ID}, valid, sig)),
 				want:  auth.ReasonAlgorithm,
 			})
 		}
 	}
 	for _, typ := range []string{"JWT", "jwt", "at+jwt", "application/at+JWT"} {
-		tests = append(tests, attack{name: "typ " + typ + " accepted", ref: "RFC 8725 §3.11, RFC 9068 §2.1", authz: bearer(mustToken(t, ecKey, map[string]any{"typ": typ}, valid)), wantSub: "alice"})
+		tests = append(tests, attack{name: "typ " + typ + " accepted", ref: "RFC 8725 §3.11, RFC 9068 §2.1", authz: bearer(authtest.Token(t, ecKey, map[string]any{"typ": typ}, valid)), wantSub: "alice"})
 	}
 	for _, typ := range []string{"JWE", "secevent+jwt", "dpop+jwt", "logout+jwt", "application/jose+json", "JOSE+JSON"} {
-		tests = append(tests, attack{name: "typ " + typ + " refused", ref: "RFC 8725 §3.11 §2.8", authz: bearer(mustToken(t, ecKey, map[string]any{"typ": typ}, valid)), want: auth.ReasonMalformed})
+		tests = append(tests, attack{name: "typ " + typ + " refused", ref: "RFC 8725 §3.11 §2.8", authz: bearer(authtest.Token(t, ecKey, map[string]any{"typ": typ}, valid)), want: auth.ReasonMalformed})
 	}
 
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			status, challenge, body := attackRequest(t, srv.url, tt.authz)
+			url := srv.url
+			if tt.scoped {
+				url = scopedSrv.url
+			}
+			status, challenge, body := attackRequest(t, url, tt.authz)
+			if tt.want == auth.ReasonScope {
+				if status != http.StatusForbidden || !strings.Contains(challenge, `error="insufficient_scope", scope="plants:read"`) {
+					t.Fatalf("%s [%s]: status %d, WWW-Authenticate %q; want 403 insufficient_scope", tt.name, tt.ref, status, challenge)
+				}
+				return
+			}
 			if tt.want == "" {
 				var id auth.Identity
 				if status != http.StatusOK || json.Unmarshal(body, &id) != nil || id.Subject != tt.wantSub {
@@ -336,7 +379,7 @@ func TestKnownAttacks(t *testing.T) {
 	if n := evilHits.Load(); n != 0 {
 		t.Errorf("the attacker's server got %d requests; want 0", n)
 	}
-	if n := jwksSrv.hits.Load(); n > 2 {
+	if n := jwksSrv.Hits.Load(); n > 2 {
 		t.Errorf("the JWKS endpoint got %d requests; want the first fetch and at most one refetch", n)
 	}
 }
@@ -365,7 +408,7 @@ func attackRequest(t testing.TB, url, authz string) (int, string, []byte) {
 	if len(challenges) > 1 {
 		t.Fatalf("GET %s: %d WWW-Authenticate headers %q; want at most one", url, len(challenges), challenges)
 	}
-	return resp.StatusCode, strings.Join(challenges, ""), body
+	return resp.StatusCode, strings.Join(withoutMetadata(t, challenges), ""), body
 }
 
 // derSignature encodes r and s as an ASN.1 DER ECDSA-Sig-Value, the form
@@ -410,10 +453,10 @@ func ed25519PlusL(t testing.TB, token string) string {
 // standardAlphabet returns a token by k whose signature is written with
 // the standard base64 alphabet ("+" and "/"), which RFC 6750's b64token
 // admits and JWS does not.
-func standardAlphabet(t testing.TB, k testKey, c map[string]any) string {
+func standardAlphabet(t testing.TB, k authtest.Key, c map[string]any) string {
 	t.Helper()
 	for range 100 {
-		tok := mustToken(t, k, nil, c)
+		tok := authtest.Token(t, k, nil, c)
 		sig := tok[strings.LastIndexByte(tok, '.')+1:]
 		if strings.ContainsAny(sig, "-_") {
 			std := strings.NewReplacer("-", "+", "_", "/").Replace(sig)
@@ -427,10 +470,10 @@ func standardAlphabet(t testing.TB, k testKey, c map[string]any) string {
 // nonCanonicalHeader returns a token by k whose header segment has
 // non-canonical trailing bits and whose signature covers that segment as
 // written, so only the decoding can refuse it.
-func nonCanonicalHeader(t testing.TB, k testKey, c map[string]any) string {
+func nonCanonicalHeader(t testing.TB, k authtest.Key, c map[string]any) string {
 	t.Helper()
 	for pad := 0; pad < 3; pad++ {
-		h := fmt.Sprintf(`{"alg":%q,"kid":%q,"x":%q}`, k.alg, k.key.ID, strings.Repeat("x", pad))
+		h := fmt.Sprintf(`{"alg":%q,"kid":%q,"x":%q}`, k.Alg, k.Verify.ID, strings.Repeat("x", pad))
 		seg := b64([]byte(h))
 		if len(seg)%4 == 0 {
 			continue
@@ -440,7 +483,7 @@ func nonCanonicalHeader(t testing.TB, k testKey, c map[string]any) string {
 			t.Fatal(err)
 		}
 		unsigned := flipUnusedBit(t, seg) + "." + b64(p)
-		sig, err := signingMethod(t, k.alg).Sign(unsigned, k.priv)
+		sig, err := jwt.GetSigningMethod(k.Alg).Sign(unsigned, k.Private)
 		if err != nil {
 			t.Fatal(err)
 		}

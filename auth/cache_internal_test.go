@@ -2,9 +2,12 @@ package auth
 
 import (
 	"crypto"
+	"fmt"
 	"hash/maphash"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/golang-jwt/jwt/v5"
 )
@@ -18,7 +21,7 @@ type cacheFixture struct {
 	kid  string
 }
 
-func newCacheFixture(t testing.TB, cfg Config) *cacheFixture {
+func newCacheFixture(t testing.TB, o Options) *cacheFixture {
 	t.Helper()
 	priv, _, err := GenerateKey("EdDSA")
 	if err != nil {
@@ -28,7 +31,7 @@ func newCacheFixture(t testing.TB, cfg Config) *cacheFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := NewVerifier(cfg, NewKeySet([]Key{{ID: kid, Public: priv.Public()}}), nil)
+	v, err := NewVerifier(o, Issuer{Keys: NewKeySet([]Key{{ID: kid, Public: priv.Public()}})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,13 +89,12 @@ func TestCacheTimeClaims(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newCacheFixture(t, Config{Leeway: leeway})
+			f := newCacheFixture(t, Options{Leeway: leeway})
 			token := f.token(t, tt.claims(f))
 			if _, err := f.v.Verify(t.Context(), token); err != nil {
 				t.Fatalf("Verify at the start: %v", err)
 			}
-			h := f.v.cache.hash(f.v.cache.seed, token)
-			if f.v.cache.get(token, h, 0) == nil {
+			if f.v.cache.get(token, f.v.cache.hashOf(token)) == nil {
 				t.Fatal("token not cached after a successful Verify")
 			}
 			f.now = f.now.Add(tt.later)
@@ -113,7 +115,7 @@ func TestCacheTimeClaims(t *testing.T) {
 // its own identity, and that a token that fails verification is refused
 // even when a valid one with its hash is cached.
 func TestCacheCollisions(t *testing.T) {
-	f := newCacheFixture(t, Config{})
+	f := newCacheFixture(t, Options{})
 	f.v.cache.hash = func(maphash.Seed, string) uint64 { return 42 }
 	const users = 3 * cacheWays // more than a set holds
 	tokens := make([]string, users)
@@ -147,8 +149,8 @@ func TestCacheCollisions(t *testing.T) {
 			if err != nil {
 				t.Fatalf("round %d: verify(token of %s): %v", round, subject(i), err)
 			}
-			if e.id.Subject != subject(i) || e.principals[0] != "user:"+subject(i) || e.principals[1] != "group:"+subject(i)+"-group" {
-				t.Fatalf("round %d: verify(token of %s) = %+v %q", round, subject(i), e.id, e.principals)
+			if e.id.Subject != subject(i) || len(e.id.Groups) != 1 || e.id.Groups[0] != subject(i)+"-group" {
+				t.Fatalf("round %d: verify(token of %s) = %+v", round, subject(i), e.id)
 			}
 		}
 	}
@@ -159,7 +161,11 @@ func TestCacheCollisions(t *testing.T) {
 			if err != nil {
 				got = err.(*Error).Reason
 			}
-			if got != tt.wantReason || id.Subject != tt.wantSub {
+			var sub string
+			if id != nil {
+				sub = id.Subject
+			}
+			if got != tt.wantReason || sub != tt.wantSub {
 				t.Errorf("Verify = %+v, %v; want subject %q, reason %q", id, err, tt.wantSub, tt.wantReason)
 			}
 		})
@@ -168,25 +174,68 @@ func TestCacheCollisions(t *testing.T) {
 
 func subject(i int) string { return "user" + string(rune('A'+i)) }
 
-func TestCacheSize(t *testing.T) {
+// TestCacheBudget fills the cache with more tokens than its budget holds
+// and checks that what it holds, table and entries, stays within it, and
+// that a token larger than the whole budget is verified but not kept.
+func TestCacheBudget(t *testing.T) {
 	tests := []struct {
-		size     int
+		budget   int64
 		wantSets int
 	}{
-		{size: -1, wantSets: 0},
-		{size: 1, wantSets: 1},
-		{size: cacheWays, wantSets: 1},
-		{size: cacheWays + 1, wantSets: 2},
-		{size: DefaultCacheSize, wantSets: DefaultCacheSize / cacheWays},
+		{budget: -1, wantSets: 0},
+		{budget: 1000, wantSets: 0},
+		{budget: 64 << 10, wantSets: 8},
+		{budget: DefaultCacheBytes, wantSets: DefaultCacheBytes / cacheSlotBytes / cacheWays},
 	}
 	for _, tt := range tests {
-		c := newTokenCache(tt.size)
+		c := newTokenCache(tt.budget)
 		got := 0
 		if c != nil {
 			got = len(c.sets)
 		}
 		if got != tt.wantSets {
-			t.Errorf("newTokenCache(%d) has %d sets, want %d", tt.size, got, tt.wantSets)
+			t.Errorf("newTokenCache(%d) has %d sets, want %d", tt.budget, got, tt.wantSets)
 		}
+	}
+
+	const budget = 256 << 10
+	f := newCacheFixture(t, Options{CacheBytes: budget})
+	groups := make([]any, 70)
+	for i := range groups {
+		groups[i] = fmt.Sprintf("group-with-a-rather-long-name-%03d", i)
+	}
+	table := int64(len(f.v.cache.sets)) * int64(unsafe.Sizeof(cacheSet{}))
+	for i := range 2000 {
+		tok := f.token(t, jwt.MapClaims{"sub": fmt.Sprintf("user-%04d", i), "groups": groups, "exp": f.at(3600)})
+		if _, err := f.v.Verify(t.Context(), tok); err != nil {
+			t.Fatalf("Verify(token %d): %v", i, err)
+		}
+		var held int64
+		entries := 0
+		for s := range f.v.cache.sets {
+			for w := range f.v.cache.sets[s] {
+				if e := f.v.cache.sets[s][w].Load(); e != nil {
+					held += entrySize(e)
+					entries++
+				}
+			}
+		}
+		if held != f.v.cache.used.Load() {
+			t.Fatalf("after %d tokens the cache counts %d bytes and holds %d", i+1, f.v.cache.used.Load(), held)
+		}
+		if table+held > budget {
+			t.Fatalf("after %d tokens the cache holds %d bytes in %d entries and a table of %d: over its budget of %d", i+1, held, entries, table, budget)
+		}
+		if i == 1999 && entries < 10 {
+			t.Errorf("the cache holds %d entries of a %d-byte budget; want it used", entries, budget)
+		}
+	}
+	small := newCacheFixture(t, Options{CacheBytes: 4 << 10})
+	tok := small.token(t, jwt.MapClaims{"sub": "big", "scope": strings.Repeat("x", 5<<10), "exp": small.at(3600)})
+	if _, err := small.v.Verify(t.Context(), tok); err != nil {
+		t.Fatalf("Verify(token over the budget): %v", err)
+	}
+	if small.v.cache.get(tok, small.v.cache.hashOf(tok)) != nil || small.v.cache.used.Load() != 0 {
+		t.Errorf("a token larger than the cache's budget was kept")
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 )
 
 // Errors of OIDC discovery.
@@ -31,29 +33,30 @@ func Discover(ctx context.Context, client *http.Client, issuer string, maxBytes 
 	if client == nil {
 		client = http.DefaultClient
 	}
+	where := RedactURL(issuer)
 	if _, err := parseHTTPURL(issuer); err != nil {
-		return "", fmt.Errorf("discover %s: issuer: %w", issuer, err)
+		return "", fmt.Errorf("discover %s: issuer: %w", where, err)
 	}
 	u := strings.TrimSuffix(issuer, "/") + "/.well-known/openid-configuration"
 	doc, err := getDocument(ctx, client, u, "application/json", maxBytes)
 	if err != nil {
-		return "", fmt.Errorf("discover %s: %w", issuer, err)
+		return "", fmt.Errorf("discover %s: %w", where, err)
 	}
 	var meta struct {
 		Issuer  string `json:"issuer"`
 		JWKSURI string `json:"jwks_uri"`
 	}
 	if err := json.Unmarshal(doc, &meta); err != nil {
-		return "", fmt.Errorf("discover %s: %w", issuer, jsonError(err))
+		return "", fmt.Errorf("discover %s: %w", where, jsonError(err))
 	}
 	if meta.Issuer != issuer {
-		return "", fmt.Errorf("discover %s: %w: document names %q", issuer, ErrDiscoveryIssuer, meta.Issuer)
+		return "", fmt.Errorf("discover %s: %w: document names %q", where, ErrDiscoveryIssuer, RedactURL(meta.Issuer))
 	}
 	if meta.JWKSURI == "" {
-		return "", fmt.Errorf("discover %s: %w", issuer, ErrNoJWKSURI)
+		return "", fmt.Errorf("discover %s: %w", where, ErrNoJWKSURI)
 	}
 	if _, err := parseHTTPURL(meta.JWKSURI); err != nil {
-		return "", fmt.Errorf("discover %s: %w: %w", issuer, ErrNoJWKSURI, err)
+		return "", fmt.Errorf("discover %s: %w: %w", where, ErrNoJWKSURI, err)
 	}
 	return meta.JWKSURI, nil
 }
@@ -75,24 +78,52 @@ func parseHTTPURL(s string) (*url.URL, error) {
 
 // getDocument GETs u and returns the body of a 200 response, refusing more
 // than maxBytes. Error messages carry the status or the transport error,
-// never the body.
+// never the body, and name u with its secrets redacted ([RedactURL]).
 func getDocument(ctx context.Context, client *http.Client, u, accept string, maxBytes int64) ([]byte, error) {
+	where := RedactURL(u)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("GET %s: not a valid URL", where)
 	}
 	req.Header.Set("Accept", accept)
+	span := traceRequest(req)
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, err
+		// A *url.Error quotes the URL with its user name and query (only
+		// a password is hidden): keep the cause alone.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("GET %s: %w", where, err)
 	}
 	defer resp.Body.Close()
+	span.SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode))
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: status %d, want 200", u, resp.StatusCode)
+		return nil, fmt.Errorf("GET %s: status %d, want 200", where, resp.StatusCode)
 	}
 	b, err := readLimited(resp.Body, maxBytes)
 	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", u, err)
+		return nil, fmt.Errorf("GET %s: %w", where, err)
 	}
 	return b, nil
+}
+
+// RedactURL returns s with the secrets a URL may carry replaced by
+// "xxxxx": its userinfo (user and password) and its query string, as in
+// https://xxxxx@idp.example.com/jwks?xxxxx. The fragment is dropped. A
+// string that does not parse as a URL is returned as "xxxxx" whole.
+func RedactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "xxxxx"
+	}
+	if u.User != nil {
+		u.User = url.User("xxxxx")
+	}
+	if u.RawQuery != "" || u.ForceQuery {
+		u.RawQuery, u.ForceQuery = "xxxxx", false
+	}
+	u.Fragment, u.RawFragment = "", ""
+	return u.String()
 }

@@ -1,6 +1,9 @@
 package auth
 
-import "net/http"
+import (
+	"fmt"
+	"net/http"
+)
 
 // Reason is why a request was refused. The set is closed: it is the
 // error_description of the WWW-Authenticate challenge, the reason label of
@@ -18,13 +21,28 @@ const (
 	ReasonUnknownKey      Reason = "unknown_key"      // no key for kid, or several without kid
 	ReasonKeysUnavailable Reason = "keys_unavailable" // no usable key set yet
 	ReasonBadSignature    Reason = "bad_signature"    // signature does not verify
-	ReasonExpired         Reason = "expired"          // exp missing or past
+	ReasonExpired         Reason = "expired"          // exp past
+	ReasonMissingExp      Reason = "missing_exp"      // no exp claim
 	ReasonNotYetValid     Reason = "not_yet_valid"    // nbf or iat in the future
 	ReasonIssuer          Reason = "issuer"           // iss is not the configured issuer
+	ReasonUnknownIssuer   Reason = "unknown_issuer"   // iss names no configured issuer
 	ReasonAudience        Reason = "audience"         // aud has none of the configured audiences
 	ReasonNoSubject       Reason = "no_subject"       // sub missing or empty
-	ReasonClaims          Reason = "claims"           // a claim has the wrong type
+	ReasonClaims          Reason = "claims"           // a claim has the wrong type or range
+	ReasonTooManyGroups   Reason = "too_many_groups"  // more groups than -jwt-max-groups
 	ReasonScope           Reason = "insufficient_scope"
+
+	// The refusals of RFC 9449 (DPoP).
+	ReasonDPoPMissing  Reason = "dpop_missing"  // a bound token with no DPoP proof, or several
+	ReasonDPoPInvalid  Reason = "dpop_invalid"  // the proof is not a valid DPoP proof JWT
+	ReasonDPoPKey      Reason = "dpop_key"      // the proof's key is not the one the token is bound to
+	ReasonDPoPTarget   Reason = "dpop_target"   // htm or htu is not this request's
+	ReasonDPoPAth      Reason = "dpop_ath"      // ath is not the hash of this token
+	ReasonDPoPIat      Reason = "dpop_iat"      // the proof's iat is outside the window
+	ReasonDPoPReplay   Reason = "dpop_replay"   // the proof was used before
+	ReasonDPoPBound    Reason = "dpop_bound"    // a bound token as a bearer token, or where DPoP is off
+	ReasonDPoPUnbound  Reason = "dpop_unbound"  // the DPoP scheme with a token that is not bound
+	ReasonDPoPRequired Reason = "dpop_required" // an unbound token where DPoP is required
 )
 
 // Reasons returns every Reason, in a fixed order.
@@ -32,8 +50,12 @@ func Reasons() []Reason {
 	return []Reason{
 		ReasonMissing, ReasonMalformed, ReasonTooLarge, ReasonAlgorithm,
 		ReasonCrit, ReasonUnknownKey, ReasonKeysUnavailable, ReasonBadSignature,
-		ReasonExpired, ReasonNotYetValid, ReasonIssuer, ReasonAudience,
-		ReasonNoSubject, ReasonClaims, ReasonScope,
+		ReasonExpired, ReasonMissingExp, ReasonNotYetValid, ReasonIssuer,
+		ReasonUnknownIssuer, ReasonAudience, ReasonNoSubject, ReasonClaims,
+		ReasonTooManyGroups, ReasonScope,
+		ReasonDPoPMissing, ReasonDPoPInvalid, ReasonDPoPKey, ReasonDPoPTarget,
+		ReasonDPoPAth, ReasonDPoPIat, ReasonDPoPReplay, ReasonDPoPBound,
+		ReasonDPoPUnbound, ReasonDPoPRequired,
 	}
 }
 
@@ -61,33 +83,66 @@ func (r Reason) Description() string {
 		return "invalid signature"
 	case ReasonExpired:
 		return "token expired"
+	case ReasonMissingExp:
+		return "token has no expiry"
 	case ReasonNotYetValid:
 		return "token not yet valid"
 	case ReasonIssuer:
 		return "issuer not accepted"
+	case ReasonUnknownIssuer:
+		return "issuer not known"
 	case ReasonAudience:
 		return "audience not accepted"
 	case ReasonNoSubject:
 		return "token has no subject"
 	case ReasonClaims:
-		return "claim has the wrong type"
+		return "claim has the wrong type or value"
+	case ReasonTooManyGroups:
+		return "too many groups"
 	case ReasonScope:
 		return "insufficient scope"
+	case ReasonDPoPMissing:
+		return "DPoP proof missing"
+	case ReasonDPoPInvalid:
+		return "invalid DPoP proof"
+	case ReasonDPoPKey:
+		return "DPoP proof key does not match the token"
+	case ReasonDPoPTarget:
+		return "DPoP proof is for another request"
+	case ReasonDPoPAth:
+		return "DPoP proof is for another token"
+	case ReasonDPoPIat:
+		return "DPoP proof too old or in the future"
+	case ReasonDPoPReplay:
+		return "DPoP proof already used"
+	case ReasonDPoPBound:
+		return "DPoP-bound token must use the DPoP scheme"
+	case ReasonDPoPUnbound:
+		return "token is not DPoP-bound"
+	case ReasonDPoPRequired:
+		return "DPoP-bound token required"
 	}
 	return "invalid token"
 }
 
-// Error is a refused credential. Code is the RFC 6750 error code
+// Error is a refused credential. Code is the error code of RFC 6750
 // ("invalid_token", "invalid_request" or "insufficient_scope"; empty for a
-// missing credential), Scope the required scope for insufficient_scope.
+// missing credential) or RFC 9449 ("invalid_dpop_proof"), Scope the
+// required scope for insufficient_scope. DPoP tells that the challenge is
+// of the DPoP scheme (RFC 9449 §7.1) rather than Bearer.
 type Error struct {
 	Status int
 	Code   string
+	DPoP   bool
 	Reason Reason
 	Scope  string
 	// Subject is the token's sub when the token was valid and only lacked
 	// the required scope: the caller is known, for the access log.
 	Subject string
+	// Issuer is the name of the issuer the token was routed to ("" for the
+	// unnamed one); routed tells whether it was routed at all.
+	Issuer string
+	routed bool
 }
 
 // Error returns a short description that never contains the token.
@@ -101,4 +156,31 @@ func (e *Error) HTTPStatus() int {
 		return http.StatusUnauthorized
 	}
 	return e.Status
+}
+
+// A ConfigError is a setting a constructor of this package refuses. Field
+// names the setting as the issuers file spells it (leeway, max_groups,
+// audiences, algorithms, groups_claim, required_scope, keys, issuer, name,
+// rate, burst), so that callers can point at the flag or the line it came
+// from; Issuer is the issuer's name when the setting is one issuer's.
+type ConfigError struct {
+	Issuer string
+	Field  string
+	Err    error
+}
+
+// Error returns "[issuer NAME: ]FIELD: problem".
+func (e *ConfigError) Error() string {
+	if e.Issuer != "" {
+		return "issuer " + e.Issuer + ": " + e.Field + ": " + e.Err.Error()
+	}
+	return e.Field + ": " + e.Err.Error()
+}
+
+// Unwrap returns e.Err.
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// configErr returns a *ConfigError for field of the issuer named issuer.
+func configErr(issuer, field, format string, a ...any) *ConfigError {
+	return &ConfigError{Issuer: issuer, Field: field, Err: fmt.Errorf(format, a...)}
 }

@@ -13,6 +13,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -24,9 +25,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/authtest"
 	"github.com/plantstore/plantstore/observability"
 )
 
@@ -74,11 +75,11 @@ const (
 // fuzzKeyring is one fixed key per family, with the kid the verifier knows
 // it by.
 type fuzzKeyring struct {
-	rsa  testKey
-	ps   testKey // the RSA key, signing PS256
-	ec   testKey
-	ed   testKey
-	hmac testKey
+	rsa  authtest.Key
+	ps   authtest.Key // the RSA key, signing PS256
+	ec   authtest.Key
+	ed   authtest.Key
+	hmac authtest.Key
 }
 
 // newFuzzKeyring derives the fixed keys; calls in any process return the
@@ -102,14 +103,14 @@ func newFuzzKeyring(t testing.TB) fuzzKeyring {
 	edk := ed25519.NewKeyFromSeed(seed[:])
 	secret := sha256.Sum256([]byte("plantstore fuzz HS256"))
 
-	pub := func(alg string, priv crypto.PrivateKey, public any) testKey {
+	pub := func(alg string, priv crypto.PrivateKey, public any) authtest.Key {
 		kid := "hmac"
 		if _, ok := public.([]byte); !ok {
 			if kid, err = auth.Thumbprint(public); err != nil {
 				t.Fatalf("Thumbprint(%T): %v", public, err)
 			}
 		}
-		return testKey{alg: alg, priv: priv, key: auth.Key{ID: kid, Public: public}}
+		return authtest.Key{Alg: alg, Private: priv, Verify: auth.Key{ID: kid, Public: public}}
 	}
 	r := rk.(*rsa.PrivateKey)
 	return fuzzKeyring{
@@ -123,7 +124,7 @@ func newFuzzKeyring(t testing.TB) fuzzKeyring {
 
 // keySet returns the verification keys of the keyring (the RSA key once).
 func (k fuzzKeyring) keySet() *auth.KeySet {
-	return keySet(k.rsa, k.ec, k.ed, k.hmac)
+	return authtest.KeySet(k.rsa, k.ec, k.ed, k.hmac)
 }
 
 // signatureValid is the oracle of FuzzMiddleware: it reports whether token
@@ -153,19 +154,19 @@ func (k fuzzKeyring) signatureValid(token string) bool {
 	digest := sha256.Sum256(input)
 	switch header.Alg {
 	case "RS256":
-		return rsa.VerifyPKCS1v15(k.rsa.key.Public.(*rsa.PublicKey), crypto.SHA256, digest[:], sig) == nil
+		return rsa.VerifyPKCS1v15(k.rsa.Verify.Public.(*rsa.PublicKey), crypto.SHA256, digest[:], sig) == nil
 	case "PS256":
-		return rsa.VerifyPSS(k.rsa.key.Public.(*rsa.PublicKey), crypto.SHA256, digest[:], sig, nil) == nil
+		return rsa.VerifyPSS(k.rsa.Verify.Public.(*rsa.PublicKey), crypto.SHA256, digest[:], sig, nil) == nil
 	case "ES256":
 		if len(sig) != 64 {
 			return false
 		}
 		r, s := new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:])
-		return ecdsa.Verify(k.ec.key.Public.(*ecdsa.PublicKey), digest[:], r, s)
+		return ecdsa.Verify(k.ec.Verify.Public.(*ecdsa.PublicKey), digest[:], r, s)
 	case "EdDSA":
-		return ed25519.Verify(k.ed.key.Public.(ed25519.PublicKey), input, sig)
+		return ed25519.Verify(k.ed.Verify.Public.(ed25519.PublicKey), input, sig)
 	case "HS256":
-		mac := hmac.New(sha256.New, k.hmac.key.Public.([]byte))
+		mac := hmac.New(sha256.New, k.hmac.Verify.Public.([]byte))
 		mac.Write(input)
 		return hmac.Equal(mac.Sum(nil), sig)
 	}
@@ -195,7 +196,7 @@ func fuzzClaims(over map[string]any) map[string]any {
 }
 
 // challengeRE matches every WWW-Authenticate value the middleware may send.
-var challengeRE = regexp.MustCompile(`^Bearer realm="plantstore"(, error="invalid_token", error_description="[ -!#-\[\]-~]+"|, error="insufficient_scope", scope="` + regexp.QuoteMeta(fuzzScope) + `")?$`)
+var challengeRE = regexp.MustCompile(`^Bearer realm="plantstore"(, error="invalid_token", error_description="[ -!#-\[\]-~]+"|, error="insufficient_scope", scope="` + regexp.QuoteMeta(fuzzScope) + `")?, resource_metadata="http://example\.com/\.well-known/oauth-protected-resource"$|^DPoP realm="plantstore", algs="[A-Z0-9 a-z]+", error="invalid_token", error_description="[ -!#-\[\]-~]+", resource_metadata="http://example\.com/\.well-known/oauth-protected-resource"$`)
 
 // FuzzMiddleware sends any Authorization header, once or twice, through
 // auth.Middleware on a gin engine wired like the service, and holds the
@@ -203,34 +204,35 @@ var challengeRE = regexp.MustCompile(`^Bearer realm="plantstore"(, error="invali
 //   - the answer is 200, 401 or 403 and never a panic;
 //   - 200 and 403 only for a token whose signature a configured key
 //     verifies (checked with the standard library, apart from golang-jwt),
-//     200 only with the policy's issuer, audience, scope, an unexpired exp,
-//     a subject (the one the handler sees) and no crit header;
+//     200 only with the policy's issuer, audience, scope (split on U+0020
+//     only), an unexpired exp, nbf and iat that are NumericDates of years
+//     0 to 9999 and not in the future, at most DefaultMaxGroups groups, a
+//     subject (the one the handler sees) and no crit header;
 //   - a refusal carries exactly one well-formed WWW-Authenticate challenge
 //     and an Error body without the token;
 //   - the valid seeds are accepted (403 for the one without the scope).
 func FuzzMiddleware(f *testing.F) {
 	keys := newFuzzKeyring(f)
-	v := newVerifier(f, auth.Config{
+	v := newVerifierOpts(f, auth.Options{Leeway: fuzzLeeway}, auth.Config{
 		Issuer:        fuzzIssuer,
 		Audiences:     []string{fuzzAudience},
-		Leeway:        fuzzLeeway,
 		RequiredScope: fuzzScope,
-	}, keys.keySet(), nil)
+	}, keys.keySet())
 	e := gin.New()
-	e.Use(observability.Middleware(zap.NewNop(), prometheus.NewRegistry(), nil), renderErrors)
-	e.GET("/plants", auth.Middleware(v), func(c *gin.Context) {
+	e.Use(observability.Middleware(nil, observability.NewHTTPMetrics(prometheus.NewRegistry()), nil, nil), renderErrors)
+	e.GET("/plants", auth.Middleware(v, nil), func(c *gin.Context) {
 		id, _ := auth.FromContext(c.Request.Context())
 		c.JSON(http.StatusOK, id)
 	})
 
 	want := map[string]int{} // seed header -> status
-	valid := func(k testKey, header, c map[string]any, status int) string {
-		h := "Bearer " + mustToken(f, k, header, c)
+	valid := func(k authtest.Key, header, c map[string]any, status int) string {
+		h := "Bearer " + authtest.Token(f, k, header, c)
 		want[h] = status
 		return h
 	}
-	attacker := newTestKey(f, "ES256")
-	rsaDER, err := x509.MarshalPKIXPublicKey(keys.rsa.key.Public)
+	attacker := authtest.NewKey(f, "ES256")
+	rsaDER, err := x509.MarshalPKIXPublicKey(keys.rsa.Verify.Public)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -245,24 +247,37 @@ func FuzzMiddleware(f *testing.F) {
 		valid(keys.ed, noKid, fuzzClaims(map[string]any{"aud": fuzzAudience, "scp": []string{fuzzScope}, "scope": nil}), http.StatusOK),
 		valid(keys.ec, noKid, fuzzClaims(map[string]any{"nbf": 1700000000, "groups": "one"}), http.StatusOK),
 		valid(keys.ed, nil, fuzzClaims(map[string]any{"scope": "openid"}), http.StatusForbidden),
-		"bearer " + mustToken(f, keys.ed, nil, fuzzClaims(nil)),
-		"BEARER " + mustToken(f, keys.hmac, nil, fuzzClaims(nil)),
-		"Bearer " + mustToken(f, keys.ed, nil, fuzzClaims(map[string]any{"exp": 1700000100})),
-		"Bearer " + mustToken(f, keys.ed, nil, fuzzClaims(map[string]any{"exp": nil})),
-		"Bearer " + mustToken(f, keys.ed, nil, fuzzClaims(map[string]any{"nbf": 4102444000})),
-		"Bearer " + mustToken(f, keys.ec, nil, fuzzClaims(map[string]any{"iss": "https://evil.example"})),
-		"Bearer " + mustToken(f, keys.ec, nil, fuzzClaims(map[string]any{"aud": "other"})),
-		"Bearer " + mustToken(f, keys.rsa, nil, fuzzClaims(map[string]any{"sub": ""})),
-		"Bearer " + mustToken(f, keys.rsa, nil, fuzzClaims(map[string]any{"sub": 7})),
-		"Bearer " + mustToken(f, keys.rsa, map[string]any{"crit": []string{"exp"}}, fuzzClaims(nil)),
-		"Bearer " + mustToken(f, keys.rsa, map[string]any{"typ": "JWT", "cty": "JWT"}, fuzzClaims(nil)),
-		"Bearer " + mustToken(f, attacker, nil, fuzzClaims(nil)),
-		"Bearer " + mustToken(f, attacker, map[string]any{"kid": keys.ec.key.ID}, fuzzClaims(nil)),
-		"Bearer " + mustTokenAlg(f, testKey{priv: rsaPEM, key: keys.rsa.key}, "HS256", nil, fuzzClaims(nil)),
-		"Bearer " + mustTokenAlg(f, testKey{priv: rsaDER, key: keys.rsa.key}, "HS256", noKid, fuzzClaims(nil)),
-		"Bearer " + rawToken(f, map[string]any{"alg": "none", "typ": "JWT"}, fuzzClaims(nil), ""),
-		"Bearer " + rawToken(f, map[string]any{"alg": "nOnE", "kid": keys.ed.key.ID}, fuzzClaims(nil), ""),
-		"Bearer " + rawToken(f, map[string]any{"alg": "ES256", "kid": keys.ec.key.ID}, fuzzClaims(nil), strings.Repeat("A", 86)),
+		"bearer " + authtest.Token(f, keys.ed, nil, fuzzClaims(nil)),
+		"BEARER " + authtest.Token(f, keys.hmac, nil, fuzzClaims(nil)),
+		"Bearer " + authtest.Token(f, keys.ed, nil, fuzzClaims(map[string]any{"exp": 1700000100})),
+		"Bearer " + authtest.Token(f, keys.ed, nil, fuzzClaims(map[string]any{"exp": nil})),
+		"Bearer " + authtest.Token(f, keys.ed, nil, fuzzClaims(map[string]any{"nbf": 4102444000})),
+		"Bearer " + authtest.Token(f, keys.ec, nil, fuzzClaims(map[string]any{"iss": "https://evil.example"})),
+		"Bearer " + authtest.Token(f, keys.ec, nil, fuzzClaims(map[string]any{"aud": "other"})),
+		"Bearer " + authtest.Token(f, keys.rsa, nil, fuzzClaims(map[string]any{"sub": ""})),
+		"Bearer " + authtest.Token(f, keys.rsa, nil, fuzzClaims(map[string]any{"sub": 7})),
+		"Bearer " + authtest.Token(f, keys.rsa, map[string]any{"crit": []string{"exp"}}, fuzzClaims(nil)),
+		// SPEC §2: NumericDates out of range, a future iat, too many
+		// groups, a scope joined by another space than U+0020.
+		"Bearer " + authtest.Token(f, keys.ed, nil, fuzzClaims(map[string]any{"nbf": 1e19})),
+		"Bearer " + authtest.Token(f, keys.ed, nil, fuzzClaims(map[string]any{"nbf": 9223372036854775000})),
+		"Bearer " + authtest.Token(f, keys.ed, nil, fuzzClaims(map[string]any{"iat": 1e30})),
+		"Bearer " + authtest.Token(f, keys.ed, nil, fuzzClaims(map[string]any{"iat": 4102444000})),
+		"Bearer " + authtest.Token(f, keys.ed, nil, fuzzClaims(map[string]any{"exp": 1e19})),
+		"Bearer " + authtest.Token(f, keys.ed, nil, fuzzClaims(map[string]any{"exp": -1})),
+		"Bearer " + authtest.Token(f, keys.ec, nil, fuzzClaims(map[string]any{"groups": fuzzGroups(auth.DefaultMaxGroups + 1)})),
+		valid(keys.ec, nil, fuzzClaims(map[string]any{"groups": fuzzGroups(auth.DefaultMaxGroups)}), http.StatusOK),
+		valid(keys.ed, nil, fuzzClaims(map[string]any{"scope": "openid\u00a0" + fuzzScope}), http.StatusForbidden),
+		valid(keys.ed, nil, fuzzClaims(map[string]any{"scope": "openid\t" + fuzzScope}), http.StatusForbidden),
+		valid(keys.ed, nil, fuzzClaims(map[string]any{"scope": nil, "scp": []string{"openid " + fuzzScope}}), http.StatusForbidden),
+		"Bearer " + authtest.Token(f, keys.rsa, map[string]any{"typ": "JWT", "cty": "JWT"}, fuzzClaims(nil)),
+		"Bearer " + authtest.Token(f, attacker, nil, fuzzClaims(nil)),
+		"Bearer " + authtest.Token(f, attacker, map[string]any{"kid": keys.ec.Verify.ID}, fuzzClaims(nil)),
+		"Bearer " + authtest.TokenAlg(f, authtest.Key{Private: rsaPEM, Verify: keys.rsa.Verify}, "HS256", nil, fuzzClaims(nil)),
+		"Bearer " + authtest.TokenAlg(f, authtest.Key{Private: rsaDER, Verify: keys.rsa.Verify}, "HS256", noKid, fuzzClaims(nil)),
+		"Bearer " + authtest.RawToken(f, map[string]any{"alg": "none", "typ": "JWT"}, fuzzClaims(nil), ""),
+		"Bearer " + authtest.RawToken(f, map[string]any{"alg": "nOnE", "kid": keys.ed.Verify.ID}, fuzzClaims(nil), ""),
+		"Bearer " + authtest.RawToken(f, map[string]any{"alg": "ES256", "kid": keys.ec.Verify.ID}, fuzzClaims(nil), strings.Repeat("A", 86)),
 		"", "Bearer", "Bearer ", "Bearer  x", "Basic YWxpY2U6c2VjcmV0", "Bearer a.b.c", "Bearer ...", "Bearer e30.e30.",
 		"Bearer " + strings.Repeat("a", 8<<10),
 	}
@@ -347,12 +362,15 @@ func checkAccepted(t *testing.T, token string, id auth.Identity) {
 		t.Fatalf("accepted token %q with a crit header", token)
 	}
 	var c struct {
-		Sub   any     `json:"sub"`
-		Iss   any     `json:"iss"`
-		Aud   any     `json:"aud"`
-		Exp   float64 `json:"exp"`
-		Scope any     `json:"scope"`
-		Scp   any     `json:"scp"`
+		Sub    any     `json:"sub"`
+		Iss    any     `json:"iss"`
+		Aud    any     `json:"aud"`
+		Exp    float64 `json:"exp"`
+		Nbf    any     `json:"nbf"`
+		Iat    any     `json:"iat"`
+		Scope  any     `json:"scope"`
+		Scp    any     `json:"scp"`
+		Groups any     `json:"groups"`
 	}
 	if err := json.Unmarshal(pb, &c); err != nil {
 		t.Fatalf("accepted token %q: claims %q: %v", token, pb, err)
@@ -367,16 +385,50 @@ func checkAccepted(t *testing.T, token string, id auth.Identity) {
 	if !slices.Contains(strs(c.Aud), fuzzAudience) {
 		t.Fatalf("accepted token %q: aud %v; want it to hold %q", token, c.Aud, fuzzAudience)
 	}
+	const maxNumericDate = 253402300799 // 9999-12-31T23:59:59Z
+	if c.Exp < 0 || c.Exp > maxNumericDate {
+		t.Fatalf("accepted token %q: exp %v out of the NumericDate range", token, c.Exp)
+	}
 	if exp := time.Unix(int64(c.Exp), 0); !time.Now().Before(exp.Add(fuzzLeeway)) {
 		t.Fatalf("accepted token %q: exp %v is past", token, c.Exp)
 	}
+	for name, v := range map[string]any{"nbf": c.Nbf, "iat": c.Iat} {
+		if v == nil {
+			continue
+		}
+		f, ok := v.(float64)
+		if !ok || f < 0 || f > maxNumericDate {
+			t.Fatalf("accepted token %q: %s %v is not a NumericDate of years 0 to 9999", token, name, v)
+		}
+		if time.Unix(int64(f), 0).After(time.Now().Add(fuzzLeeway)) {
+			t.Fatalf("accepted token %q: %s %v is in the future", token, name, v)
+		}
+	}
+	if n := len(strs(c.Groups)); n > auth.DefaultMaxGroups {
+		t.Fatalf("accepted token %q with %d groups, over %d", token, n, auth.DefaultMaxGroups)
+	}
+	// RFC 6749 §3.3, SPEC §2: a scope or scp string is split on U+0020
+	// alone; the items of an array are taken whole.
 	var scopes []string
-	for _, s := range append(strs(c.Scope), strs(c.Scp)...) {
-		scopes = append(scopes, strings.Fields(s)...)
+	for _, v := range []any{c.Scope, c.Scp} {
+		if str, ok := v.(string); ok {
+			scopes = append(scopes, strings.Split(str, " ")...)
+		} else {
+			scopes = append(scopes, strs(v)...)
+		}
 	}
 	if !slices.Contains(scopes, fuzzScope) || !slices.Contains(id.Scopes, fuzzScope) {
 		t.Fatalf("accepted token %q: scopes %v, identity %+v; want %q", token, scopes, id, fuzzScope)
 	}
+}
+
+// fuzzGroups returns n distinct group names.
+func fuzzGroups(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("g%03d", i)
+	}
+	return out
 }
 
 // strs returns the strings of a JSON string or array value.

@@ -2,6 +2,7 @@ package auth_test
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/authtest"
 )
 
 func TestLoadHMACSecret(t *testing.T) {
@@ -32,7 +34,7 @@ func TestLoadHMACSecret(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := writeSrcFile(t, []byte(tt.content))
-			ks, err := auth.LoadHMACSecret(path)
+			ks, err := auth.LoadHMACSecret(path, nil)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), path) {
 					t.Fatalf("LoadHMACSecret(%q) error = %v, want one naming the file and %q", tt.content, err, tt.wantErr)
@@ -58,7 +60,7 @@ func TestLoadHMACSecret(t *testing.T) {
 
 func TestHMACSecretAlgorithms(t *testing.T) {
 	secret := strings.Repeat("k", 64)
-	ks, err := auth.LoadHMACSecret(writeSrcFile(t, []byte(secret+"\n")))
+	ks, err := auth.LoadHMACSecret(writeSrcFile(t, []byte(secret+"\n")), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +87,67 @@ func TestHMACSecretAlgorithms(t *testing.T) {
 
 func TestLoadHMACSecretMissingFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "absent")
-	if _, err := auth.LoadHMACSecret(path); err == nil || !strings.Contains(err.Error(), path) {
+	if _, err := auth.LoadHMACSecret(path, nil); err == nil || !strings.Contains(err.Error(), path) {
 		t.Errorf("LoadHMACSecret(%s) error = %v, want one naming the file", path, err)
+	}
+}
+
+// TestHMACSecretDirectory: a directory of secrets, as a mounted Secret
+// with two keys gives, verifies the tokens of each by kid, the file's
+// name; a token without kid is refused, as no one key fits (SPEC §2).
+func TestHMACSecretDirectory(t *testing.T) {
+	older, newer := authtest.NewKeyID(t, "HS256", "2026-10"), authtest.NewKeyID(t, "HS256", "2026-11")
+	vol := authtest.NewVolume(t, map[string][]byte{
+		"2026-10": append(older.Private.([]byte), '\n'),
+		"2026-11": newer.Private.([]byte),
+	})
+	if err := os.Mkdir(vol.Path("subdir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ks, err := auth.LoadHMACSecret(vol.Dir, nil)
+	if err != nil {
+		t.Fatalf("LoadHMACSecret(directory): %v", err)
+	}
+	for _, k := range []authtest.Key{older, newer} {
+		if err := srcVerify(t, ks, authtest.Token(t, k, nil, authtest.Claims(nil))); err != nil {
+			t.Errorf("verify the token of secret %s: %v", k.Verify.ID, err)
+		}
+	}
+	if err := srcVerify(t, ks, authtest.Token(t, newer, map[string]any{"kid": "2026-10"}, authtest.Claims(nil))); err == nil {
+		t.Error("a token naming the other secret's kid verified; want refused")
+	}
+	if _, err := ks.Key(t.Context(), "", "HS256"); !errors.Is(err, auth.ErrAmbiguousKey) {
+		t.Errorf("Key(no kid, HS256) with two secrets: error = %v, want %v", err, auth.ErrAmbiguousKey)
+	}
+
+	for _, tt := range []struct {
+		name    string
+		files   map[string][]byte
+		wantErr string
+	}{
+		{"a short secret", map[string][]byte{"ok": newer.Private.([]byte), "short": []byte("tiny")}, "short: secret of 4 bytes"},
+		{"no secret", map[string][]byte{".hidden": newer.Private.([]byte)}, "no secret"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, b := range tt.files {
+				if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := auth.LoadHMACSecret(dir, nil)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), dir) {
+				t.Fatalf("LoadHMACSecret(%s) error = %v, want one naming the directory and %q", tt.name, err, tt.wantErr)
+			}
+			if strings.Contains(err.Error(), string(newer.Private.([]byte))) {
+				t.Errorf("error %q holds a secret", err)
+			}
+		})
+	}
+	if _, err := auth.ReadHMACSecret(vol.Dir); err == nil || !strings.Contains(err.Error(), "directory") {
+		t.Errorf("ReadHMACSecret(directory) error = %v, want one asking for the file", err)
+	}
+	if got, err := auth.ReadHMACSecret(vol.Path("2026-10")); err != nil || string(got) != string(older.Private.([]byte)) {
+		t.Errorf("ReadHMACSecret(one file of the directory) = %q, %v; want its secret", got, err)
 	}
 }

@@ -1,7 +1,8 @@
-// Package auth decides who is calling and whether they may: RFC 6750 bearer
-// extraction, JWT verification against configured key sources, the claims
-// checks of the service contract, and the failure taxonomy shared by the
-// WWW-Authenticate challenge, the metrics and the access log.
+// Package auth decides who is calling and whether they may: credential
+// extraction (RFC 6750 bearer), JWT verification against each trusted
+// issuer's keys, the claims checks of the service contract, and the failure
+// taxonomy shared by the WWW-Authenticate challenge, the metrics and the
+// access log. verifier.go is the path a request's credential takes.
 package auth
 
 import "context"
@@ -9,9 +10,12 @@ import "context"
 // Identity is a verified caller. It is built only from a token whose
 // signature and claims passed every check.
 type Identity struct {
+	// Issuer is the configured name of the issuer that vouched for the
+	// caller: "" for the unnamed issuer of the -jwt-* flags.
+	Issuer string
 	// Subject is the token's non-empty sub claim.
 	Subject string
-	// Groups are the values found at the configured groups claim path.
+	// Groups are the values found at the issuer's groups claim path.
 	Groups []string
 	// Scopes are the values of the scope or scp claim.
 	Scopes []string
@@ -20,19 +24,16 @@ type Identity struct {
 type contextKey struct{}
 
 // NewContext returns a copy of ctx that carries id.
-func NewContext(ctx context.Context, id Identity) context.Context {
+func NewContext(ctx context.Context, id *Identity) context.Context {
 	return context.WithValue(ctx, contextKey{}, id)
 }
 
 // FromContext returns the Identity stored in ctx by [NewContext] or
-// [Middleware] and reports whether there was one.
+// [Middleware] and reports whether there was one. Its slices are shared
+// with other requests and must not be modified.
 func FromContext(ctx context.Context) (Identity, bool) {
-	switch x := ctx.Value(contextKey{}).(type) {
-	case Identity:
-		return x, true
-	case *verified:
-		// Stored by Middleware and shared with the cache: a copy.
-		return x.identity(), true
+	if id, ok := ctx.Value(contextKey{}).(*Identity); ok && id != nil {
+		return *id, true
 	}
 	return Identity{}, false
 }

@@ -198,14 +198,15 @@ var jwkMembers = []string{"kty", "use", "key_ops", "alg", "kid", "x5u", "x5c", "
 	"crv", "x", "y", "d", "n", "e", "p", "q", "dp", "dq", "qi", "oth", "r", "t", "k"}
 
 // asymmetricJWSAlg reports whether alg is a public-key JWS algorithm this
-// service verifies. Key.Fits goes by prefix, which would also let an RSA
-// key pinned to an encryption alg such as "RSA-OAEP" through.
+// service verifies, Ed25519 included as EdDSA (see edDSA). Key.Fits goes by
+// prefix, which would also let an RSA key pinned to an encryption alg such
+// as "RSA-OAEP" through.
 func asymmetricJWSAlg(alg string) bool {
 	switch alg {
-	case "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA":
+	case "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512":
 		return true
 	}
-	return false
+	return edDSA(alg)
 }
 
 // jwksetReason keeps the first part of a jwkset error chain that names the

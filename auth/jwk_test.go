@@ -104,6 +104,14 @@ func TestDecodeJWKS(t *testing.T) {
 			wantAlg:  map[string]string{"rsa": "RS256", "ec": "", "ed": "EdDSA"},
 		},
 		{
+			// RFC 9864's fully specified name for EdDSA over Ed25519, which
+			// DPoP clients may put in a proof's jwk.
+			name:     "Ed25519 is EdDSA",
+			doc:      doc(jwkWith(edJWK, "kid", "ed", "alg", "Ed25519")),
+			wantKIDs: []string{"ed"},
+			wantAlg:  map[string]string{"ed": "Ed25519"},
+		},
+		{
 			name:     "key without kid kept",
 			doc:      doc(rsaJWK),
 			wantKIDs: []string{""},

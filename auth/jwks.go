@@ -7,10 +7,13 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"go.uber.org/zap"
 )
 
@@ -51,10 +54,20 @@ type JWKSOptions struct {
 	MinBackoff time.Duration
 	// MaxBackoff caps the wait after failed fetches, 30s by default.
 	MaxBackoff time.Duration
+	// Algorithms are the algorithms the keys must serve: a fetched set
+	// with no key for any of them counts as a failed fetch. Empty means
+	// [DefaultAlgorithms].
+	Algorithms []string
 	// Client makes the requests. The default has Timeout as its timeout and
 	// follows redirects only to http and https URLs, never from https down
 	// to http. A given Client is used as it is.
 	Client *http.Client
+	// TracerProvider makes the spans of fetches (see [JWKS]); nil makes
+	// none.
+	TracerProvider trace.TracerProvider
+	// Name is the issuer's name in the issuers file, for spans; "" for the
+	// unnamed issuer of the flags.
+	Name string
 }
 
 // JWKS is a key source backed by a remote JWK Set (RFC 7517), kept fresh
@@ -72,9 +85,17 @@ type JWKSOptions struct {
 // succeeded and discovered again after any failed fetch, so an issuer that
 // moves its jwks_uri is followed without doubling the requests of every
 // refresh.
+//
+// With a TracerProvider each fetch is a span auth.jwks.refresh, with the
+// client spans auth.oidc.discovery and auth.jwks.fetch of its requests
+// below it (url.full with its secrets redacted, http.response.status_code);
+// the requests carry its traceparent. A fetch triggered by a token with an
+// unknown kid is a child of that request's span; the background refreshes
+// are traces of their own.
 type JWKS struct {
 	ctx    context.Context
 	opts   JWKSOptions
+	tracer trace.Tracer
 	client *http.Client
 	log    *zap.Logger
 	m      *Metrics
@@ -118,14 +139,18 @@ func NewJWKS(ctx context.Context, opts JWKSOptions, log *zap.Logger, m *Metrics)
 		jwksURL: opts.URL,
 	}
 	if opts.URL != "" {
-		u, _ := parseHTTPURL(opts.URL)
-		j.source = u.Redacted()
+		j.source = RedactURL(opts.URL)
 	} else {
-		j.source = opts.Issuer
+		j.source = RedactURL(opts.Issuer)
 	}
 	if j.client == nil {
 		j.client = &http.Client{Timeout: opts.Timeout, CheckRedirect: checkRedirect}
 	}
+	tp := opts.TracerProvider
+	if tp == nil {
+		tp = noop.NewTracerProvider()
+	}
+	j.tracer = tp.Tracer(tracerName)
 	go j.run()
 	return j, nil
 }
@@ -144,18 +169,18 @@ func (o *JWKSOptions) setDefaults() error {
 		return errors.New("jwks: no URL and no issuer")
 	}
 	for _, d := range []struct {
-		name string
-		v    *time.Duration
-		def  time.Duration
+		field string
+		v     *time.Duration
+		def   time.Duration
 	}{
 		{"refresh", &o.Refresh, DefaultJWKSRefresh},
-		{"min refresh", &o.MinRefresh, DefaultJWKSMinRefresh},
+		{"min_refresh", &o.MinRefresh, DefaultJWKSMinRefresh},
 		{"timeout", &o.Timeout, DefaultJWKSTimeout},
-		{"min backoff", &o.MinBackoff, DefaultJWKSMinBackoff},
-		{"max backoff", &o.MaxBackoff, DefaultJWKSMaxBackoff},
+		{"min_backoff", &o.MinBackoff, DefaultJWKSMinBackoff},
+		{"max_backoff", &o.MaxBackoff, DefaultJWKSMaxBackoff},
 	} {
 		if *d.v < 0 {
-			return fmt.Errorf("jwks %s: negative duration %v", d.name, *d.v)
+			return &ConfigError{Field: d.field, Err: fmt.Errorf("negative duration %v", *d.v)}
 		}
 		if *d.v == 0 {
 			*d.v = d.def
@@ -169,6 +194,9 @@ func (o *JWKSOptions) setDefaults() error {
 	}
 	if o.MaxBytes == 0 {
 		o.MaxBytes = defaultMaxBytes
+	}
+	if len(o.Algorithms) == 0 {
+		o.Algorithms = DefaultAlgorithms()
 	}
 	return nil
 }
@@ -210,7 +238,7 @@ func (j *JWKS) Key(ctx context.Context, kid, alg string) (Key, error) {
 	if kid == "" || !errors.Is(err, ErrUnknownKey) {
 		return k, err
 	}
-	done := j.startFetch(true)
+	done := j.startFetch(true, trace.SpanContextFromContext(ctx))
 	if done == nil {
 		return Key{}, ErrUnknownKey
 	}
@@ -239,11 +267,16 @@ func (j *JWKS) Ready() error {
 	return fmt.Errorf("jwks %s: %w: %w", j.source, ErrNoKeys, err)
 }
 
+// Done returns a channel that is closed when the background loop and its
+// last fetch have ended (after the context given to [NewJWKS] is done).
+func (j *JWKS) Done() <-chan struct{} { return j.stopped }
+
 // startFetch starts a fetch and returns a channel closed when it ends. When
 // a fetch is already running, it returns that fetch's channel, or nil when
 // limited (on demand). A limited call also returns nil inside MinRefresh
-// after the last fetch. It returns nil once the loop has stopped.
-func (j *JWKS) startFetch(limited bool) <-chan struct{} {
+// after the last fetch. It returns nil once the loop has stopped. The
+// fetch's span is a child of parent when parent is valid.
+func (j *JWKS) startFetch(limited bool, parent trace.SpanContext) <-chan struct{} {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.closed {
@@ -260,16 +293,26 @@ func (j *JWKS) startFetch(limited bool) <-chan struct{} {
 	}
 	done := make(chan struct{})
 	j.inflight = done
-	go j.fetch(done)
+	go j.fetch(done, parent)
 	return done
 }
 
 // fetch runs one fetch, installs its keys when it succeeded, and closes
 // done after the keys are in place.
-func (j *JWKS) fetch(done chan struct{}) {
+func (j *JWKS) fetch(done chan struct{}, parent trace.SpanContext) {
 	ctx, cancel := context.WithTimeout(j.ctx, j.opts.Timeout)
 	defer cancel()
+	ctx, span := j.tracer.Start(trace.ContextWithSpanContext(ctx, parent), "auth.jwks.refresh",
+		trace.WithAttributes(sourceKey.String(j.source)))
+	if j.opts.Name != "" {
+		span.SetAttributes(issuerKey.String(j.opts.Name))
+	}
+	defer span.End()
 	keys, err := j.fetchKeys(ctx)
+	endSpan(span, err)
+	if err == nil {
+		span.SetAttributes(keysKey.Int(len(keys)))
+	}
 	if err != nil {
 		j.m.Refresh(RefreshFailure)
 		j.log.Warn("jwks fetch failed", zap.String("source", j.source), zap.Error(err),
@@ -293,7 +336,10 @@ func (j *JWKS) fetchKeys(ctx context.Context) ([]Key, error) {
 	j.mu.Unlock()
 	if u == "" {
 		var err error
-		u, err = Discover(ctx, j.client, j.opts.Issuer, j.opts.MaxBytes)
+		dctx, span := j.tracer.Start(ctx, "auth.oidc.discovery", trace.WithSpanKind(trace.SpanKindClient))
+		u, err = Discover(dctx, j.client, j.opts.Issuer, j.opts.MaxBytes)
+		endSpan(span, err)
+		span.End()
 		if err != nil {
 			return nil, err
 		}
@@ -312,7 +358,10 @@ func (j *JWKS) fetchKeys(ctx context.Context) ([]Key, error) {
 }
 
 func (j *JWKS) fetchURL(ctx context.Context, u string) ([]Key, error) {
+	ctx, span := j.tracer.Start(ctx, "auth.jwks.fetch", trace.WithSpanKind(trace.SpanKindClient))
 	doc, err := getDocument(ctx, j.client, u, jwksAccept, j.opts.MaxBytes)
+	endSpan(span, err)
+	span.End()
 	if err != nil {
 		return nil, err
 	}
@@ -326,7 +375,10 @@ func (j *JWKS) fetchURL(ctx context.Context, u string) ([]Key, error) {
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("JWKS from %s: %w", u, err)
+		return nil, fmt.Errorf("JWKS from %s: %w", RedactURL(u), err)
+	}
+	if !NewKeySet(keys).fitsAny(j.opts.Algorithms) {
+		return nil, fmt.Errorf("JWKS from %s: no key for the allowed algorithms %s", RedactURL(u), strings.Join(j.opts.Algorithms, ","))
 	}
 	return keys, nil
 }
@@ -368,7 +420,7 @@ func (j *JWKS) run() {
 	defer close(j.stopped)
 	backoff := j.opts.MinBackoff
 	for j.ctx.Err() == nil {
-		if done := j.startFetch(false); done != nil {
+		if done := j.startFetch(false, trace.SpanContext{}); done != nil {
 			select {
 			case <-done:
 			case <-j.ctx.Done():

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // jwksStopped waits up to 10s for j's loop and fetches to end.
@@ -46,7 +48,7 @@ func TestJWKSStopsWithContext(t *testing.T) {
 		if got := hits.Load() - before; got != 0 {
 			t.Errorf("stopped loop made %d requests, want 0", got)
 		}
-		if done := j.startFetch(false); done != nil {
+		if done := j.startFetch(false, trace.SpanContext{}); done != nil {
 			t.Errorf("startFetch after stop started a fetch")
 		}
 	})

@@ -2,17 +2,10 @@ package auth_test
 
 import (
 	"context"
-	"crypto"
-	"crypto/ecdsa"
-	"crypto/ed25519"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/rsa"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,61 +17,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/observability"
+	"github.com/plantstore/plantstore/observability/logtest"
 )
-
-// srcKey is a signing key whose public half a test key source publishes.
-type srcKey struct {
-	kid, alg string
-	priv     crypto.Signer
-}
-
-func newSrcKey(t testing.TB, alg, kid string) srcKey {
-	t.Helper()
-	var (
-		priv crypto.Signer
-		err  error
-	)
-	switch alg {
-	case "RS256":
-		priv, err = rsa.GenerateKey(rand.Reader, 2048)
-	case "ES256":
-		priv, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	case "ES384":
-		priv, err = ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
-	case "EdDSA":
-		_, priv, err = ed25519.GenerateKey(rand.Reader)
-	default:
-		t.Fatalf("newSrcKey(%q): unsupported alg", alg)
-	}
-	if err != nil {
-		t.Fatalf("newSrcKey(%q): %v", alg, err)
-	}
-	return srcKey{kid: kid, alg: alg, priv: priv}
-}
-
-// jwk returns the public JWK of k, with "use":"sig" and its alg.
-func (k srcKey) jwk(t testing.TB) jwkset.JWKMarshal {
-	t.Helper()
-	j, err := jwkset.NewJWKFromKey(k.priv.Public(), jwkset.JWKOptions{
-		Metadata: jwkset.JWKMetadataOptions{KID: k.kid, ALG: jwkset.ALG(k.alg), USE: jwkset.UseSig},
-	})
-	if err != nil {
-		t.Fatalf("NewJWKFromKey(%s): %v", k.alg, err)
-	}
-	return j.Marshal()
-}
-
-// token returns a JWT signed by k with its kid.
-func (k srcKey) token(t testing.TB) string {
-	t.Helper()
-	tok := jwt.NewWithClaims(jwt.GetSigningMethod(k.alg), jwt.MapClaims{"sub": "alice", "exp": time.Now().Add(time.Hour).Unix()})
-	tok.Header["kid"] = k.kid
-	s, err := tok.SignedString(k.priv)
-	if err != nil {
-		t.Fatalf("sign %s token: %v", k.alg, err)
-	}
-	return s
-}
 
 // srcVerify checks tok's signature with the key keys finds for it.
 func srcVerify(t testing.TB, keys auth.Keys, tok string) error {
@@ -92,58 +34,6 @@ func srcVerify(t testing.TB, keys auth.Keys, tok string) error {
 		return k.Public, nil
 	}, jwt.WithValidMethods([]string{"RS256", "ES256", "ES384", "EdDSA", "HS256"}))
 	return err
-}
-
-func srcDoc(t testing.TB, keys ...srcKey) []byte {
-	t.Helper()
-	set := jwkset.JWKSMarshal{Keys: []jwkset.JWKMarshal{}}
-	for _, k := range keys {
-		set.Keys = append(set.Keys, k.jwk(t))
-	}
-	b, err := json.Marshal(set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// srcServer is a loopback JWKS endpoint whose answer a test can change and
-// that counts the requests it gets.
-type srcServer struct {
-	*httptest.Server
-	hits   atomic.Int64
-	accept atomic.Value // Accept header of the last request
-	mu     sync.Mutex
-	h      http.HandlerFunc
-}
-
-func newSrcServer(t testing.TB, doc []byte) *srcServer {
-	t.Helper()
-	s := &srcServer{}
-	s.serve(doc)
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.hits.Add(1)
-		s.accept.Store(r.Header.Get("Accept"))
-		s.mu.Lock()
-		h := s.h
-		s.mu.Unlock()
-		h(w, r)
-	}))
-	t.Cleanup(s.Close)
-	return s
-}
-
-func (s *srcServer) serve(doc []byte) {
-	s.set(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/jwk-set+json")
-		w.Write(doc)
-	})
-}
-
-func (s *srcServer) set(h http.HandlerFunc) {
-	s.mu.Lock()
-	s.h = h
-	s.mu.Unlock()
 }
 
 // newSrcJWKS starts a JWKS for opts on the test's context, with metrics on
@@ -233,14 +123,14 @@ func TestNewJWKSOptions(t *testing.T) {
 }
 
 func TestJWKSServesKeys(t *testing.T) {
-	rs, es, ed := newSrcKey(t, "RS256", "rs"), newSrcKey(t, "ES384", "es"), newSrcKey(t, "EdDSA", "ed")
-	srv := newSrcServer(t, srcDoc(t, rs, es, ed))
+	rs, es, ed := authtest.NewKeyID(t, "RS256", "rs"), authtest.NewKeyID(t, "ES384", "es"), authtest.NewKeyID(t, "EdDSA", "ed")
+	srv := authtest.NewServer(t, authtest.JWKS(t, rs, es, ed))
 	j, reg := newSrcJWKS(t, auth.JWKSOptions{URL: srv.URL, Refresh: time.Hour})
 	srcWait(t, "first key set", func() bool { return j.Ready() == nil })
 
-	for _, k := range []srcKey{rs, es, ed} {
-		if err := srcVerify(t, j, k.token(t)); err != nil {
-			t.Errorf("verify %s token with kid %q: %v, want nil", k.alg, k.kid, err)
+	for _, k := range []authtest.Key{rs, es, ed} {
+		if err := srcVerify(t, j, authtest.Token(t, k, nil, authtest.Claims(nil))); err != nil {
+			t.Errorf("verify %s token with kid %q: %v, want nil", k.Alg, k.Verify.ID, err)
 		}
 	}
 	if _, err := j.Key(t.Context(), "es", "ES256"); !errors.Is(err, auth.ErrKeyMismatch) {
@@ -249,7 +139,7 @@ func TestJWKSServesKeys(t *testing.T) {
 	if _, err := j.Key(t.Context(), "", "RS256"); err != nil {
 		t.Errorf("Key(\"\", RS256) error = %v, want nil (one RSA key)", err)
 	}
-	accept, _ := srv.accept.Load().(string)
+	accept := srv.Accept()
 	if !strings.Contains(accept, "application/json") || !strings.Contains(accept, "application/jwk-set+json") {
 		t.Errorf("Accept = %q, want application/json and application/jwk-set+json", accept)
 	}
@@ -262,11 +152,11 @@ func TestJWKSServesKeys(t *testing.T) {
 }
 
 func TestJWKSFirstFetchFailsThenSucceeds(t *testing.T) {
-	k := newSrcKey(t, "ES256", "k1")
-	doc := srcDoc(t, k)
+	k := authtest.NewKeyID(t, "ES256", "k1")
+	doc := authtest.JWKS(t, k)
 	var calls atomic.Int64
-	srv := newSrcServer(t, nil)
-	srv.set(func(w http.ResponseWriter, _ *http.Request) {
+	srv := authtest.NewServer(t, nil)
+	srv.Set(func(w http.ResponseWriter, _ *http.Request) {
 		if calls.Add(1) <= 3 {
 			http.Error(w, "starting", http.StatusServiceUnavailable)
 			return
@@ -284,23 +174,23 @@ func TestJWKSFirstFetchFailsThenSucceeds(t *testing.T) {
 		t.Errorf("Key(k1) before any good fetch error = %v, want %v", err, auth.ErrNoKeys)
 	}
 	srcWait(t, "Ready() to turn nil", func() bool { return j.Ready() == nil })
-	if err := srcVerify(t, j, k.token(t)); err != nil {
+	if err := srcVerify(t, j, authtest.Token(t, k, nil, authtest.Claims(nil))); err != nil {
 		t.Errorf("verify token after recovery: %v", err)
 	}
 	if got := srcMetric(t, reg, "plantstore_jwks_refreshes_total", auth.RefreshFailure); got != 3 {
 		t.Errorf("refreshes{failure} = %v, want 3", got)
 	}
-	if got := srv.hits.Load(); got != 4 {
+	if got := srv.Hits.Load(); got != 4 {
 		t.Errorf("server got %d requests, want 4 (3 failed, 1 good, then quiet for an hour)", got)
 	}
 }
 
 func TestJWKSKeepsKeysWhenFetchFails(t *testing.T) {
-	k := newSrcKey(t, "ES256", "k1")
-	good := srcDoc(t, k)
+	k := authtest.NewKeyID(t, "ES256", "k1")
+	good := authtest.JWKS(t, k)
 	// A valid set, over 1 MiB only because of padding: refused by size.
-	oversize := fmt.Sprintf(`{"keys":%s,"padding":"%s"}`, mustJSON(t, []jwkset.JWKMarshal{k.jwk(t)}), strings.Repeat("x", 1<<20))
-	enc := newSrcKey(t, "RS256", "enc").jwk(t)
+	oversize := fmt.Sprintf(`{"keys":%s,"padding":"%s"}`, mustJSON(t, []jwkset.JWKMarshal{k.JWK(t)}), strings.Repeat("x", 1<<20))
+	enc := authtest.NewKeyID(t, "RS256", "enc").JWK(t)
 	enc.USE = jwkset.UseEnc
 	tests := []struct {
 		name string
@@ -321,20 +211,20 @@ func TestJWKSKeepsKeysWhenFetchFails(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newSrcServer(t, good)
+			srv := authtest.NewServer(t, good)
 			j, reg := newSrcJWKS(t, auth.JWKSOptions{
 				URL: srv.URL, Refresh: 5 * time.Millisecond, Timeout: 200 * time.Millisecond,
 				MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond,
 			})
 			srcWait(t, "first key set", func() bool { return j.Ready() == nil })
-			srv.set(tt.h)
+			srv.Set(tt.h)
 			srcWait(t, "two failed fetches", func() bool {
 				return srcMetric(t, reg, "plantstore_jwks_refreshes_total", auth.RefreshFailure) >= 2
 			})
 			if err := j.Ready(); err != nil {
 				t.Errorf("Ready() after failed fetches = %v, want nil", err)
 			}
-			if err := srcVerify(t, j, k.token(t)); err != nil {
+			if err := srcVerify(t, j, authtest.Token(t, k, nil, authtest.Claims(nil))); err != nil {
 				t.Errorf("verify token with the old key after failed fetches: %v", err)
 			}
 			if got := srcMetric(t, reg, "plantstore_jwks_keys", ""); got != 1 {
@@ -354,7 +244,7 @@ func mustJSON(t testing.TB, v any) []byte {
 }
 
 func TestJWKSUnknownKidFlood(t *testing.T) {
-	srv := newSrcServer(t, srcDoc(t, newSrcKey(t, "ES256", "k1")))
+	srv := authtest.NewServer(t, authtest.JWKS(t, authtest.NewKeyID(t, "ES256", "k1")))
 	j, _ := newSrcJWKS(t, auth.JWKSOptions{URL: srv.URL, Refresh: time.Hour, MinRefresh: 30 * time.Second})
 	srcWait(t, "first key set", func() bool { return j.Ready() == nil })
 
@@ -381,14 +271,14 @@ func TestJWKSUnknownKidFlood(t *testing.T) {
 			t.Errorf("Key(sequential-%d) error = %v, want %v", i, err, auth.ErrUnknownKey)
 		}
 	}
-	if got := srv.hits.Load(); got > 2 {
+	if got := srv.Hits.Load(); got > 2 {
 		t.Errorf("520 unknown kids caused %d fetches in all, want at most 2", got)
 	}
 }
 
 func TestJWKSUnknownKidNeverWaits(t *testing.T) {
-	doc := srcDoc(t, newSrcKey(t, "ES256", "k1"))
-	srv := newSrcServer(t, doc)
+	doc := authtest.JWKS(t, authtest.NewKeyID(t, "ES256", "k1"))
+	srv := authtest.NewServer(t, doc)
 	// MinRefresh 1ns: only the one-fetch-at-a-time rule limits fetches here.
 	j, _ := newSrcJWKS(t, auth.JWKSOptions{URL: srv.URL, Refresh: time.Hour, MinRefresh: time.Nanosecond, Timeout: time.Minute})
 	srcWait(t, "first key set", func() bool { return j.Ready() == nil })
@@ -396,7 +286,7 @@ func TestJWKSUnknownKidNeverWaits(t *testing.T) {
 	release := make(chan struct{})
 	var releaseOnce sync.Once
 	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
-	srv.set(func(w http.ResponseWriter, r *http.Request) {
+	srv.Set(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-release:
 			w.Write(doc)
@@ -433,43 +323,43 @@ func TestJWKSUnknownKidNeverWaits(t *testing.T) {
 	if err := <-errs; !errors.Is(err, auth.ErrUnknownKey) {
 		t.Errorf("Key(unknown kid) after the refetch error = %v, want %v", err, auth.ErrUnknownKey)
 	}
-	if got := srv.hits.Load(); got != 2 {
+	if got := srv.Hits.Load(); got != 2 {
 		t.Errorf("server got %d requests, want 2 (first fetch and one refetch)", got)
 	}
 }
 
 func TestJWKSRotation(t *testing.T) {
-	oldKey, newKey := newSrcKey(t, "RS256", "old"), newSrcKey(t, "ES256", "new")
+	oldKey, newKey := authtest.NewKeyID(t, "RS256", "old"), authtest.NewKeyID(t, "ES256", "new")
 
 	t.Run("added key found by the refetch of an unknown kid", func(t *testing.T) {
-		srv := newSrcServer(t, srcDoc(t, oldKey))
+		srv := authtest.NewServer(t, authtest.JWKS(t, oldKey))
 		// Refresh is an hour: only the unknown kid can cause a fetch.
 		j, _ := newSrcJWKS(t, auth.JWKSOptions{URL: srv.URL, Refresh: time.Hour, MinRefresh: time.Millisecond})
 		srcWait(t, "first key set", func() bool { return j.Ready() == nil })
-		tok := newKey.token(t)
+		tok := authtest.Token(t, newKey, nil, authtest.Claims(nil))
 		if err := srcVerify(t, j, tok); err == nil {
 			t.Fatalf("token of a key not yet published verified")
 		}
-		srv.serve(srcDoc(t, oldKey, newKey))
+		srv.Serve(authtest.JWKS(t, oldKey, newKey))
 		srcWait(t, "the new kid to be found", func() bool { return srcVerify(t, j, tok) == nil })
-		if got := srv.hits.Load(); got < 2 {
+		if got := srv.Hits.Load(); got < 2 {
 			t.Errorf("server got %d requests, want a refetch", got)
 		}
 	})
 
 	t.Run("removed key unknown after the next refresh", func(t *testing.T) {
-		srv := newSrcServer(t, srcDoc(t, oldKey, newKey))
+		srv := authtest.NewServer(t, authtest.JWKS(t, oldKey, newKey))
 		j, reg := newSrcJWKS(t, auth.JWKSOptions{URL: srv.URL, Refresh: 5 * time.Millisecond})
 		srcWait(t, "first key set", func() bool { return j.Ready() == nil })
-		if err := srcVerify(t, j, oldKey.token(t)); err != nil {
+		if err := srcVerify(t, j, authtest.Token(t, oldKey, nil, authtest.Claims(nil))); err != nil {
 			t.Fatalf("verify token of the old key: %v", err)
 		}
-		srv.serve(srcDoc(t, newKey))
+		srv.Serve(authtest.JWKS(t, newKey))
 		srcWait(t, "the old kid to be gone", func() bool {
 			_, err := j.Key(t.Context(), "old", "RS256")
 			return errors.Is(err, auth.ErrUnknownKey)
 		})
-		if err := srcVerify(t, j, newKey.token(t)); err != nil {
+		if err := srcVerify(t, j, authtest.Token(t, newKey, nil, authtest.Claims(nil))); err != nil {
 			t.Errorf("verify token of the kept key: %v", err)
 		}
 		if got := srcMetric(t, reg, "plantstore_jwks_keys", ""); got != 1 {
@@ -480,10 +370,10 @@ func TestJWKSRotation(t *testing.T) {
 
 // newIssuer serves a discovery document built by meta (given the server's
 // URL) and, at /jwks, doc.
-func newIssuer(t testing.TB, doc []byte, meta func(base string) map[string]any) *srcServer {
+func newIssuer(t testing.TB, doc []byte, meta func(base string) map[string]any) *authtest.Server {
 	t.Helper()
-	srv := newSrcServer(t, nil)
-	srv.set(func(w http.ResponseWriter, r *http.Request) {
+	srv := authtest.NewServer(t, nil)
+	srv.Set(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/.well-known/openid-configuration":
 			w.Header().Set("Content-Type", "application/json")
@@ -498,8 +388,8 @@ func newIssuer(t testing.TB, doc []byte, meta func(base string) map[string]any) 
 }
 
 func TestJWKSDiscovery(t *testing.T) {
-	k := newSrcKey(t, "EdDSA", "ed")
-	doc := srcDoc(t, k)
+	k := authtest.NewKeyID(t, "EdDSA", "ed")
+	doc := authtest.JWKS(t, k)
 	tests := []struct {
 		name    string
 		meta    func(base string) map[string]any
@@ -542,7 +432,7 @@ func TestJWKSDiscovery(t *testing.T) {
 			j, _ := newSrcJWKS(t, auth.JWKSOptions{Issuer: srv.URL, Refresh: time.Hour, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond})
 			if tt.wantErr == nil {
 				srcWait(t, "keys from the discovered JWKS", func() bool { return j.Ready() == nil })
-				if err := srcVerify(t, j, k.token(t)); err != nil {
+				if err := srcVerify(t, j, authtest.Token(t, k, nil, authtest.Claims(nil))); err != nil {
 					t.Errorf("verify token: %v", err)
 				}
 				return
@@ -611,8 +501,8 @@ func TestDiscover(t *testing.T) {
 	}
 
 	t.Run("not found", func(t *testing.T) {
-		srv := newSrcServer(t, nil)
-		srv.set(http.NotFound)
+		srv := authtest.NewServer(t, nil)
+		srv.Set(http.NotFound)
 		if got, err := auth.Discover(t.Context(), nil, srv.URL, 0); err == nil || !strings.Contains(err.Error(), "404") {
 			t.Errorf("Discover(%s) = %q, %v; want a 404 error", srv.URL, got, err)
 		}
@@ -625,4 +515,102 @@ func TestDiscover(t *testing.T) {
 			t.Errorf("Discover(%s, max 1024 bytes) = %q, nil; want an error", srv.URL, got)
 		}
 	})
+}
+
+// TestJWKSNoFittingKey: a fetched set none of whose keys serves an allowed
+// algorithm is a failed fetch, counted and logged as one, and keeps the
+// source not ready.
+func TestJWKSNoFittingKey(t *testing.T) {
+	ed := authtest.NewKeyID(t, "EdDSA", "ed")
+	srv := authtest.NewServer(t, authtest.JWKS(t, ed))
+	logs := &logtest.Buffer{}
+	log, _, err := observability.NewLogger(logs, "info", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	j, err := auth.NewJWKS(t.Context(), auth.JWKSOptions{URL: srv.URL, Algorithms: []string{"RS256", "ES256"}}, log, auth.NewMetrics(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := logs.WaitLine(t, "for the failed fetch", func(l map[string]any) bool { return l["msg"] == "jwks fetch failed" })
+	if e, _ := line["error"].(string); !strings.Contains(e, "no key for the allowed algorithms RS256,ES256") {
+		t.Errorf("jwks fetch failed line = %v; want the reason", line)
+	}
+	if err := j.Ready(); err == nil {
+		t.Error("Ready() = nil with no fitting key; want an error")
+	}
+	if n := srcMetric(t, reg, "plantstore_jwks_refreshes_total", auth.RefreshFailure); n < 1 {
+		t.Errorf("refresh failures = %v, want at least 1", n)
+	}
+}
+
+// TestJWKSRedactsURLSecrets configures a JWKS URL with userinfo and a
+// query that carry secrets, makes every kind of fetch error happen, and
+// checks that the secrets appear in no log line and no error.
+func TestJWKSRedactsURLSecrets(t *testing.T) {
+	const user, pass, apiKey = "jwksuser", "hunter2-pass", "k3y-s3cret"
+	ed := authtest.NewKeyID(t, "EdDSA", "ed")
+	srv := authtest.NewServer(t, authtest.JWKS(t, ed))
+	var step atomic.Int64
+	srv.Set(func(w http.ResponseWriter, r *http.Request) {
+		switch step.Add(1) {
+		case 1:
+			w.WriteHeader(http.StatusForbidden)
+		case 2:
+			w.Write([]byte(strings.Repeat("x", 2<<20)))
+		case 3:
+			w.Write([]byte(`{"keys":[]}`))
+		case 4:
+			http.Redirect(w, r, "ftp://"+user+":"+pass+"@127.0.0.1/?api_key="+apiKey, http.StatusFound)
+		default:
+			w.Write(authtest.JWKS(t, ed))
+		}
+	})
+	u := strings.Replace(srv.URL, "http://", "http://"+user+":"+pass+"@", 1) + "/jwks?api_key=" + apiKey
+	logs := &logtest.Buffer{}
+	log, _, err := observability.NewLogger(logs, "debug", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := auth.NewJWKS(t.Context(), auth.JWKSOptions{URL: u, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}, log, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var readyErrs []string
+	for j.Ready() != nil {
+		readyErrs = append(readyErrs, j.Ready().Error())
+		<-logs.Written()
+	}
+	logs.WaitLine(t, "for the keys", func(l map[string]any) bool { return l["msg"] == "jwks keys updated" })
+	all := logs.String() + strings.Join(readyErrs, "\n")
+	if n := strings.Count(logs.String(), `"msg":"jwks fetch failed"`); n < 4 {
+		t.Fatalf("%d failed fetches logged, want 4:\n%s", n, logs)
+	}
+	for _, secret := range []string{user, pass, apiKey} {
+		if strings.Contains(all, secret) {
+			t.Errorf("%q appears in the logs or errors:\n%s", secret, all)
+		}
+	}
+	if !strings.Contains(logs.String(), "xxxxx@127.0.0.1") || !strings.Contains(logs.String(), "/jwks?xxxxx") {
+		t.Errorf("logs do not show the redacted URL:\n%s", logs)
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"https://idp.example.com/jwks", "https://idp.example.com/jwks"},
+		{"https://u:p@idp.example.com/jwks", "https://xxxxx@idp.example.com/jwks"},
+		{"https://u@idp.example.com/jwks", "https://xxxxx@idp.example.com/jwks"},
+		{"https://idp.example.com/jwks?api_key=s", "https://idp.example.com/jwks?xxxxx"},
+		{"https://idp.example.com/jwks?", "https://idp.example.com/jwks?xxxxx"},
+		{"https://u:p@idp.example.com:8443/a/b?k=v&x=y#frag", "https://xxxxx@idp.example.com:8443/a/b?xxxxx"},
+		{"postgres://plantstore:s3cret@db:5432/plants?sslmode=verify-full&password=x", "postgres://xxxxx@db:5432/plants?xxxxx"},
+		{"http://[::1]:%zz/", "xxxxx"},
+	}
+	for _, tt := range tests {
+		if got := auth.RedactURL(tt.in); got != tt.want {
+			t.Errorf("RedactURL(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
 }

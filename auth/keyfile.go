@@ -6,6 +6,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/rsa"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
@@ -16,9 +17,28 @@ import (
 	"sync/atomic"
 )
 
-// KeyFile is a key source read from a file: a JWK Set (RFC 7517) in JSON,
-// or one or more PEM "PUBLIC KEY" blocks (PKIX), each named by its RFC 7638
-// thumbprint ([Thumbprint]). It is safe for concurrent use.
+// KeyFile is a key source read from a file: a key file ([LoadKeyFile]) or
+// an HMAC secret file or directory ([LoadHMACSecret]). [KeyFile.Reload]
+// reads it again, and [KeyFile.Watch] does so whenever it changes. It is
+// safe for concurrent use.
+type KeyFile struct {
+	path string
+	kind string // "key file" or "hmac secret file", for messages
+	read func(path string) (keys []Key, digest [sha256.Size]byte, err error)
+	m    *Metrics
+	mu   sync.Mutex // serializes Reload
+	// digest is the SHA-256 of what the keys were read from, so that a
+	// read of the same bytes changes nothing (under mu).
+	digest [sha256.Size]byte
+	keys   atomic.Pointer[KeySet]
+	gen    atomic.Uint64 // see Generation
+}
+
+var _ Keys = (*KeyFile)(nil)
+
+// LoadKeyFile reads the key file at path: a JWK Set (RFC 7517) in JSON, or
+// one or more PEM "PUBLIC KEY" blocks (PKIX), each named by its RFC 7638
+// thumbprint ([Thumbprint]).
 //
 // A JWKS file follows the rules of a remote JWKS: keys for encryption
 // ("use" other than "sig", key_ops without "verify") are left out. Keys a
@@ -26,46 +46,48 @@ import (
 // RSA under 2048 bits, an alg the key cannot serve, invalid or unsupported
 // keys) make the whole file fail, naming the key, because the operator who
 // wrote the file is the one to tell. The same holds for every PEM block.
-type KeyFile struct {
-	path string
-	m    *Metrics
-	mu   sync.Mutex // serializes Reload
-	keys atomic.Pointer[KeySet]
-	gen  atomic.Uint64 // see Generation
+//
+// The error names the file and the problem, never key material. m, if not
+// nil, counts the keys in plantstore_jwks_keys.
+func LoadKeyFile(path string, m *Metrics) (*KeyFile, error) {
+	return loadFile(path, "key file", readKeyFile, m)
 }
 
-var _ Keys = (*KeyFile)(nil)
-
-// LoadKeyFile reads the key file at path. The error names the file and the
-// problem, never key material. m, if not nil, counts the keys in
-// plantstore_jwks_keys.
-func LoadKeyFile(path string, m *Metrics) (*KeyFile, error) {
-	keys, err := readKeyFile(path)
+func loadFile(path, kind string, read func(string) ([]Key, [sha256.Size]byte, error), m *Metrics) (*KeyFile, error) {
+	keys, digest, err := read(path)
 	if err != nil {
-		return nil, fmt.Errorf("load key file %s: %w", path, err)
+		return nil, fmt.Errorf("load %s %s: %w", kind, path, err)
 	}
-	f := &KeyFile{path: path, m: m}
+	f := &KeyFile{path: path, kind: kind, read: read, m: m, digest: digest}
 	f.keys.Store(NewKeySet(keys))
 	m.AddKeys(len(keys))
 	return f, nil
 }
 
-// Reload reads the file again and, when it is good, serves its keys from
-// then on. A bad file returns an error and the old keys keep serving. It is
-// meant for SIGHUP.
-func (f *KeyFile) Reload() error {
+// Reload reads the file again and, when it is good and differs from what
+// serves, serves its keys from then on and reports true; the same bytes
+// change nothing (tokens verified before stay cached). A bad file returns
+// an error and the old keys keep serving. Changes and failures count in
+// plantstore_key_file_reloads_total.
+func (f *KeyFile) Reload() (changed bool, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	keys, err := readKeyFile(f.path)
+	keys, digest, err := f.read(f.path)
 	if err != nil {
-		return fmt.Errorf("reload key file %s: %w", f.path, err)
+		f.m.KeyFileReload(RefreshFailure)
+		return false, fmt.Errorf("reload %s %s: %w", f.kind, f.path, err)
+	}
+	if digest == f.digest {
+		return false, nil
 	}
 	old := f.keys.Swap(NewKeySet(keys))
+	f.digest = digest
 	// After the swap: a verification that sees the new generation sees
 	// the new keys.
 	f.gen.Add(1)
 	f.m.AddKeys(len(keys) - old.Len())
-	return nil
+	f.m.KeyFileReload(RefreshSuccess)
+	return true, nil
 }
 
 // Key returns the key for a token with the given kid and alg, with the
@@ -74,22 +96,31 @@ func (f *KeyFile) Key(_ context.Context, kid, alg string) (Key, error) {
 	return f.keys.Load().Lookup(kid, alg)
 }
 
-func readKeyFile(path string) ([]Key, error) {
+// String names the file: "key file PATH" or "hmac secret file PATH".
+func (f *KeyFile) String() string { return f.kind + " " + f.path }
+
+func readKeyFile(path string) ([]Key, [sha256.Size]byte, error) {
 	fh, err := os.Open(path)
 	if err != nil {
-		// The path is in the caller's wrap; keep only the cause.
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			return nil, pe.Err
-		}
-		return nil, err
+		return nil, [sha256.Size]byte{}, pathCause(err)
 	}
 	defer fh.Close()
 	b, err := readLimited(fh, defaultMaxBytes)
 	if err != nil {
-		return nil, err
+		return nil, [sha256.Size]byte{}, err
 	}
-	return parseKeyFile(b)
+	keys, err := parseKeyFile(b)
+	return keys, sha256.Sum256(b), err
+}
+
+// pathCause returns the cause of a *os.PathError, whose path the caller's
+// message already names, or err itself.
+func pathCause(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 // parseKeyFile decodes a JWKS document or PEM PUBLIC KEY blocks.

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/authtest"
 )
 
 // writeSrcFile writes content to a new file in a temporary directory and
@@ -40,21 +41,21 @@ func pemPublic(t testing.TB, pub any) []byte {
 
 // thumbKey returns a key for alg whose kid is its RFC 7638 thumbprint, as
 // the kid of a PEM key is.
-func thumbKey(t testing.TB, alg string) srcKey {
+func thumbKey(t testing.TB, alg string) authtest.Key {
 	t.Helper()
-	k := newSrcKey(t, alg, "")
-	kid, err := auth.Thumbprint(k.priv.Public())
+	k := authtest.NewKeyID(t, alg, "")
+	kid, err := auth.Thumbprint(k.Verify.Public)
 	if err != nil {
 		t.Fatalf("Thumbprint: %v", err)
 	}
-	k.kid = kid
+	k.Verify.ID = kid
 	return k
 }
 
 func TestLoadKeyFile(t *testing.T) {
 	rs, es, ed := thumbKey(t, "RS256"), thumbKey(t, "ES256"), thumbKey(t, "EdDSA")
-	pemAll := append(append(pemPublic(t, rs.priv.Public()), pemPublic(t, es.priv.Public())...), pemPublic(t, ed.priv.Public())...)
-	jr, je := newSrcKey(t, "RS256", "jwks-rs"), newSrcKey(t, "ES384", "jwks-es")
+	pemAll := append(append(pemPublic(t, rs.Verify.Public), pemPublic(t, es.Verify.Public)...), pemPublic(t, ed.Verify.Public)...)
+	jr, je := authtest.NewKeyID(t, "RS256", "jwks-rs"), authtest.NewKeyID(t, "ES384", "jwks-es")
 
 	small, err := rsa.GenerateKey(rand.Reader, 1024)
 	if err != nil {
@@ -66,23 +67,23 @@ func TestLoadKeyFile(t *testing.T) {
 	}
 	privPEM := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: privDER})
 	oct := `{"keys":[{"kty":"oct","kid":"h","k":"c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXNlY3JldA"}]}`
-	enc := jr.jwk(t)
+	enc := jr.JWK(t)
 	enc.USE = jwkset.UseEnc
 
 	tests := []struct {
 		name    string
 		content []byte
-		want    []srcKey // keys whose tokens must verify
-		wantErr string   // substring of the error besides the path
+		want    []authtest.Key // keys whose tokens must verify
+		wantErr string         // substring of the error besides the path
 	}{
-		{name: "JWKS", content: srcDoc(t, jr, je), want: []srcKey{jr, je}},
-		{name: "PEM RSA EC Ed25519", content: pemAll, want: []srcKey{rs, es, ed}},
-		{name: "PEM with text around the blocks", content: []byte("# issued by the IdP\n" + string(pemPublic(t, es.priv.Public())) + "\n\n"), want: []srcKey{es}},
+		{name: "JWKS", content: authtest.JWKS(t, jr, je), want: []authtest.Key{jr, je}},
+		{name: "PEM RSA EC Ed25519", content: pemAll, want: []authtest.Key{rs, es, ed}},
+		{name: "PEM with text around the blocks", content: []byte("# issued by the IdP\n" + string(pemPublic(t, es.Verify.Public)) + "\n\n"), want: []authtest.Key{es}},
 		{name: "garbage", content: []byte("this-is-no-key c2VjcmV0"), wantErr: "neither a JWKS document nor PEM"},
 		{name: "empty", content: []byte("\n"), wantErr: "empty"},
 		{name: "private key PEM", content: privPEM, wantErr: `"PRIVATE KEY", want "PUBLIC KEY"`},
 		{name: "RSA 1024 PEM", content: pemPublic(t, &small.PublicKey), wantErr: "1024 bits"},
-		{name: "PEM then garbage", content: append(pemPublic(t, es.priv.Public()), "c2VjcmV0"...), wantErr: "not PEM"},
+		{name: "PEM then garbage", content: append(pemPublic(t, es.Verify.Public), "c2VjcmV0"...), wantErr: "not PEM"},
 		{name: "broken PEM", content: []byte("-----BEGIN PUBLIC KEY-----\nc2VjcmV0\n-----END PUBLIC KEY-----\n"), wantErr: "not a valid PKIX public key"},
 		{name: "JWKS with a symmetric key", content: []byte(oct), wantErr: "symmetric"},
 		{name: "JWKS with encryption keys only", content: mustJSON(t, jwkset.JWKSMarshal{Keys: []jwkset.JWKMarshal{enc}}), wantErr: "no usable key"},
@@ -109,8 +110,8 @@ func TestLoadKeyFile(t *testing.T) {
 				t.Fatalf("LoadKeyFile(%s) error = %v, want nil", tt.name, err)
 			}
 			for _, k := range tt.want {
-				if err := srcVerify(t, f, k.token(t)); err != nil {
-					t.Errorf("verify %s token with kid %q: %v", k.alg, k.kid, err)
+				if err := srcVerify(t, f, authtest.Token(t, k, nil, authtest.Claims(nil))); err != nil {
+					t.Errorf("verify %s token with kid %q: %v", k.Alg, k.Verify.ID, err)
 				}
 			}
 			if _, err := f.Key(t.Context(), "unknown", "ES256"); !errors.Is(err, auth.ErrUnknownKey) {
@@ -129,7 +130,7 @@ func TestLoadKeyFile(t *testing.T) {
 
 func TestKeyFileReload(t *testing.T) {
 	a, b := thumbKey(t, "ES256"), thumbKey(t, "EdDSA")
-	path := writeSrcFile(t, pemPublic(t, a.priv.Public()))
+	path := writeSrcFile(t, pemPublic(t, a.Verify.Public))
 	reg := prometheus.NewRegistry()
 	f, err := auth.LoadKeyFile(path, auth.NewMetrics(reg))
 	if err != nil {
@@ -139,14 +140,14 @@ func TestKeyFileReload(t *testing.T) {
 		t.Errorf("plantstore_jwks_keys after load = %v, want 1", got)
 	}
 
-	both := append(pemPublic(t, a.priv.Public()), pemPublic(t, b.priv.Public())...)
+	both := append(pemPublic(t, a.Verify.Public), pemPublic(t, b.Verify.Public)...)
 	if err := os.WriteFile(path, both, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Reload(); err != nil {
-		t.Fatalf("Reload with two good keys: %v", err)
+	if changed, err := f.Reload(); err != nil || !changed {
+		t.Fatalf("Reload with two good keys = %v, %v; want true, nil", changed, err)
 	}
-	if err := srcVerify(t, f, b.token(t)); err != nil {
+	if err := srcVerify(t, f, authtest.Token(t, b, nil, authtest.Claims(nil))); err != nil {
 		t.Errorf("verify token of the added key after Reload: %v", err)
 	}
 	if got := srcMetric(t, reg, "plantstore_jwks_keys", ""); got != 2 {
@@ -157,12 +158,12 @@ func TestKeyFileReload(t *testing.T) {
 		if err := os.WriteFile(path, bad, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		err := f.Reload()
+		_, err := f.Reload()
 		if err == nil || !strings.Contains(err.Error(), path) {
 			t.Errorf("Reload with %q error = %v, want one naming %s", bad, err, path)
 		}
-		for _, k := range []srcKey{a, b} {
-			if err := srcVerify(t, f, k.token(t)); err != nil {
+		for _, k := range []authtest.Key{a, b} {
+			if err := srcVerify(t, f, authtest.Token(t, k, nil, authtest.Claims(nil))); err != nil {
 				t.Errorf("verify token after a bad Reload (%q): %v; want the old keys kept", bad, err)
 			}
 		}
@@ -171,13 +172,22 @@ func TestKeyFileReload(t *testing.T) {
 		t.Errorf("plantstore_jwks_keys after bad reloads = %v, want 2", got)
 	}
 
-	if err := os.WriteFile(path, pemPublic(t, b.priv.Public()), 0o600); err != nil {
+	if err := os.WriteFile(path, pemPublic(t, b.Verify.Public), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Reload(); err != nil {
-		t.Fatalf("Reload with one good key: %v", err)
+	if changed, err := f.Reload(); err != nil || !changed {
+		t.Fatalf("Reload with one good key = %v, %v; want true, nil", changed, err)
 	}
-	if _, err := f.Key(t.Context(), a.kid, "ES256"); !errors.Is(err, auth.ErrUnknownKey) {
+	if changed, err := f.Reload(); err != nil || changed {
+		t.Errorf("Reload of the same bytes = %v, %v; want false, nil", changed, err)
+	}
+	if got := srcMetric(t, reg, "plantstore_key_file_reloads_total", auth.RefreshSuccess); got != 2 {
+		t.Errorf("plantstore_key_file_reloads_total{result=success} = %v, want 2 (the same bytes are no reload)", got)
+	}
+	if got := srcMetric(t, reg, "plantstore_key_file_reloads_total", auth.RefreshFailure); got != 3 {
+		t.Errorf("plantstore_key_file_reloads_total{result=failure} = %v, want 3", got)
+	}
+	if _, err := f.Key(t.Context(), a.Verify.ID, "ES256"); !errors.Is(err, auth.ErrUnknownKey) {
 		t.Errorf("Key(removed kid) after Reload error = %v, want %v", err, auth.ErrUnknownKey)
 	}
 	if got := srcMetric(t, reg, "plantstore_jwks_keys", ""); got != 1 {

@@ -1,11 +1,15 @@
 package auth
 
 import (
+	"bytes"
 	"context"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/rsa"
 	"errors"
+	"fmt"
+	"strings"
 )
 
 // Errors a key lookup returns. The Verifier maps them to failure reasons.
@@ -38,7 +42,7 @@ type Key struct {
 // family must be the algorithm's (an RSA or EC public key is never an HMAC
 // secret), the curve must match for ECDSA, and a pinned alg must be alg.
 func (k Key) Fits(alg string) bool {
-	if k.Algorithm != "" && k.Algorithm != alg {
+	if k.Algorithm != "" && k.Algorithm != alg && !(edDSA(k.Algorithm) && edDSA(alg)) {
 		return false
 	}
 	switch pub := k.Public.(type) {
@@ -59,12 +63,16 @@ func (k Key) Fits(alg string) bool {
 		}
 		return false
 	case ed25519.PublicKey:
-		return alg == "EdDSA"
+		return edDSA(alg)
 	case []byte:
 		return alg == "HS256" || alg == "HS384" || alg == "HS512"
 	}
 	return false
 }
+
+// edDSA reports whether alg names EdDSA over Ed25519: EdDSA, or Ed25519,
+// its fully-specified name (RFC 9864).
+func edDSA(alg string) bool { return alg == "EdDSA" || alg == "Ed25519" }
 
 // KeySet is an immutable set of keys, safe for concurrent use.
 type KeySet struct {
@@ -129,10 +137,134 @@ func (s *KeySet) Lookup(kid, alg string) (Key, error) {
 	return Key{}, ErrAmbiguousKey
 }
 
+// fitsAny reports whether some key of s fits one of algs.
+func (s *KeySet) fitsAny(algs []string) bool {
+	if s == nil {
+		return false
+	}
+	for _, k := range s.all {
+		for _, a := range algs {
+			if k.Fits(a) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// checkStatic returns an error naming each part of k whose keys are known
+// now (a key set, a key file, an HMAC secret file) and of which no key
+// fits any of algs: such a source could never verify a token.
+func checkStatic(k Keys, algs []string) error {
+	var parts []Keys
+	if m, ok := k.(multiKeys); ok {
+		parts = m
+	} else {
+		parts = []Keys{k}
+	}
+	for _, p := range parts {
+		var (
+			ks   *KeySet
+			name string
+		)
+		switch s := p.(type) {
+		case *KeySet:
+			if s == nil {
+				continue // no set yet: nothing to judge
+			}
+			ks, name = s, "key set"
+		case *KeyFile:
+			ks, name = s.keys.Load(), s.String()
+		default:
+			continue
+		}
+		if !ks.fitsAny(algs) {
+			return fmt.Errorf("%s has no key for the allowed algorithms %s", name, strings.Join(algs, ","))
+		}
+	}
+	return nil
+}
+
 // Keys finds verification keys. It is what the [Verifier] consumes;
 // implementations are safe for concurrent use.
 type Keys interface {
 	// Key returns the key for a token with the given kid ("" when the token
 	// has none) and alg, with the errors of [KeySet.Lookup] or [ErrNoKeys].
 	Key(ctx context.Context, kid, alg string) (Key, error)
+}
+
+// generational is a key source that counts the changes of its key set:
+// Generation returns a number that grows whenever a key is added, removed
+// or replaced.
+type generational interface {
+	Generation() uint64
+}
+
+// generationOf returns the generation function of a key source, the sum
+// of its parts' generations for [Combine], and false when some part does
+// not count its changes (then nothing may be cached: a removed key could
+// not be noticed).
+func generationOf(k Keys) (func() uint64, bool) {
+	switch s := k.(type) {
+	case multiKeys:
+		gens := make([]func() uint64, 0, len(s))
+		for _, part := range s {
+			g, ok := generationOf(part)
+			if !ok {
+				return nil, false
+			}
+			gens = append(gens, g)
+		}
+		return func() uint64 {
+			var sum uint64
+			for _, g := range gens {
+				sum += g()
+			}
+			return sum
+		}, true
+	case generational:
+		return s.Generation, true
+	}
+	return nil, false
+}
+
+// Generation returns 0: a KeySet never changes.
+func (s *KeySet) Generation() uint64 { return 0 }
+
+// Generation returns the number of times f's keys changed by
+// [KeyFile.Reload]. It grows after the new keys are in place.
+func (f *KeyFile) Generation() uint64 { return f.gen.Load() }
+
+// Generation returns the number of times j's key set changed: a key
+// added, removed or replaced by a fetch. It grows after the new keys are
+// in place.
+func (j *JWKS) Generation() uint64 { return j.gen.Load() }
+
+// sameKeys reports whether a and b hold the same keys in the same order.
+func sameKeys(a, b *KeySet) bool {
+	if a.Len() != b.Len() {
+		return false
+	}
+	if a == nil {
+		return true
+	}
+	for i, ka := range a.all {
+		kb := b.all[i]
+		if ka.ID != kb.ID || ka.Algorithm != kb.Algorithm || !samePublic(ka.Public, kb.Public) {
+			return false
+		}
+	}
+	return true
+}
+
+// samePublic reports whether two verification keys are equal.
+func samePublic(a, b any) bool {
+	if sa, ok := a.([]byte); ok {
+		sb, ok := b.([]byte)
+		return ok && bytes.Equal(sa, sb)
+	}
+	if ea, ok := a.(interface{ Equal(crypto.PublicKey) bool }); ok {
+		return ea.Equal(b)
+	}
+	return false
 }

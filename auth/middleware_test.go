@@ -1,7 +1,6 @@
 package auth_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -9,16 +8,15 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/authtest"
 	"github.com/plantstore/plantstore/observability"
+	"github.com/plantstore/plantstore/observability/logtest"
 )
 
 // renderErrors stands in for plants.RenderErrors: after the handlers, it
@@ -37,42 +35,27 @@ func renderErrors(c *gin.Context) {
 	c.JSON(status, gin.H{"error": status, "message": err.Error()})
 }
 
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // apiServer is a loopback server with the service's middleware order
 // around one protected route that answers with the caller's Identity.
 type apiServer struct {
 	url string
 	reg *prometheus.Registry
-	log *syncBuffer
+	log *logtest.Buffer
 }
 
 func newAPIServer(t testing.TB, cfg auth.Config, keys auth.Keys) apiServer {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	logs := &syncBuffer{}
-	core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(logs), zapcore.DebugLevel)
-	v := newVerifier(t, cfg, keys, auth.NewMetrics(reg))
+	logs := &logtest.Buffer{}
+	_, access, err := observability.NewLogger(logs, "debug", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := newVerifier(t, cfg, keys)
 
 	r := gin.New()
-	r.Use(observability.Middleware(zap.New(core), reg, nil), renderErrors)
-	r.GET("/plants", auth.Middleware(v), func(c *gin.Context) {
+	r.Use(observability.Middleware(access, observability.NewHTTPMetrics(reg), nil, nil), renderErrors)
+	r.GET("/plants", auth.Middleware(v, auth.NewMetrics(reg)), func(c *gin.Context) {
 		id, ok := auth.FromContext(c.Request.Context())
 		if !ok {
 			c.JSON(http.StatusInternalServerError, gin.H{"error": 500, "message": "no identity"})
@@ -86,12 +69,12 @@ func newAPIServer(t testing.TB, cfg auth.Config, keys auth.Keys) apiServer {
 }
 
 func TestMiddleware(t *testing.T) {
-	k := newTestKey(t, "ES256")
-	keys := keySet(k)
+	k := authtest.NewKey(t, "ES256")
+	keys := authtest.KeySet(k)
 	scoped := auth.Config{RequiredScope: "plants:read"}
-	good := mustToken(t, k, nil, claims(map[string]any{"groups": []string{"gardeners"}, "scope": "plants:read"}))
-	expired := mustToken(t, k, nil, claims(map[string]any{"exp": 1}))
-	unscoped := mustToken(t, k, nil, claims(map[string]any{"scope": "openid"}))
+	good := authtest.Token(t, k, nil, authtest.Claims(map[string]any{"groups": []string{"gardeners"}, "scope": "plants:read"}))
+	expired := authtest.Token(t, k, nil, authtest.Claims(map[string]any{"exp": 1}))
+	unscoped := authtest.Token(t, k, nil, authtest.Claims(map[string]any{"scope": "openid"}))
 
 	const (
 		missing   = `Bearer realm="plantstore"`
@@ -117,7 +100,7 @@ func TestMiddleware(t *testing.T) {
 		{name: "two spaces (RFC 6750: 1*SP)", auth: []string{"Bearer  " + good}, wantStatus: http.StatusOK},
 		{name: "only spaces after the scheme", auth: []string{"Bearer    "}, wantStatus: http.StatusUnauthorized, wantChallenge: malformed, wantReason: auth.ReasonMalformed},
 		{name: "tab after the scheme", auth: []string{"Bearer\t" + good}, wantStatus: http.StatusUnauthorized, wantChallenge: malformed, wantReason: auth.ReasonMalformed},
-		{name: "tab", auth: []string{"Bearer\t" + good}, wantStatus: http.StatusUnauthorized, wantChallenge: malformed, wantReason: auth.ReasonMalformed},
+		{name: "space then tab", auth: []string{"Bearer \t" + good}, wantStatus: http.StatusUnauthorized, wantChallenge: malformed, wantReason: auth.ReasonMalformed},
 		{name: "trailing word", auth: []string{"Bearer " + good + " x"}, wantStatus: http.StatusUnauthorized, wantChallenge: malformed, wantReason: auth.ReasonMalformed},
 		{name: "quote in token", auth: []string{`Bearer "` + good + `"`}, wantStatus: http.StatusUnauthorized, wantChallenge: malformed, wantReason: auth.ReasonMalformed},
 		{name: "not a JWT", auth: []string{"Bearer abc"}, wantStatus: http.StatusUnauthorized, wantChallenge: malformed, wantReason: auth.ReasonMalformed},
@@ -136,11 +119,11 @@ func TestMiddleware(t *testing.T) {
 			wantChallenge: `Bearer realm="plantstore", error="invalid_token", error_description="token expired"`, wantReason: auth.ReasonExpired,
 		},
 		{
-			name: "unknown key", auth: []string{"Bearer " + mustToken(t, newTestKey(t, "ES256"), nil, claims(nil))}, wantStatus: http.StatusUnauthorized,
+			name: "unknown key", auth: []string{"Bearer " + authtest.Token(t, authtest.NewKey(t, "ES256"), nil, authtest.Claims(nil))}, wantStatus: http.StatusUnauthorized,
 			wantChallenge: `Bearer realm="plantstore", error="invalid_token", error_description="unknown signing key"`, wantReason: auth.ReasonUnknownKey,
 		},
 		{
-			name: "no subject", auth: []string{"Bearer " + mustToken(t, k, nil, claims(map[string]any{"sub": ""}))}, wantStatus: http.StatusUnauthorized,
+			name: "no subject", auth: []string{"Bearer " + authtest.Token(t, k, nil, authtest.Claims(map[string]any{"sub": ""}))}, wantStatus: http.StatusUnauthorized,
 			wantChallenge: `Bearer realm="plantstore", error="invalid_token", error_description="token has no subject"`, wantReason: auth.ReasonNoSubject,
 		},
 		{name: "scope present", cfg: scoped, auth: []string{"Bearer " + good}, wantStatus: http.StatusOK},
@@ -176,7 +159,7 @@ func TestMiddleware(t *testing.T) {
 			if resp.StatusCode != tt.wantStatus {
 				t.Errorf("GET with Authorization %.40q: status %d; want %d (body %s)", tt.auth, resp.StatusCode, tt.wantStatus, body)
 			}
-			challenges := resp.Header.Values("WWW-Authenticate")
+			challenges := withoutMetadata(t, resp.Header.Values("WWW-Authenticate"))
 			if tt.wantChallenge == "" && len(challenges) != 0 || tt.wantChallenge != "" && !slices.Equal(challenges, []string{tt.wantChallenge}) {
 				t.Errorf("GET with Authorization %.40q: WWW-Authenticate %q; want %q", tt.auth, challenges, tt.wantChallenge)
 			}
@@ -227,7 +210,7 @@ func TestMiddleware(t *testing.T) {
 // to the error renderer: without one, gin answers the aborted request with
 // its default status and an empty body.
 func TestMiddlewareWritesNoBody(t *testing.T) {
-	v := newVerifier(t, auth.Config{}, auth.NewKeySet(nil), nil)
+	v := newVerifier(t, auth.Config{}, authtest.KeySet(authtest.NewKey(t, "ES256")))
 	tests := []struct {
 		name      string
 		auth      string
@@ -240,7 +223,7 @@ func TestMiddlewareWritesNoBody(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			calls := 0
 			r := gin.New()
-			r.GET("/plants", auth.Middleware(v), func(c *gin.Context) { calls++ })
+			r.GET("/plants", auth.Middleware(v, nil), func(c *gin.Context) { calls++ })
 			w := httptest.NewRecorder()
 			req := httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/plants", nil)
 			if tt.auth != "" {

@@ -9,10 +9,13 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/MicahParks/jwkset"
@@ -29,12 +32,22 @@ type MintClaims struct {
 	// Audience is the aud claim: a string when it has one value, an array
 	// when it has several.
 	Audience []string
-	// Groups is the "groups" claim, an array.
+	// Groups are the caller's groups, an array at GroupsClaim.
 	Groups []string
+	// GroupsClaim is where Groups go: a claim name or a dotted path into
+	// nested objects ("realm_access.roles"); empty means "groups".
+	GroupsClaim string
 	// Scope is the scope claim, space-separated.
 	Scope string
-	// TTL is the token's lifetime: exp is Now plus TTL. It must be positive.
+	// TTL is the token's lifetime: exp is Now plus TTL. It must not be
+	// zero; a negative TTL makes a token that has already expired.
 	TTL time.Duration
+	// NotBefore, when not zero, is the nbf claim.
+	NotBefore time.Time
+	// BoundTo, when set, is the public key the token is bound to: its RFC
+	// 7638 thumbprint goes in cnf.jkt (RFC 9449 §6.1), and the token is
+	// accepted only with DPoP proofs signed by the matching private key.
+	BoundTo crypto.PublicKey
 	// KeyID is the kid header. Empty means the RFC 7638 thumbprint of the
 	// key's public half (see [Thumbprint]); an HMAC token then has no kid.
 	KeyID string
@@ -59,8 +72,8 @@ func Mint(key crypto.PrivateKey, alg string, c MintClaims) (string, error) {
 	if method == nil {
 		return "", fmt.Errorf("mint token: unknown algorithm %q", alg)
 	}
-	if c.TTL <= 0 {
-		return "", fmt.Errorf("mint token: ttl %s is not positive", c.TTL)
+	if c.TTL == 0 {
+		return "", errors.New("mint token: ttl is zero (a negative ttl makes an expired token)")
 	}
 	now := c.Now
 	if now.IsZero() {
@@ -84,8 +97,24 @@ func Mint(key crypto.PrivateKey, alg string, c MintClaims) (string, error) {
 	default:
 		claims["aud"] = c.Audience
 	}
+	if !c.NotBefore.IsZero() {
+		claims["nbf"] = c.NotBefore.Unix()
+	}
+	if c.BoundTo != nil {
+		jkt, err := Thumbprint(c.BoundTo)
+		if err != nil {
+			return "", fmt.Errorf("mint token: bound key: %w", err)
+		}
+		claims["cnf"] = map[string]any{"jkt": jkt}
+	}
 	if len(c.Groups) > 0 {
-		claims["groups"] = c.Groups
+		path := c.GroupsClaim
+		if path == "" {
+			path = "groups"
+		}
+		if err := setPath(claims, path, c.Groups); err != nil {
+			return "", fmt.Errorf("mint token: %w", err)
+		}
 	}
 	if c.Scope != "" {
 		claims["scope"] = c.Scope
@@ -110,6 +139,28 @@ func Mint(key crypto.PrivateKey, alg string, c MintClaims) (string, error) {
 		return "", fmt.Errorf("mint token: %w", err)
 	}
 	return s, nil
+}
+
+// setPath sets the claim at a dotted path, making the objects on the way.
+func setPath(claims map[string]any, path string, v any) error {
+	parts := strings.Split(path, ".")
+	if slices.Contains(parts, "") {
+		return fmt.Errorf("groups claim %q has an empty path element", path)
+	}
+	cur := claims
+	for _, p := range parts[:len(parts)-1] {
+		next, ok := cur[p].(map[string]any)
+		if !ok {
+			if _, taken := cur[p]; taken {
+				return fmt.Errorf("groups claim %q: %q is already a claim that is not an object", path, p)
+			}
+			next = map[string]any{}
+			cur[p] = next
+		}
+		cur = next
+	}
+	cur[parts[len(parts)-1]] = v
+	return nil
 }
 
 // normalizePrivate turns pointer forms of key types into the forms
@@ -154,7 +205,7 @@ func fitsPrivate(key crypto.PrivateKey, alg string) error {
 	case *ecdsa.PrivateKey:
 		ok = Key{Public: &k.PublicKey}.Fits(alg)
 	case ed25519.PrivateKey:
-		ok = alg == "EdDSA" && len(k) == ed25519.PrivateKeySize
+		ok = Key{Public: k.Public()}.Fits(alg) && len(k) == ed25519.PrivateKeySize
 	case []byte:
 		if len(k) == 0 {
 			return errors.New("empty HMAC secret")
@@ -292,4 +343,46 @@ func parsePrivateJWK(data []byte) (crypto.PrivateKey, error) {
 	default:
 		return nil, fmt.Errorf("parse private key: JWK: unsupported key type %T", k)
 	}
+}
+
+// Proof returns a DPoP proof (RFC 9449 §4.2) for a request of method to
+// uri that presents token (ath; none when token is ""), signed with key,
+// an ECDSA, Ed25519 or RSA private key, by alg ("" for the key's default):
+// typ dpop+jwt, the public jwk, a random jti, htm, htu and iat now.
+func Proof(key crypto.PrivateKey, alg, method, uri, token string) (string, error) {
+	key = normalizePrivate(key)
+	if alg == "" {
+		alg = DefaultAlgorithm(key)
+	}
+	if !slices.Contains(DPoPAlgorithms(), alg) {
+		return "", fmt.Errorf("proof: algorithm %q: want an asymmetric one (%s)", alg, strings.Join(DPoPAlgorithms(), ", "))
+	}
+	if err := fitsPrivate(key, alg); err != nil {
+		return "", fmt.Errorf("proof: %w", err)
+	}
+	signer, ok := key.(crypto.Signer)
+	if !ok {
+		return "", errors.New("proof: the key cannot sign")
+	}
+	jwk, err := jwkset.NewJWKFromKey(signer.Public(), jwkset.JWKOptions{})
+	if err != nil {
+		return "", fmt.Errorf("proof: %w", err)
+	}
+	var jti [16]byte
+	if _, err := rand.Read(jti[:]); err != nil {
+		return "", err
+	}
+	claims := jwt.MapClaims{
+		"jti": base64.RawURLEncoding.EncodeToString(jti[:]),
+		"htm": method,
+		"htu": uri,
+		"iat": time.Now().Unix(),
+	}
+	if token != "" {
+		claims["ath"] = accessTokenHash(token)
+	}
+	tok := jwt.NewWithClaims(jwt.GetSigningMethod(alg), claims)
+	tok.Header["typ"] = "dpop+jwt"
+	tok.Header["jwk"] = jwk.Marshal()
+	return tok.SignedString(key)
 }

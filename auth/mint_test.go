@@ -20,6 +20,7 @@ import (
 	"github.com/MicahParks/jwkset"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/authtest"
 )
 
 // decodeSegment returns the JSON object in segment i of token.
@@ -43,8 +44,8 @@ func decodeSegment(t testing.TB, token string, i int) map[string]any {
 func TestMintVerify(t *testing.T) {
 	for _, alg := range []string{"RS256", "PS384", "ES256", "ES384", "EdDSA", "HS256", "HS512"} {
 		t.Run(alg, func(t *testing.T) {
-			k := newTestKey(t, alg)
-			vk := k.key
+			k := authtest.NewKey(t, alg)
+			vk := k.Verify
 			if strings.HasPrefix(alg, "HS") {
 				// A secret has no thumbprint: the token has no kid.
 				vk.ID = ""
@@ -54,9 +55,9 @@ func TestMintVerify(t *testing.T) {
 				Audiences:     []string{"plantstore"},
 				Algorithms:    []string{alg},
 				RequiredScope: "plants:read",
-			}, auth.NewKeySet([]auth.Key{vk}), nil)
+			}, auth.NewKeySet([]auth.Key{vk}))
 
-			token, err := auth.Mint(k.priv, alg, auth.MintClaims{
+			token, err := auth.Mint(k.Private, alg, auth.MintClaims{
 				Subject:  "alice",
 				Issuer:   "https://idp.example.com",
 				Audience: []string{"plantstore"},
@@ -72,7 +73,7 @@ func TestMintVerify(t *testing.T) {
 				t.Fatalf("Verify(Mint(%s)): %v", alg, err)
 			}
 			want := auth.Identity{Subject: "alice", Groups: []string{"gardeners", "staff"}, Scopes: []string{"openid", "plants:read"}}
-			if !reflect.DeepEqual(id, want) {
+			if !reflect.DeepEqual(*id, want) {
 				t.Errorf("Verify(Mint(%s)) = %+v; want %+v", alg, id, want)
 			}
 
@@ -92,7 +93,7 @@ func nilIfEmpty(s string) any {
 }
 
 func TestMintClaims(t *testing.T) {
-	k := newTestKey(t, "EdDSA")
+	k := authtest.NewKey(t, "EdDSA")
 	now := time.Unix(1_800_000_000, 0)
 	tests := []struct {
 		name       string
@@ -103,7 +104,7 @@ func TestMintClaims(t *testing.T) {
 		{
 			name:       "minimal",
 			in:         auth.MintClaims{Subject: "alice", TTL: time.Hour, Now: now},
-			wantHeader: map[string]any{"alg": "EdDSA", "typ": "JWT", "kid": k.key.ID},
+			wantHeader: map[string]any{"alg": "EdDSA", "typ": "JWT", "kid": k.Verify.ID},
 			want:       map[string]any{"sub": "alice", "iat": 1_800_000_000.0, "exp": 1_800_003_600.0},
 		},
 		{
@@ -121,13 +122,13 @@ func TestMintClaims(t *testing.T) {
 		{
 			name:       "two audiences",
 			in:         auth.MintClaims{Subject: "carol", Audience: []string{"a", "b"}, TTL: time.Second, Now: now},
-			wantHeader: map[string]any{"alg": "EdDSA", "typ": "JWT", "kid": k.key.ID},
+			wantHeader: map[string]any{"alg": "EdDSA", "typ": "JWT", "kid": k.Verify.ID},
 			want:       map[string]any{"sub": "carol", "aud": []any{"a", "b"}, "iat": 1_800_000_000.0, "exp": 1_800_000_001.0},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			token, err := auth.Mint(k.priv, "EdDSA", tt.in)
+			token, err := auth.Mint(k.Private, "EdDSA", tt.in)
 			if err != nil {
 				t.Fatalf("Mint(%+v): %v", tt.in, err)
 			}
@@ -142,7 +143,7 @@ func TestMintClaims(t *testing.T) {
 
 	t.Run("zero Now is the current time", func(t *testing.T) {
 		before := time.Now().Unix()
-		token, err := auth.Mint(k.priv, "EdDSA", auth.MintClaims{Subject: "alice", TTL: time.Hour})
+		token, err := auth.Mint(k.Private, "EdDSA", auth.MintClaims{Subject: "alice", TTL: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,10 +155,10 @@ func TestMintClaims(t *testing.T) {
 }
 
 func TestMintErrors(t *testing.T) {
-	rsaKey := newTestKey(t, "RS256").priv
-	p256 := newTestKey(t, "ES256").priv
-	edKey := newTestKey(t, "EdDSA").priv
-	secret := newTestKey(t, "HS256").priv
+	rsaKey := authtest.NewKey(t, "RS256").Private
+	p256 := authtest.NewKey(t, "ES256").Private
+	edKey := authtest.NewKey(t, "EdDSA").Private
+	secret := authtest.NewKey(t, "HS256").Private
 	ok := auth.MintClaims{Subject: "alice", TTL: time.Minute}
 
 	tests := []struct {
@@ -180,7 +181,8 @@ func TestMintErrors(t *testing.T) {
 		{name: "public key", key: &rsaKey.(*rsa.PrivateKey).PublicKey, alg: "RS256", c: ok, wantErr: true},
 		{name: "string key", key: "secret", alg: "HS256", c: ok, wantErr: true},
 		{name: "zero TTL", key: edKey, alg: "EdDSA", c: auth.MintClaims{Subject: "alice"}, wantErr: true},
-		{name: "negative TTL", key: edKey, alg: "EdDSA", c: auth.MintClaims{Subject: "alice", TTL: -time.Minute}, wantErr: true},
+		{name: "zero TTL", key: edKey, alg: "EdDSA", c: auth.MintClaims{Subject: "alice"}, wantErr: true},
+		{name: "groups claim with an empty path element", key: edKey, alg: "EdDSA", c: auth.MintClaims{Subject: "alice", TTL: time.Minute, Groups: []string{"g"}, GroupsClaim: "a..b"}, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -260,7 +262,7 @@ func TestGenerateKey(t *testing.T) {
 			}
 
 			// A token minted with the key verifies against the published set.
-			v := newVerifier(t, auth.Config{}, auth.NewKeySet([]auth.Key{{ID: m.KID, Algorithm: string(m.ALG), Public: jwk.Key()}}), nil)
+			v := newVerifier(t, auth.Config{}, auth.NewKeySet([]auth.Key{{ID: m.KID, Algorithm: string(m.ALG), Public: jwk.Key()}}))
 			token, err := auth.Mint(priv, tt.alg, auth.MintClaims{Subject: "alice", TTL: time.Minute})
 			if err != nil {
 				t.Fatal(err)
@@ -282,8 +284,8 @@ func TestPrivateKeyPEMRoundTrip(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.alg, func(t *testing.T) {
-			k := newTestKey(t, tt.alg)
-			data, err := auth.MarshalPrivateKey(k.priv)
+			k := authtest.NewKey(t, tt.alg)
+			data, err := auth.MarshalPrivateKey(k.Private)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("MarshalPrivateKey(%s key) error = %v; want error %t", tt.alg, err, tt.wantErr)
 			}
@@ -297,7 +299,7 @@ func TestPrivateKeyPEMRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ParsePrivateKey(MarshalPrivateKey(%s key)): %v", tt.alg, err)
 			}
-			if eq, ok := got.(interface{ Equal(crypto.PrivateKey) bool }); !ok || !eq.Equal(k.priv) {
+			if eq, ok := got.(interface{ Equal(crypto.PrivateKey) bool }); !ok || !eq.Equal(k.Private) {
 				t.Errorf("ParsePrivateKey(MarshalPrivateKey(%s key)) = %T, not the same key", tt.alg, got)
 			}
 		})
@@ -305,10 +307,10 @@ func TestPrivateKeyPEMRoundTrip(t *testing.T) {
 }
 
 func TestParsePrivateKey(t *testing.T) {
-	rsaKey := newTestKey(t, "RS256")
-	ecKey := newTestKey(t, "ES256")
-	edKey := newTestKey(t, "EdDSA")
-	hmacKey := newTestKey(t, "HS256")
+	rsaKey := authtest.NewKey(t, "RS256")
+	ecKey := authtest.NewKey(t, "ES256")
+	edKey := authtest.NewKey(t, "EdDSA")
+	hmacKey := authtest.NewKey(t, "HS256")
 
 	privateJWK := func(key any) []byte {
 		j, err := jwkset.NewJWKFromKey(key, jwkset.JWKOptions{Marshal: jwkset.JWKMarshalOptions{Private: true}})
@@ -335,15 +337,15 @@ func TestParsePrivateKey(t *testing.T) {
 	pemBlock := func(typ string, der []byte) []byte {
 		return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
 	}
-	sec1, err := x509.MarshalECPrivateKey(ecKey.priv.(*ecdsa.PrivateKey))
+	sec1, err := x509.MarshalECPrivateKey(ecKey.Private.(*ecdsa.PrivateKey))
 	if err != nil {
 		t.Fatal(err)
 	}
-	pkix, err := x509.MarshalPKIXPublicKey(rsaKey.key.Public)
+	pkix, err := x509.MarshalPKIXPublicKey(rsaKey.Verify.Public)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pkcs8, err := auth.MarshalPrivateKey(edKey.priv)
+	pkcs8, err := auth.MarshalPrivateKey(edKey.Private)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,20 +360,20 @@ func TestParsePrivateKey(t *testing.T) {
 		want    crypto.PrivateKey
 		wantErr string
 	}{
-		{name: "RSA JWK", data: privateJWK(rsaKey.priv), want: rsaKey.priv},
-		{name: "EC JWK", data: privateJWK(ecKey.priv), want: ecKey.priv},
-		{name: "Ed25519 JWK", data: privateJWK(edKey.priv), want: edKey.priv},
-		{name: "oct JWK", data: privateJWK(hmacKey.priv), want: hmacKey.priv},
-		{name: "JWK with surrounding space", data: []byte("\n  " + string(privateJWK(edKey.priv)) + "\n"), want: edKey.priv},
-		{name: "PKCS#1 PEM", data: pemBlock("RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(rsaKey.priv.(*rsa.PrivateKey))), want: rsaKey.priv},
-		{name: "SEC 1 PEM", data: pemBlock("EC PRIVATE KEY", sec1), want: ecKey.priv},
-		{name: "PKCS#8 after EC PARAMETERS", data: append(pemBlock("EC PARAMETERS", []byte{6, 8, 42, 134, 72, 206, 61, 3, 1, 7}), pkcs8...), want: edKey.priv},
+		{name: "RSA JWK", data: privateJWK(rsaKey.Private), want: rsaKey.Private},
+		{name: "EC JWK", data: privateJWK(ecKey.Private), want: ecKey.Private},
+		{name: "Ed25519 JWK", data: privateJWK(edKey.Private), want: edKey.Private},
+		{name: "oct JWK", data: privateJWK(hmacKey.Private), want: hmacKey.Private},
+		{name: "JWK with surrounding space", data: []byte("\n  " + string(privateJWK(edKey.Private)) + "\n"), want: edKey.Private},
+		{name: "PKCS#1 PEM", data: pemBlock("RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(rsaKey.Private.(*rsa.PrivateKey))), want: rsaKey.Private},
+		{name: "SEC 1 PEM", data: pemBlock("EC PRIVATE KEY", sec1), want: ecKey.Private},
+		{name: "PKCS#8 after EC PARAMETERS", data: append(pemBlock("EC PARAMETERS", []byte{6, 8, 42, 134, 72, 206, 61, 3, 1, 7}), pkcs8...), want: edKey.Private},
 		{name: "garbage", data: []byte("hello, world"), wantErr: "no PEM private key block or JWK"},
 		{name: "empty", data: nil, wantErr: "no PEM private key block or JWK"},
 		{name: "random bytes", data: junk, wantErr: "no PEM private key block or JWK"},
 		{name: "public key PEM", data: pemBlock("PUBLIC KEY", pkix), wantErr: "no PEM private key block or JWK"},
 		{name: "corrupt PKCS#8", data: pemBlock("PRIVATE KEY", []byte("not DER")), wantErr: "PRIVATE KEY block"},
-		{name: "public JWK", data: publicJWK(rsaKey.key.Public), wantErr: "public key only"},
+		{name: "public JWK", data: publicJWK(rsaKey.Verify.Public), wantErr: "public key only"},
 		{name: "broken JSON", data: []byte(`{"kty":`), wantErr: "JWK"},
 		{name: "JWK of unknown kty", data: []byte(`{"kty":"XYZ","d":"AA"}`), wantErr: "JWK"},
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/authtest"
 )
 
 // srcFailing is a key source that answers every lookup with err.
@@ -15,8 +16,12 @@ type srcFailing struct{ err error }
 func (s srcFailing) Key(context.Context, string, string) (auth.Key, error) { return auth.Key{}, s.err }
 
 func TestCombine(t *testing.T) {
-	rs := func(kid string) auth.Key { return auth.Key{ID: kid, Public: newSrcKey(t, "RS256", kid).priv.Public()} }
-	es := func(kid string) auth.Key { return auth.Key{ID: kid, Public: newSrcKey(t, "ES256", kid).priv.Public()} }
+	rs := func(kid string) auth.Key {
+		return auth.Key{ID: kid, Public: authtest.NewKeyID(t, "RS256", kid).Verify.Public}
+	}
+	es := func(kid string) auth.Key {
+		return auth.Key{ID: kid, Public: authtest.NewKeyID(t, "ES256", kid).Verify.Public}
+	}
 	hmac := auth.Key{Public: []byte("0123456789abcdef0123456789abcdef")}
 	rsA, rsB, esA, esC := rs("a"), rs("b"), es("a"), es("c")
 	set := func(keys ...auth.Key) auth.Keys { return auth.NewKeySet(keys) }

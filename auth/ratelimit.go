@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"errors"
 	"math"
 	"net/http"
 	"strconv"
@@ -16,7 +15,7 @@ import (
 // send.
 const maxRateKeys = 1 << 15
 
-// RateLimit is a token bucket per key (a subject, a client address): each
+// RateLimit is a token bucket per key (a hash of a caller): each
 // bucket holds up to burst tokens and gains rate tokens a second; a request
 // takes one. It is safe for concurrent use.
 //
@@ -30,7 +29,7 @@ type RateLimit struct {
 	burst int
 
 	mu       sync.Mutex
-	cur, old map[string]*rate.Limiter
+	cur, old map[uint64]*rate.Limiter
 }
 
 // NewRateLimit returns a RateLimit of perSecond tokens a second with
@@ -38,22 +37,22 @@ type RateLimit struct {
 // and finite and burst is at least 1.
 func NewRateLimit(perSecond float64, burst int) (*RateLimit, error) {
 	if !(perSecond > 0) || math.IsInf(perSecond, 0) {
-		return nil, errors.New("new rate limit: rate must be a positive number of requests a second")
+		return nil, configErr("", "rate", "want a positive number of requests a second")
 	}
 	if burst < 1 {
-		return nil, errors.New("new rate limit: burst must be at least 1")
+		return nil, configErr("", "burst", "must be at least 1")
 	}
 	return &RateLimit{
 		limit: rate.Limit(perSecond),
 		burst: burst,
-		cur:   make(map[string]*rate.Limiter),
+		cur:   make(map[uint64]*rate.Limiter),
 	}, nil
 }
 
 // Allow takes a token from key's bucket. It returns nil when there was
 // one, and otherwise a *[RateLimitError] saying when there will be one; a
 // refused request takes nothing.
-func (l *RateLimit) Allow(key string) error {
+func (l *RateLimit) Allow(key uint64) error {
 	now := time.Now()
 	r := l.bucket(key).ReserveN(now, 1)
 	if !r.OK() {
@@ -67,7 +66,7 @@ func (l *RateLimit) Allow(key string) error {
 }
 
 // bucket returns key's limiter, creating it with a full bucket.
-func (l *RateLimit) bucket(key string) *rate.Limiter {
+func (l *RateLimit) bucket(key uint64) *rate.Limiter {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if b, ok := l.cur[key]; ok {
@@ -78,7 +77,7 @@ func (l *RateLimit) bucket(key string) *rate.Limiter {
 		b = rate.NewLimiter(l.limit, l.burst)
 	}
 	if len(l.cur) >= maxRateKeys {
-		l.old, l.cur = l.cur, make(map[string]*rate.Limiter)
+		l.old, l.cur = l.cur, make(map[uint64]*rate.Limiter)
 	}
 	l.cur[key] = b
 	return b

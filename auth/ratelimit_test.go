@@ -4,7 +4,6 @@ import (
 	"errors"
 	"math"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -40,34 +39,35 @@ func TestRateLimitBuckets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	const alice, bob = 0xa11ce, 0xb0b
 	tests := []struct {
-		key  string
+		key  uint64
 		want bool // allowed
 	}{
-		{"alice", true}, {"alice", true}, {"alice", true},
-		{"alice", false}, // burst spent
-		{"bob", true},    // every key has its own bucket
-		{"alice", false},
-		{"", true},
+		{alice, true}, {alice, true}, {alice, true},
+		{alice, false}, // burst spent
+		{bob, true},    // every key has its own bucket
+		{alice, false},
+		{0, true},
 	}
 	for i, tt := range tests {
 		err := l.Allow(tt.key)
 		if (err == nil) != tt.want {
-			t.Fatalf("request %d: Allow(%q) = %v; want allowed %t", i, tt.key, err, tt.want)
+			t.Fatalf("request %d: Allow(%#x) = %v; want allowed %t", i, tt.key, err, tt.want)
 		}
 		if err == nil {
 			continue
 		}
 		var rl *RateLimitError
 		if !errors.As(err, &rl) || rl.HTTPStatus() != http.StatusTooManyRequests {
-			t.Fatalf("Allow(%q) error %#v; want a *RateLimitError with status 429", tt.key, err)
+			t.Fatalf("Allow(%#x) error %#v; want a *RateLimitError with status 429", tt.key, err)
 		}
 		// The next token is an hour away, less the little time the test ran.
 		if rl.RetryAfter <= 59*time.Minute || rl.RetryAfter > time.Hour {
-			t.Errorf("Allow(%q) RetryAfter = %s; want about 1h", tt.key, rl.RetryAfter)
+			t.Errorf("Allow(%#x) RetryAfter = %s; want about 1h", tt.key, rl.RetryAfter)
 		}
 		if got := rl.RetryAfterHeader(); got != "3600" {
-			t.Errorf("Allow(%q) Retry-After %q; want 3600", tt.key, got)
+			t.Errorf("Allow(%#x) Retry-After %q; want 3600", tt.key, got)
 		}
 	}
 }
@@ -79,16 +79,16 @@ func TestRateLimitRefill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Allow("k"); err != nil {
+	if err := l.Allow(1); err != nil {
 		t.Fatalf("first Allow = %v; want nil", err)
 	}
 	var rl *RateLimitError
-	if err := l.Allow("k"); !errors.As(err, &rl) || rl.RetryAfter <= 0 || rl.RetryAfter > 20*time.Millisecond {
+	if err := l.Allow(1); !errors.As(err, &rl) || rl.RetryAfter <= 0 || rl.RetryAfter > 20*time.Millisecond {
 		t.Fatalf("second Allow = %v; want a refusal with RetryAfter in (0, 20ms]", err)
 	}
 	// Refused attempts meanwhile must not push the next token further out.
 	deadline := time.Now().Add(5 * time.Second)
-	for l.Allow("k") != nil {
+	for l.Allow(1) != nil {
 		if time.Now().After(deadline) {
 			t.Fatal("bucket of 50/s did not refill within 5s")
 		}
@@ -128,10 +128,10 @@ func TestRateLimitConcurrent(t *testing.T) {
 	for range 16 {
 		wg.Go(func() {
 			for range 20 {
-				if l.Allow("shared") == nil {
+				if l.Allow(1) == nil {
 					allowed.Add(1)
 				}
-				l.Allow("other " + strconv.Itoa(int(allowed.Load())))
+				l.Allow(2 + uint64(allowed.Load()))
 			}
 		})
 	}
@@ -149,12 +149,12 @@ func TestRateLimitMemoryBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Allow("steady"); err != nil {
+	if err := l.Allow(1); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 * maxRateKeys {
-		l.Allow(strconv.Itoa(i))
-		if i%1000 == 0 && l.Allow("steady") == nil {
+		l.Allow(uint64(i) + 2)
+		if i%1000 == 0 && l.Allow(1) == nil {
 			t.Fatalf("after %d other keys, the spent bucket of a key in use was full again", i)
 		}
 	}

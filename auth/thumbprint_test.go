@@ -15,6 +15,7 @@ import (
 	"github.com/MicahParks/jwkset"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/authtest"
 )
 
 func mustB64Int(t testing.TB, s string) *big.Int {
@@ -70,7 +71,7 @@ func TestThumbprint(t *testing.T) {
 		{name: "RFC 7638 RSA example", pub: rfc7638, want: "NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs"},
 		{name: "RFC 8037 Ed25519 example", pub: ed25519.PublicKey(rfc8037), want: "kPrK_qmxVWaYVA9wwBF6Iuo3vVzz7TxHCTwXBygrS4k"},
 		{name: "HMAC secret", pub: []byte("secret"), wantErr: true},
-		{name: "private key", pub: newTestKey(t, "EdDSA").priv, wantErr: true},
+		{name: "private key", pub: authtest.NewKey(t, "EdDSA").Private, wantErr: true},
 	}
 	for _, curve := range []elliptic.Curve{elliptic.P256(), elliptic.P384(), elliptic.P521()} {
 		// Several keys per curve, so that short coordinates (leading zero
@@ -83,7 +84,7 @@ func TestThumbprint(t *testing.T) {
 			tests = append(tests, jwksetRow(t, curve.Params().Name, &k.PublicKey))
 		}
 	}
-	rk := newTestKey(t, "RS256").key.Public
+	rk := authtest.NewKey(t, "RS256").Verify.Public
 	tests = append(tests, jwksetRow(t, "RSA 2048", rk))
 
 	for _, tt := range tests {

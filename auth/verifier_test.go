@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -20,14 +21,17 @@ import (
 	"time"
 
 	"github.com/MicahParks/jwkset"
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/authtest"
 )
 
 // verifyTest is one Verify case: want is the Reason of the refusal, or ""
 // when the token must be accepted (and, when wantID is set, yield it).
 type verifyTest struct {
 	name   string
+	opts   auth.Options
 	cfg    auth.Config
 	keys   auth.Keys
 	token  string
@@ -39,7 +43,7 @@ func runVerifyTests(t *testing.T, tests []verifyTest) {
 	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			v := newVerifier(t, tt.cfg, tt.keys, nil)
+			v := newVerifierOpts(t, tt.opts, tt.cfg, tt.keys)
 			id, err := v.Verify(t.Context(), tt.token)
 			if got := reasonOf(t, err); got != tt.want {
 				t.Fatalf("Verify(%s token) = %+v, %v (reason %q); want reason %q", tt.name, id, err, got, tt.want)
@@ -57,8 +61,8 @@ func runVerifyTests(t *testing.T, tests []verifyTest) {
 				if len(tt.token) > 8 && strings.Contains(err.Error(), tt.token) {
 					t.Errorf("Verify(%s token) error text %q contains the token", tt.name, err)
 				}
-				if id.Subject != "" || id.Groups != nil || id.Scopes != nil {
-					t.Errorf("Verify(%s token) = %+v with an error; want the zero Identity", tt.name, id)
+				if id != nil {
+					t.Errorf("Verify(%s token) = %+v with an error; want no Identity", tt.name, id)
 				}
 				return
 			}
@@ -77,18 +81,18 @@ func runVerifyTests(t *testing.T, tests []verifyTest) {
 func TestVerifyKeyFamilies(t *testing.T) {
 	var tests []verifyTest
 	for _, alg := range []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA", "HS256", "HS384", "HS512"} {
-		k := newTestKey(t, alg)
+		k := authtest.NewKey(t, alg)
 		tests = append(tests, verifyTest{
 			name:  alg,
-			keys:  keySet(k),
-			token: mustToken(t, k, nil, claims(nil)),
+			keys:  authtest.KeySet(k),
+			token: authtest.Token(t, k, nil, authtest.Claims(nil)),
 		})
 		// The same kid, but the signature was made by another key.
-		other := newTestKey(t, alg)
+		other := authtest.NewKey(t, alg)
 		tests = append(tests, verifyTest{
 			name:  alg + " signed by another key",
-			keys:  keySet(k),
-			token: mustToken(t, other, map[string]any{"kid": k.key.ID}, claims(nil)),
+			keys:  authtest.KeySet(k),
+			token: authtest.Token(t, other, map[string]any{"kid": k.Verify.ID}, authtest.Claims(nil)),
 			want:  auth.ReasonBadSignature,
 		})
 	}
@@ -96,22 +100,22 @@ func TestVerifyKeyFamilies(t *testing.T) {
 }
 
 func TestVerifyAlgorithms(t *testing.T) {
-	rsaKey := newTestKey(t, "RS256")
-	ecKey := newTestKey(t, "ES256")
-	hmacKey := newTestKey(t, "HS256")
-	keys := keySet(rsaKey, ecKey, hmacKey)
+	rsaKey := authtest.NewKey(t, "RS256")
+	ecKey := authtest.NewKey(t, "ES256")
+	hmacKey := authtest.NewKey(t, "HS256")
+	keys := authtest.KeySet(rsaKey, ecKey, hmacKey)
 	onlyRS256 := auth.Config{Algorithms: []string{"RS256"}}
-	valid := claims(nil)
+	valid := authtest.Claims(nil)
 
 	tests := []verifyTest{
-		{name: "allowed RS256", cfg: onlyRS256, keys: keys, token: mustToken(t, rsaKey, nil, valid)},
-		{name: "ES256 not in allow-list", cfg: onlyRS256, keys: keys, token: mustToken(t, ecKey, nil, valid), want: auth.ReasonAlgorithm},
-		{name: "HS256 not in allow-list", cfg: onlyRS256, keys: keys, token: mustToken(t, hmacKey, nil, valid), want: auth.ReasonAlgorithm},
-		{name: "RS384 with an RS256-only list", cfg: onlyRS256, keys: keys, token: mustTokenAlg(t, rsaKey, "RS384", nil, valid), want: auth.ReasonAlgorithm},
-		{name: "default list allows ES256", keys: keys, token: mustToken(t, ecKey, nil, valid)},
-		{name: "alg missing", keys: keys, token: rawToken(t, map[string]any{"typ": "JWT", "kid": rsaKey.key.ID}, valid, "c2ln"), want: auth.ReasonAlgorithm},
-		{name: "alg not a string", keys: keys, token: rawToken(t, map[string]any{"alg": 256, "kid": rsaKey.key.ID}, valid, "c2ln"), want: auth.ReasonAlgorithm},
-		{name: "unknown alg", keys: keys, token: rawToken(t, map[string]any{"alg": "HS1024", "kid": hmacKey.key.ID}, valid, "c2ln"), want: auth.ReasonAlgorithm},
+		{name: "allowed RS256", cfg: onlyRS256, keys: keys, token: authtest.Token(t, rsaKey, nil, valid)},
+		{name: "ES256 not in allow-list", cfg: onlyRS256, keys: keys, token: authtest.Token(t, ecKey, nil, valid), want: auth.ReasonAlgorithm},
+		{name: "HS256 not in allow-list", cfg: onlyRS256, keys: keys, token: authtest.Token(t, hmacKey, nil, valid), want: auth.ReasonAlgorithm},
+		{name: "RS384 with an RS256-only list", cfg: onlyRS256, keys: keys, token: authtest.TokenAlg(t, rsaKey, "RS384", nil, valid), want: auth.ReasonAlgorithm},
+		{name: "default list allows ES256", keys: keys, token: authtest.Token(t, ecKey, nil, valid)},
+		{name: "alg missing", keys: keys, token: authtest.RawToken(t, map[string]any{"typ": "JWT", "kid": rsaKey.Verify.ID}, valid, "c2ln"), want: auth.ReasonAlgorithm},
+		{name: "alg not a string", keys: keys, token: authtest.RawToken(t, map[string]any{"alg": 256, "kid": rsaKey.Verify.ID}, valid, "c2ln"), want: auth.ReasonAlgorithm},
+		{name: "unknown alg", keys: keys, token: authtest.RawToken(t, map[string]any{"alg": "HS1024", "kid": hmacKey.Verify.ID}, valid, "c2ln"), want: auth.ReasonAlgorithm},
 	}
 	for _, none := range []string{"none", "None", "NONE", "nOnE"} {
 		for _, sig := range []string{"", "c2ln"} {
@@ -124,7 +128,7 @@ func TestVerifyAlgorithms(t *testing.T) {
 					name:  name + " " + strings.Join(cfg.Algorithms, ","),
 					cfg:   cfg,
 					keys:  keys,
-					token: rawToken(t, map[string]any{"alg": none, "typ": "JWT"}, valid, sig),
+					token: authtest.RawToken(t, map[string]any{"alg": none, "typ": "JWT"}, valid, sig),
 					want:  auth.ReasonAlgorithm,
 				})
 			}
@@ -134,38 +138,38 @@ func TestVerifyAlgorithms(t *testing.T) {
 }
 
 func TestVerifyKeyConfusion(t *testing.T) {
-	rsaKey := newTestKey(t, "RS256")
-	pub := rsaKey.key.Public
+	rsaKey := authtest.NewKey(t, "RS256")
+	pub := rsaKey.Verify.Public
 	der, err := x509.MarshalPKIXPublicKey(pub)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pemPKIX := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
-	pkcs1DER := x509.MarshalPKCS1PublicKey(rsaKey.key.Public.(*rsa.PublicKey))
+	pkcs1DER := x509.MarshalPKCS1PublicKey(rsaKey.Verify.Public.(*rsa.PublicKey))
 	pkcs1 := pem.EncodeToMemory(&pem.Block{Type: "RSA PUBLIC KEY", Bytes: pkcs1DER})
 
 	// The attacker signs HS256 with the public key bytes as the secret.
 	forge := func(secret []byte, alg string, header map[string]any) string {
-		k := testKey{alg: alg, priv: secret, key: auth.Key{ID: rsaKey.key.ID}}
-		return mustTokenAlg(t, k, alg, header, claims(nil))
+		k := authtest.Key{Alg: alg, Private: secret, Verify: auth.Key{ID: rsaKey.Verify.ID}}
+		return authtest.TokenAlg(t, k, alg, header, authtest.Claims(nil))
 	}
-	only := keySet(rsaKey)
+	only := authtest.KeySet(rsaKey)
 	// A careless source that hands out the RSA key for any lookup: the
 	// Verifier's own family check must still refuse.
-	careless := fixedKeys{key: rsaKey.key}
+	careless := fixedKeys{key: rsaKey.Verify}
 
 	tests := []verifyTest{
-		{name: "genuine RS256", keys: only, token: mustToken(t, rsaKey, nil, claims(nil))},
+		{name: "genuine RS256", keys: only, token: authtest.Token(t, rsaKey, nil, authtest.Claims(nil))},
 		{name: "HS256 with PEM as secret", keys: only, token: forge(pemPKIX, "HS256", nil), want: auth.ReasonUnknownKey},
 		{name: "HS256 with DER as secret", keys: only, token: forge(der, "HS256", nil), want: auth.ReasonUnknownKey},
 		{name: "HS256 with PKCS1 PEM as secret", keys: only, token: forge(pkcs1, "HS256", nil), want: auth.ReasonUnknownKey},
 		{name: "HS512 with PEM as secret", keys: only, token: forge(pemPKIX, "HS512", nil), want: auth.ReasonUnknownKey},
 		{name: "HS256 with PEM as secret, no kid", keys: only, token: forge(pemPKIX, "HS256", map[string]any{"kid": nil}), want: auth.ReasonUnknownKey},
 		{name: "HS256 with DER as secret, no kid", keys: only, token: forge(der, "HS256", map[string]any{"kid": nil}), want: auth.ReasonUnknownKey},
-		{name: "careless source, genuine RS256", keys: careless, token: mustToken(t, rsaKey, nil, claims(nil))},
+		{name: "careless source, genuine RS256", keys: careless, token: authtest.Token(t, rsaKey, nil, authtest.Claims(nil))},
 		{name: "careless source, HS256 with PEM", keys: careless, token: forge(pemPKIX, "HS256", nil), want: auth.ReasonUnknownKey},
 		{name: "careless source, HS256 with DER", keys: careless, token: forge(der, "HS256", nil), want: auth.ReasonUnknownKey},
-		{name: "careless source, ES256 token", keys: careless, token: mustToken(t, newTestKey(t, "ES256"), nil, claims(nil)), want: auth.ReasonUnknownKey},
+		{name: "careless source, ES256 token", keys: careless, token: authtest.Token(t, authtest.NewKey(t, "ES256"), nil, authtest.Claims(nil)), want: auth.ReasonUnknownKey},
 		{name: "empty HMAC secret", keys: fixedKeys{key: auth.Key{Public: []byte{}}}, token: forge([]byte{}, "HS256", nil), want: auth.ReasonUnknownKey},
 	}
 	runVerifyTests(t, tests)
@@ -179,10 +183,10 @@ func TestVerifyIgnoresKeyHeaders(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 
-	configured := newTestKey(t, "ES256")
-	attacker := newTestKey(t, "ES256")
-	jwk, err := jwkset.NewJWKFromKey(attacker.key.Public, jwkset.JWKOptions{
-		Metadata: jwkset.JWKMetadataOptions{KID: attacker.key.ID, ALG: jwkset.AlgES256, USE: jwkset.UseSig},
+	configured := authtest.NewKey(t, "ES256")
+	attacker := authtest.NewKey(t, "ES256")
+	jwk, err := jwkset.NewJWKFromKey(attacker.Verify.Public, jwkset.JWKOptions{
+		Metadata: jwkset.JWKMetadataOptions{KID: attacker.Verify.ID, ALG: jwkset.AlgES256, USE: jwkset.UseSig},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +197,7 @@ func TestVerifyIgnoresKeyHeaders(t *testing.T) {
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(time.Hour),
 	}
-	attackerPriv := attacker.priv.(*ecdsa.PrivateKey)
+	attackerPriv := attacker.Private.(*ecdsa.PrivateKey)
 	cert, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &attackerPriv.PublicKey, attackerPriv)
 	if err != nil {
 		t.Fatal(err)
@@ -214,14 +218,14 @@ func TestVerifyIgnoresKeyHeaders(t *testing.T) {
 		}
 		return h
 	}
-	keys := keySet(configured)
+	keys := authtest.KeySet(configured)
 
 	tests := []verifyTest{
-		{name: "configured key, key headers present", keys: keys, token: mustToken(t, configured, with(nil), claims(nil))},
-		{name: "attacker key, its own kid", keys: keys, token: mustToken(t, attacker, with(nil), claims(nil)), want: auth.ReasonUnknownKey},
-		{name: "attacker key, no kid", keys: keys, token: mustToken(t, attacker, with(map[string]any{"kid": nil}), claims(nil)), want: auth.ReasonBadSignature},
-		{name: "attacker key, configured kid", keys: keys, token: mustToken(t, attacker, with(map[string]any{"kid": configured.key.ID}), claims(nil)), want: auth.ReasonBadSignature},
-		{name: "attacker key, jku only", keys: keys, token: mustToken(t, attacker, map[string]any{"jku": srv.URL}, claims(nil)), want: auth.ReasonUnknownKey},
+		{name: "configured key, key headers present", keys: keys, token: authtest.Token(t, configured, with(nil), authtest.Claims(nil))},
+		{name: "attacker key, its own kid", keys: keys, token: authtest.Token(t, attacker, with(nil), authtest.Claims(nil)), want: auth.ReasonUnknownKey},
+		{name: "attacker key, no kid", keys: keys, token: authtest.Token(t, attacker, with(map[string]any{"kid": nil}), authtest.Claims(nil)), want: auth.ReasonBadSignature},
+		{name: "attacker key, configured kid", keys: keys, token: authtest.Token(t, attacker, with(map[string]any{"kid": configured.Verify.ID}), authtest.Claims(nil)), want: auth.ReasonBadSignature},
+		{name: "attacker key, jku only", keys: keys, token: authtest.Token(t, attacker, map[string]any{"jku": srv.URL}, authtest.Claims(nil)), want: auth.ReasonUnknownKey},
 	}
 	runVerifyTests(t, tests)
 	if n := hits.Load(); n != 0 {
@@ -230,14 +234,14 @@ func TestVerifyIgnoresKeyHeaders(t *testing.T) {
 }
 
 func TestVerifyCrit(t *testing.T) {
-	k := newTestKey(t, "EdDSA")
-	keys := keySet(k)
+	k := authtest.NewKey(t, "EdDSA")
+	keys := authtest.KeySet(k)
 	tests := []verifyTest{
-		{name: "no crit", keys: keys, token: mustToken(t, k, nil, claims(nil))},
-		{name: "crit names exp", keys: keys, token: mustToken(t, k, map[string]any{"crit": []string{"exp"}}, claims(nil)), want: auth.ReasonCrit},
-		{name: "crit names an extension", keys: keys, token: mustToken(t, k, map[string]any{"crit": []string{"http://example.com/x"}, "http://example.com/x": true}, claims(nil)), want: auth.ReasonCrit},
-		{name: "crit empty list", keys: keys, token: mustToken(t, k, map[string]any{"crit": []string{}}, claims(nil)), want: auth.ReasonCrit},
-		{name: "crit not a list", keys: keys, token: mustToken(t, k, map[string]any{"crit": "b64"}, claims(nil)), want: auth.ReasonCrit},
+		{name: "no crit", keys: keys, token: authtest.Token(t, k, nil, authtest.Claims(nil))},
+		{name: "crit names exp", keys: keys, token: authtest.Token(t, k, map[string]any{"crit": []string{"exp"}}, authtest.Claims(nil)), want: auth.ReasonCrit},
+		{name: "crit names an extension", keys: keys, token: authtest.Token(t, k, map[string]any{"crit": []string{"http://example.com/x"}, "http://example.com/x": true}, authtest.Claims(nil)), want: auth.ReasonCrit},
+		{name: "crit empty list", keys: keys, token: authtest.Token(t, k, map[string]any{"crit": []string{}}, authtest.Claims(nil)), want: auth.ReasonCrit},
+		{name: "crit not a list", keys: keys, token: authtest.Token(t, k, map[string]any{"crit": "b64"}, authtest.Claims(nil)), want: auth.ReasonCrit},
 		{name: "crit null", keys: keys, token: rawCritNull(t, k), want: auth.ReasonCrit},
 	}
 	runVerifyTests(t, tests)
@@ -245,9 +249,9 @@ func TestVerifyCrit(t *testing.T) {
 
 // rawCritNull returns a token signed by k whose header has "crit": null,
 // which the header map of mustToken cannot express.
-func rawCritNull(t *testing.T, k testKey) string {
+func rawCritNull(t *testing.T, k authtest.Key) string {
 	t.Helper()
-	tok := mustToken(t, k, map[string]any{"crit": "x"}, claims(nil))
+	tok := authtest.Token(t, k, map[string]any{"crit": "x"}, authtest.Claims(nil))
 	parts := strings.Split(tok, ".")
 	hb, err := base64.RawURLEncoding.DecodeString(parts[0])
 	if err != nil {
@@ -264,7 +268,7 @@ func rawCritNull(t *testing.T, k testKey) string {
 	}
 	// Re-sign over the new header.
 	unsigned := base64.RawURLEncoding.EncodeToString(hb) + "." + parts[1]
-	sig, err := signingMethod(t, k.alg).Sign(unsigned, k.priv)
+	sig, err := jwt.GetSigningMethod(k.Alg).Sign(unsigned, k.Private)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,66 +276,115 @@ func rawCritNull(t *testing.T, k testKey) string {
 }
 
 func TestVerifyKeyChoice(t *testing.T) {
-	rs1 := newTestKey(t, "RS256")
-	rs2 := newTestKey(t, "RS256")
-	ec := newTestKey(t, "ES256")
-	ec384 := newTestKey(t, "ES384")
+	rs1 := authtest.NewKey(t, "RS256")
+	rs2 := authtest.NewKey(t, "RS256")
+	ec := authtest.NewKey(t, "ES256")
+	ec384 := authtest.NewKey(t, "ES384")
 	noKid := map[string]any{"kid": nil}
 
 	tests := []verifyTest{
-		{name: "kid of the key", keys: keySet(rs1, rs2), token: mustToken(t, rs2, nil, claims(nil))},
-		{name: "unknown kid", keys: keySet(rs1), token: mustToken(t, rs2, nil, claims(nil)), want: auth.ReasonUnknownKey},
-		{name: "kid of a key of another family", keys: keySet(rs1, ec), token: mustToken(t, rs1, map[string]any{"kid": ec.key.ID}, claims(nil)), want: auth.ReasonUnknownKey},
-		{name: "kid of an EC key on another curve", keys: keySet(ec, ec384), token: mustToken(t, ec, map[string]any{"kid": ec384.key.ID}, claims(nil)), want: auth.ReasonUnknownKey},
-		{name: "kid pinned to another alg", keys: auth.NewKeySet([]auth.Key{{ID: rs1.key.ID, Algorithm: "RS512", Public: rs1.key.Public}}), token: mustToken(t, rs1, nil, claims(nil)), want: auth.ReasonUnknownKey},
-		{name: "kid not a string", keys: keySet(rs1), token: mustToken(t, rs1, map[string]any{"kid": 7}, claims(nil)), want: auth.ReasonMalformed},
-		{name: "no kid, one key", keys: keySet(rs1), token: mustToken(t, rs1, noKid, claims(nil))},
-		{name: "no kid, one key fits alg among others", keys: keySet(rs1, ec, ec384), token: mustToken(t, ec, noKid, claims(nil))},
-		{name: "no kid, two keys fit alg", keys: keySet(rs1, rs2), token: mustToken(t, rs1, noKid, claims(nil)), want: auth.ReasonUnknownKey},
-		{name: "no kid, no key fits alg", keys: keySet(rs1), token: mustToken(t, ec, noKid, claims(nil)), want: auth.ReasonUnknownKey},
-		{name: "empty key set", keys: auth.NewKeySet(nil), token: mustToken(t, rs1, nil, claims(nil)), want: auth.ReasonUnknownKey},
-		{name: "no key set yet", keys: (*auth.KeySet)(nil), token: mustToken(t, rs1, nil, claims(nil)), want: auth.ReasonKeysUnavailable},
-		{name: "source fails", keys: fixedKeys{err: errors.New("fetch jwks: connection refused")}, token: mustToken(t, rs1, nil, claims(nil)), want: auth.ReasonKeysUnavailable},
-		{name: "source reports ambiguity", keys: fixedKeys{err: auth.ErrAmbiguousKey}, token: mustToken(t, rs1, nil, claims(nil)), want: auth.ReasonUnknownKey},
+		{name: "kid of the key", keys: authtest.KeySet(rs1, rs2), token: authtest.Token(t, rs2, nil, authtest.Claims(nil))},
+		{name: "unknown kid", keys: authtest.KeySet(rs1), token: authtest.Token(t, rs2, nil, authtest.Claims(nil)), want: auth.ReasonUnknownKey},
+		{name: "kid of a key of another family", keys: authtest.KeySet(rs1, ec), token: authtest.Token(t, rs1, map[string]any{"kid": ec.Verify.ID}, authtest.Claims(nil)), want: auth.ReasonUnknownKey},
+		{name: "kid of an EC key on another curve", keys: authtest.KeySet(ec, ec384), token: authtest.Token(t, ec, map[string]any{"kid": ec384.Verify.ID}, authtest.Claims(nil)), want: auth.ReasonUnknownKey},
+		{name: "kid pinned to another alg", keys: auth.NewKeySet([]auth.Key{{ID: rs1.Verify.ID, Algorithm: "RS512", Public: rs1.Verify.Public}}), token: authtest.Token(t, rs1, nil, authtest.Claims(nil)), want: auth.ReasonUnknownKey},
+		{name: "kid not a string", keys: authtest.KeySet(rs1), token: authtest.Token(t, rs1, map[string]any{"kid": 7}, authtest.Claims(nil)), want: auth.ReasonMalformed},
+		{name: "no kid, one key", keys: authtest.KeySet(rs1), token: authtest.Token(t, rs1, noKid, authtest.Claims(nil))},
+		{name: "no kid, one key fits alg among others", keys: authtest.KeySet(rs1, ec, ec384), token: authtest.Token(t, ec, noKid, authtest.Claims(nil))},
+		{name: "no kid, two keys fit alg", keys: authtest.KeySet(rs1, rs2), token: authtest.Token(t, rs1, noKid, authtest.Claims(nil)), want: auth.ReasonUnknownKey},
+		{name: "no kid, no key fits alg", keys: authtest.KeySet(rs1), token: authtest.Token(t, ec, noKid, authtest.Claims(nil)), want: auth.ReasonUnknownKey},
+		{name: "no key set yet", keys: (*auth.KeySet)(nil), token: authtest.Token(t, rs1, nil, authtest.Claims(nil)), want: auth.ReasonKeysUnavailable},
+		{name: "source fails", keys: fixedKeys{err: errors.New("fetch jwks: connection refused")}, token: authtest.Token(t, rs1, nil, authtest.Claims(nil)), want: auth.ReasonKeysUnavailable},
+		{name: "source reports ambiguity", keys: fixedKeys{err: auth.ErrAmbiguousKey}, token: authtest.Token(t, rs1, nil, authtest.Claims(nil)), want: auth.ReasonUnknownKey},
 	}
 	runVerifyTests(t, tests)
 }
 
+// TestVerifyGroupsCap checks -jwt-max-groups: a token with more groups is
+// refused before anything is made of them, whatever their sizes.
+func TestVerifyGroupsCap(t *testing.T) {
+	k := authtest.NewKey(t, "EdDSA")
+	keys := authtest.KeySet(k)
+	groups := func(n int) []string {
+		g := make([]string, n)
+		for i := range g {
+			g[i] = fmt.Sprintf("g%d", i)
+		}
+		return g
+	}
+	tok := func(c map[string]any) string { return authtest.Token(t, k, nil, authtest.Claims(c)) }
+	nested := auth.Config{GroupsClaim: "realm_access.roles"}
+	tests := []verifyTest{
+		{name: "default cap, 256 groups", keys: keys, token: tok(map[string]any{"groups": groups(256)})},
+		{name: "default cap, 257 groups", keys: keys, token: tok(map[string]any{"groups": groups(257)}), want: auth.ReasonTooManyGroups},
+		{name: "cap 3, 3 groups", opts: auth.Options{MaxGroups: 3}, keys: keys, token: tok(map[string]any{"groups": groups(3)})},
+		{name: "cap 3, 4 groups", opts: auth.Options{MaxGroups: 3}, keys: keys, token: tok(map[string]any{"groups": groups(4)}), want: auth.ReasonTooManyGroups},
+		{name: "cap 3, 4 groups of which 2 repeat", opts: auth.Options{MaxGroups: 3}, keys: keys, token: tok(map[string]any{"groups": []string{"a", "a", "b", "b"}}), want: auth.ReasonTooManyGroups},
+		{name: "cap 3, nested claim", opts: auth.Options{MaxGroups: 3}, cfg: nested, keys: keys, token: tok(map[string]any{"realm_access": map[string]any{"roles": groups(4)}}), want: auth.ReasonTooManyGroups},
+		{name: "cap 1, one group as a string", opts: auth.Options{MaxGroups: 1}, keys: keys, token: tok(map[string]any{"groups": "one"})},
+		{name: "cap applies to the groups claim only", opts: auth.Options{MaxGroups: 1}, keys: keys, token: tok(map[string]any{"groups": []string{"a"}, "roles": groups(50)})},
+	}
+	runVerifyTests(t, tests)
+}
+
+// TestVerifyNumericDates checks the range of exp, nbf and iat: a JSON
+// number from 0 to 253402300799, or the token is invalid.
+func TestVerifyNumericDates(t *testing.T) {
+	k := authtest.NewKey(t, "ES256")
+	keys := authtest.KeySet(k)
+	tok := func(c map[string]any) string { return authtest.Token(t, k, nil, authtest.Claims(c)) }
+	var tests []verifyTest
+	for _, claim := range []string{"exp", "nbf", "iat"} {
+		for _, v := range []any{1e19, 1e30, 9.223372036854775e18, -1, -1e19, 253402300800, "1700000000", true, []int{1}} {
+			tests = append(tests, verifyTest{name: fmt.Sprintf("%s %v", claim, v), keys: keys, token: tok(map[string]any{claim: v}), want: auth.ReasonClaims})
+		}
+	}
+	tests = append(tests,
+		verifyTest{name: "exp 253402300799", keys: keys, token: tok(map[string]any{"exp": 253402300799})},
+		verifyTest{name: "nbf 0", keys: keys, token: tok(map[string]any{"nbf": 0})},
+		verifyTest{name: "iat 0", keys: keys, token: tok(map[string]any{"iat": 0})},
+		verifyTest{name: "fractional times", keys: keys, token: tok(map[string]any{"iat": 1700000000.5, "nbf": 1700000000.25})},
+		verifyTest{name: "nbf far in the future but in range", keys: keys, token: tok(map[string]any{"nbf": 253402300000}), want: auth.ReasonNotYetValid},
+		verifyTest{name: "iat far in the future but in range", keys: keys, token: tok(map[string]any{"iat": 253402300000}), want: auth.ReasonNotYetValid},
+	)
+	runVerifyTests(t, tests)
+}
+
 func TestVerifyTimes(t *testing.T) {
-	k := newTestKey(t, "ES256")
-	keys := keySet(k)
+	k := authtest.NewKey(t, "ES256")
+	keys := authtest.KeySet(k)
 	// Offsets are far from the leeway edges, so the test does not depend
 	// on how long it runs.
-	leeway := auth.Config{Leeway: 2 * time.Minute}
+	leeway := auth.Options{Leeway: 2 * time.Minute}
 	now := time.Now()
 	at := func(d time.Duration) int64 { return now.Add(d).Unix() }
 
 	tests := []verifyTest{
-		{name: "all in range", cfg: leeway, keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"nbf": at(-time.Minute)}))},
-		{name: "exp missing", cfg: leeway, keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"exp": nil})), want: auth.ReasonExpired},
-		{name: "exp zero", cfg: leeway, keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"exp": 0})), want: auth.ReasonExpired},
-		{name: "exp past inside leeway", cfg: leeway, keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"exp": at(-time.Minute)}))},
-		{name: "exp past beyond leeway", cfg: leeway, keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"exp": at(-3 * time.Minute)})), want: auth.ReasonExpired},
-		{name: "exp past, no leeway", keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"exp": at(-time.Minute)})), want: auth.ReasonExpired},
-		{name: "exp a string", cfg: leeway, keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"exp": "tomorrow"})), want: auth.ReasonClaims},
-		{name: "nbf future inside leeway", cfg: leeway, keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"nbf": at(time.Minute)}))},
-		{name: "nbf future beyond leeway", cfg: leeway, keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"nbf": at(3 * time.Minute)})), want: auth.ReasonNotYetValid},
-		{name: "nbf future, no leeway", keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"nbf": at(time.Minute)})), want: auth.ReasonNotYetValid},
-		{name: "iat missing", cfg: leeway, keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"iat": nil}))},
-		{name: "iat future inside leeway", cfg: leeway, keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"iat": at(time.Minute)}))},
-		{name: "iat future beyond leeway", cfg: leeway, keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"iat": at(3 * time.Minute)})), want: auth.ReasonNotYetValid},
-		{name: "iat future, no leeway", keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"iat": at(time.Minute)})), want: auth.ReasonNotYetValid},
-		{name: "iat a string", cfg: leeway, keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"iat": "now"})), want: auth.ReasonClaims},
+		{name: "all in range", opts: leeway, keys: keys, token: authtest.Token(t, k, nil, authtest.Claims(map[string]any{"nbf": at(-time.Minute)}))},
+		{name: "exp missing", opts: leeway, keys: keys, token: authtest.Token(t, k, nil, authtest.Claims(map[string]any{"exp": nil})), want: auth.ReasonMissingExp},
+		{name: "exp zero", opts: leeway, keys: keys, token: authtest.Token(t, k, nil, authtest.Claims(map[string]any{"exp": 0})), want: auth.ReasonExpired},
+		{name: "exp past inside leeway", opts: leeway, keys: keys, token: authtest.Token(t, k, nil, authtest.Claims(map[string]any{"exp": at(-time.Minute)}))},
+		{name: "exp past beyond leeway", opts: leeway, keys: keys, token: authtest.Token(t, k, nil, authtest.Claims(map[string]any{"exp": at(-3 * time.Minute)})), want: auth.ReasonExpired},
+		{name: "exp past, no leeway", keys: keys, token: authtest.Token(t, k, nil, authtest.Claims(map[string]any{"exp": at(-time.Minute)})), want: auth.ReasonExpired},
+		{name: "exp a string", opts: leeway, keys: keys, token: authtest.Token(t, k, nil, authtest.Claims(map[string]any{"exp": "tomorrow"})), want: auth.ReasonClaims},
+		{name: "nbf future inside leeway", opts: leeway, keys: keys, token: authtest.Token(t, k, nil, authtest.Claims(map[string]any{"nbf": at(time.Minute)}))},
+		{name: "nbf future beyond leeway", opts: leeway, keys: keys, token: authtest.Token(t, k, nil, authtest.Claims(map[string]any{"nbf": at(3 * time.Minute)})), want: auth.ReasonNotYetValid},
+		{name: "nbf future, no leeway", keys: keys, token: authtest.Token(t, k, nil, authtest.Claims(map[string]any{"nbf": at(time.Minute)})), want: auth.ReasonNotYetValid},
+		{name: "iat missing", opts: leeway, keys: keys, token: authtest.Token(t, k, nil, authtest.Claims(map[string]any{"iat": nil}))},
+		{name: "iat future inside leeway", opts: leeway, keys: keys, token: authtest.Token(t, k, nil, authtest.Claims(map[string]any{"iat": at(time.Minute)}))},
+		{name: "iat future beyond leeway", opts: leeway, keys: keys, token: authtest.Token(t, k, nil, authtest.Claims(map[string]any{"iat": at(3 * time.Minute)})), want: auth.ReasonNotYetValid},
+		{name: "iat future, no leeway", keys: keys, token: authtest.Token(t, k, nil, authtest.Claims(map[string]any{"iat": at(time.Minute)})), want: auth.ReasonNotYetValid},
+		{name: "iat a string", opts: leeway, keys: keys, token: authtest.Token(t, k, nil, authtest.Claims(map[string]any{"iat": "now"})), want: auth.ReasonClaims},
 	}
 	runVerifyTests(t, tests)
 }
 
 func TestVerifyIssuerAudience(t *testing.T) {
-	k := newTestKey(t, "RS256")
-	keys := keySet(k)
+	k := authtest.NewKey(t, "RS256")
+	keys := authtest.KeySet(k)
 	iss := auth.Config{Issuer: "https://idp.example.com"}
 	aud := auth.Config{Audiences: []string{"plantstore", "plants-api"}}
-	tok := func(over map[string]any) string { return mustToken(t, k, nil, claims(over)) }
+	tok := func(over map[string]any) string { return authtest.Token(t, k, nil, authtest.Claims(over)) }
 
 	tests := []verifyTest{
 		{name: "iss equal", cfg: iss, keys: keys, token: tok(map[string]any{"iss": "https://idp.example.com"})},
@@ -350,7 +403,6 @@ func TestVerifyIssuerAudience(t *testing.T) {
 		{name: "aud empty array", cfg: aud, keys: keys, token: tok(map[string]any{"aud": []string{}}), want: auth.ReasonAudience},
 		{name: "aud array with a number", cfg: aud, keys: keys, token: tok(map[string]any{"aud": []any{"plantstore", 5}}), want: auth.ReasonClaims},
 		{name: "aud not configured", keys: keys, token: tok(map[string]any{"aud": "whatever"})},
-		{name: "aud configured with an empty entry only", cfg: auth.Config{Audiences: []string{""}}, keys: keys, token: tok(nil)},
 		{name: "iss and aud both wrong", cfg: auth.Config{Issuer: "https://idp.example.com", Audiences: []string{"plantstore"}}, keys: keys, token: tok(map[string]any{"iss": "x", "aud": "y"}), want: auth.ReasonIssuer},
 		{name: "iss right, aud missing", cfg: auth.Config{Issuer: "https://idp.example.com", Audiences: []string{"plantstore"}}, keys: keys, token: tok(map[string]any{"iss": "https://idp.example.com"}), want: auth.ReasonAudience},
 	}
@@ -358,29 +410,29 @@ func TestVerifyIssuerAudience(t *testing.T) {
 }
 
 func TestVerifySubject(t *testing.T) {
-	k := newTestKey(t, "EdDSA")
-	keys := keySet(k)
+	k := authtest.NewKey(t, "EdDSA")
+	keys := authtest.KeySet(k)
 	tests := []verifyTest{
-		{name: "sub present", keys: keys, token: mustToken(t, k, nil, claims(nil)), wantID: &auth.Identity{Subject: "alice"}},
-		{name: "sub missing", keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"sub": nil})), want: auth.ReasonNoSubject},
-		{name: "sub empty", keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"sub": ""})), want: auth.ReasonNoSubject},
-		{name: "sub a number", keys: keys, token: mustToken(t, k, nil, claims(map[string]any{"sub": 42})), want: auth.ReasonClaims},
+		{name: "sub present", keys: keys, token: authtest.Token(t, k, nil, authtest.Claims(nil)), wantID: &auth.Identity{Subject: "alice"}},
+		{name: "sub missing", keys: keys, token: authtest.Token(t, k, nil, authtest.Claims(map[string]any{"sub": nil})), want: auth.ReasonNoSubject},
+		{name: "sub empty", keys: keys, token: authtest.Token(t, k, nil, authtest.Claims(map[string]any{"sub": ""})), want: auth.ReasonNoSubject},
+		{name: "sub a number", keys: keys, token: authtest.Token(t, k, nil, authtest.Claims(map[string]any{"sub": 42})), want: auth.ReasonClaims},
 		{name: "sub null", keys: keys, token: rawSubNull(t, k), want: auth.ReasonNoSubject},
 	}
 	runVerifyTests(t, tests)
 }
 
 // rawSubNull returns a token signed by k whose sub is JSON null.
-func rawSubNull(t *testing.T, k testKey) string {
+func rawSubNull(t *testing.T, k authtest.Key) string {
 	t.Helper()
-	payload, err := json.Marshal(claims(nil))
+	payload, err := json.Marshal(authtest.Claims(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	payload = []byte(strings.Replace(string(payload), `"sub":"alice"`, `"sub":null`, 1))
-	header := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"EdDSA","kid":"` + k.key.ID + `"}`))
+	header := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"EdDSA","kid":"` + k.Verify.ID + `"}`))
 	unsigned := header + "." + base64.RawURLEncoding.EncodeToString(payload)
-	sig, err := signingMethod(t, k.alg).Sign(unsigned, k.priv)
+	sig, err := jwt.GetSigningMethod(k.Alg).Sign(unsigned, k.Private)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,10 +440,10 @@ func rawSubNull(t *testing.T, k testKey) string {
 }
 
 func TestVerifyGroups(t *testing.T) {
-	k := newTestKey(t, "ES256")
-	keys := keySet(k)
+	k := authtest.NewKey(t, "ES256")
+	keys := authtest.KeySet(k)
 	realm := auth.Config{GroupsClaim: "realm_access.roles"}
-	tok := func(over map[string]any) string { return mustToken(t, k, nil, claims(over)) }
+	tok := func(over map[string]any) string { return authtest.Token(t, k, nil, authtest.Claims(over)) }
 	id := func(groups ...string) *auth.Identity { return &auth.Identity{Subject: "alice", Groups: groups} }
 
 	tests := []verifyTest{
@@ -416,10 +468,10 @@ func TestVerifyGroups(t *testing.T) {
 }
 
 func TestVerifyScope(t *testing.T) {
-	k := newTestKey(t, "RS256")
-	keys := keySet(k)
+	k := authtest.NewKey(t, "RS256")
+	keys := authtest.KeySet(k)
 	required := auth.Config{RequiredScope: "plants:read"}
-	tok := func(over map[string]any) string { return mustToken(t, k, nil, claims(over)) }
+	tok := func(over map[string]any) string { return authtest.Token(t, k, nil, authtest.Claims(over)) }
 	id := func(scopes ...string) *auth.Identity { return &auth.Identity{Subject: "alice", Scopes: scopes} }
 
 	tests := []verifyTest{
@@ -437,27 +489,33 @@ func TestVerifyScope(t *testing.T) {
 		{name: "required prefix only", cfg: required, keys: keys, token: tok(map[string]any{"scope": "plants:readonly"}), want: auth.ReasonScope},
 		{name: "required, no scope claim", cfg: required, keys: keys, token: tok(nil), want: auth.ReasonScope},
 		{name: "required, but token expired", cfg: required, keys: keys, token: tok(map[string]any{"exp": time.Now().Add(-time.Hour).Unix()}), want: auth.ReasonExpired},
+		// RFC 6749 §3.3: scope-token separated by %x20 only.
+		{name: "split at spaces only, several in a row", keys: keys, token: tok(map[string]any{"scope": "  openid   plants:read "}), wantID: id("openid", "plants:read")},
+		{name: "no-break space is not a separator", cfg: required, keys: keys, token: tok(map[string]any{"scope": "a\u00a0plants:read"}), want: auth.ReasonScope},
+		{name: "tab is not a separator", cfg: required, keys: keys, token: tok(map[string]any{"scope": "a\tplants:read"}), want: auth.ReasonScope},
+		{name: "newline is not a separator", cfg: required, keys: keys, token: tok(map[string]any{"scp": "a\nplants:read"}), want: auth.ReasonScope},
+		{name: "ideographic space is not a separator", keys: keys, token: tok(map[string]any{"scope": "a\u3000b c"}), wantID: id("a\u3000b", "c")},
 	}
 	runVerifyTests(t, tests)
 
 	t.Run("403 error", func(t *testing.T) {
-		v := newVerifier(t, required, keys, nil)
+		v := newVerifier(t, required, keys)
 		_, err := v.Verify(t.Context(), tok(map[string]any{"scope": "openid"}))
 		var ae *auth.Error
 		if !errors.As(err, &ae) {
 			t.Fatalf("Verify() error = %v; want *auth.Error", err)
 		}
 		want := auth.Error{Status: http.StatusForbidden, Code: "insufficient_scope", Reason: auth.ReasonScope, Scope: "plants:read", Subject: "alice"}
-		if *ae != want {
-			t.Errorf("Verify() error = %+v; want %+v", *ae, want)
+		if got := (auth.Error{Status: ae.Status, Code: ae.Code, Reason: ae.Reason, Scope: ae.Scope, Subject: ae.Subject, Issuer: ae.Issuer}); got != want {
+			t.Errorf("Verify() error = %+v; want %+v", got, want)
 		}
 	})
 }
 
 func TestVerifyMalformed(t *testing.T) {
-	k := newTestKey(t, "HS256")
-	keys := keySet(k)
-	good := mustToken(t, k, nil, claims(nil))
+	k := authtest.NewKey(t, "HS256")
+	keys := authtest.KeySet(k)
+	good := authtest.Token(t, k, nil, authtest.Claims(nil))
 	parts := strings.Split(good, ".")
 	enc := base64.RawURLEncoding.EncodeToString
 	header := parts[0]
@@ -484,38 +542,58 @@ func TestVerifyMalformed(t *testing.T) {
 }
 
 func TestNewVerifier(t *testing.T) {
-	keys := auth.NewKeySet(nil)
+	rsa := authtest.NewKey(t, "RS256")
+	keys := authtest.KeySet(rsa, authtest.NewKey(t, "EdDSA"), authtest.NewKey(t, "HS256"))
+	hmacOnly := authtest.KeySet(authtest.NewKey(t, "HS256"))
+	named := func(name, iss string) auth.Issuer {
+		return auth.Issuer{Name: name, Config: auth.Config{Issuer: iss}, Keys: keys}
+	}
 	tests := []struct {
 		name    string
-		cfg     auth.Config
-		keys    auth.Keys
-		wantErr bool
+		opts    auth.Options
+		issuers []auth.Issuer
+		wantErr string // a part of the error; "" for none
 	}{
-		{name: "zero config", cfg: auth.Config{}, keys: keys},
-		{name: "full config", cfg: auth.Config{Issuer: "https://idp", Audiences: []string{"a"}, Algorithms: []string{"RS256", "EdDSA"}, Leeway: time.Second, GroupsClaim: "realm_access.roles", RequiredScope: "plants:read"}, keys: keys},
-		{name: "nil keys", cfg: auth.Config{}, keys: nil, wantErr: true},
-		{name: "none", cfg: auth.Config{Algorithms: []string{"RS256", "none"}}, keys: keys, wantErr: true},
-		{name: "None", cfg: auth.Config{Algorithms: []string{"None"}}, keys: keys, wantErr: true},
-		{name: "unknown alg", cfg: auth.Config{Algorithms: []string{"HS1"}}, keys: keys, wantErr: true},
-		{name: "lower-case alg", cfg: auth.Config{Algorithms: []string{"rs256"}}, keys: keys, wantErr: true},
-		{name: "negative leeway", cfg: auth.Config{Leeway: -time.Second}, keys: keys, wantErr: true},
-		{name: "empty groups path element", cfg: auth.Config{GroupsClaim: "realm_access..roles"}, keys: keys, wantErr: true},
-		{name: "trailing dot in groups path", cfg: auth.Config{GroupsClaim: "groups."}, keys: keys, wantErr: true},
-		{name: "scope with a space", cfg: auth.Config{RequiredScope: "plants read"}, keys: keys, wantErr: true},
-		{name: "scope with a quote", cfg: auth.Config{RequiredScope: `plants"`}, keys: keys, wantErr: true},
-		{name: "scope with a backslash", cfg: auth.Config{RequiredScope: `plants\`}, keys: keys, wantErr: true},
+		{name: "zero config", issuers: []auth.Issuer{{Keys: keys}}},
+		{name: "full config", opts: auth.Options{Leeway: time.Second, MaxGroups: 10, CacheBytes: 1 << 20}, issuers: []auth.Issuer{{Config: auth.Config{Issuer: "https://idp", Audiences: []string{"a"}, Algorithms: []string{"RS256", "EdDSA"}, GroupsClaim: "realm_access.roles", RequiredScope: "plants:read"}, Keys: keys}}},
+		{name: "no issuer", wantErr: "no issuer"},
+		{name: "nil keys", issuers: []auth.Issuer{{}}, wantErr: "no key source"},
+		{name: "none", issuers: []auth.Issuer{{Config: auth.Config{Algorithms: []string{"RS256", "none"}}, Keys: keys}}, wantErr: `"none"`},
+		{name: "None", issuers: []auth.Issuer{{Config: auth.Config{Algorithms: []string{"None"}}, Keys: keys}}, wantErr: `"none"`},
+		{name: "unknown alg", issuers: []auth.Issuer{{Config: auth.Config{Algorithms: []string{"HS1"}}, Keys: keys}}, wantErr: `"HS1"`},
+		{name: "lower-case alg", issuers: []auth.Issuer{{Config: auth.Config{Algorithms: []string{"rs256"}}, Keys: keys}}, wantErr: `"rs256"`},
+		{name: "negative leeway", opts: auth.Options{Leeway: -time.Second}, issuers: []auth.Issuer{{Keys: keys}}, wantErr: "leeway"},
+		{name: "negative max groups", opts: auth.Options{MaxGroups: -1}, issuers: []auth.Issuer{{Keys: keys}}, wantErr: "max_groups"},
+		{name: "blank audience", issuers: []auth.Issuer{{Config: auth.Config{Audiences: []string{""}}, Keys: keys}}, wantErr: "blank audience"},
+		{name: "blank among audiences", issuers: []auth.Issuer{{Config: auth.Config{Audiences: []string{"a", " "}}, Keys: keys}}, wantErr: "blank audience"},
+		{name: "empty groups path element", issuers: []auth.Issuer{{Config: auth.Config{GroupsClaim: "realm_access..roles"}, Keys: keys}}, wantErr: "empty path element"},
+		{name: "trailing dot in groups path", issuers: []auth.Issuer{{Config: auth.Config{GroupsClaim: "groups."}, Keys: keys}}, wantErr: "empty path element"},
+		{name: "scope with a space", issuers: []auth.Issuer{{Config: auth.Config{RequiredScope: "plants read"}, Keys: keys}}, wantErr: "scope"},
+		{name: "scope with a quote", issuers: []auth.Issuer{{Config: auth.Config{RequiredScope: `plants"`}, Keys: keys}}, wantErr: "scope"},
+		{name: "scope with a backslash", issuers: []auth.Issuer{{Config: auth.Config{RequiredScope: `plants\`}, Keys: keys}}, wantErr: "scope"},
+		{name: "static keys that fit no allowed algorithm", issuers: []auth.Issuer{{Config: auth.Config{Algorithms: []string{"RS256", "ES256"}}, Keys: hmacOnly}}, wantErr: "no key for the allowed algorithms RS256,ES256"},
+		{name: "one of two static sources fits nothing", issuers: []auth.Issuer{{Config: auth.Config{Algorithms: []string{"RS256"}}, Keys: auth.Combine(authtest.KeySet(rsa), hmacOnly)}}, wantErr: "no key for the allowed algorithms RS256"},
+		{name: "empty static key set", issuers: []auth.Issuer{{Keys: auth.NewKeySet(nil)}}, wantErr: "no key for the allowed algorithms"},
+		{name: "two named issuers", issuers: []auth.Issuer{named("staff", "https://a"), named("customers", "https://b")}},
+		{name: "unnamed with named", issuers: []auth.Issuer{{Keys: keys}, named("staff", "https://a")}, wantErr: "unnamed"},
+		{name: "repeated name", issuers: []auth.Issuer{named("staff", "https://a"), named("staff", "https://b")}, wantErr: "twice"},
+		{name: "repeated iss", issuers: []auth.Issuer{named("staff", "https://a"), named("customers", "https://a")}, wantErr: "same iss"},
+		{name: "named without iss", issuers: []auth.Issuer{named("staff", "")}, wantErr: "no iss"},
+		{name: "bad name", issuers: []auth.Issuer{named("Staff", "https://a")}, wantErr: "issuer name"},
+		{name: "name too long", issuers: []auth.Issuer{named(strings.Repeat("a", 33), "https://a")}, wantErr: "issuer name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			v, err := auth.NewVerifier(tt.cfg, tt.keys, nil)
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("NewVerifier(%+v) = %v, %v; want error %t", tt.cfg, v, err, tt.wantErr)
+			v, err := auth.NewVerifier(tt.opts, tt.issuers...)
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("NewVerifier(%+v, %+v) = %v, %v; want error %q", tt.opts, tt.issuers, v, err, tt.wantErr)
 			}
 		})
 	}
 }
 
-func TestVerifierConfig(t *testing.T) {
+func TestVerifierIssuers(t *testing.T) {
+	keys := authtest.KeySet(authtest.NewKey(t, "EdDSA"), authtest.NewKey(t, "ES256"))
 	tests := []struct {
 		name       string
 		cfg        auth.Config
@@ -527,9 +605,9 @@ func TestVerifierConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := newVerifier(t, tt.cfg, auth.NewKeySet(nil), nil).Config()
+			got := newVerifier(t, tt.cfg, keys).Issuers()[0].Config
 			if !slices.Equal(got.Algorithms, tt.wantAlgs) || got.GroupsClaim != tt.wantGroups {
-				t.Errorf("NewVerifier(%+v).Config() = %+v; want Algorithms %v, GroupsClaim %q", tt.cfg, got, tt.wantAlgs, tt.wantGroups)
+				t.Errorf("NewVerifier(%+v).Issuers()[0].Config = %+v; want Algorithms %v, GroupsClaim %q", tt.cfg, got, tt.wantAlgs, tt.wantGroups)
 			}
 		})
 	}
@@ -545,13 +623,13 @@ func TestVerifierConfig(t *testing.T) {
 func BenchmarkVerify(b *testing.B) {
 	for _, alg := range []string{"RS256", "ES256", "EdDSA"} {
 		b.Run(alg, func(b *testing.B) {
-			k := newTestKey(b, alg)
+			k := authtest.NewKey(b, alg)
 			v := newVerifier(b, auth.Config{
 				Issuer:      "https://idp.example.com",
 				Audiences:   []string{"plantstore"},
 				GroupsClaim: "realm_access.roles",
-			}, keySet(k, newTestKey(b, alg)), nil)
-			token := mustToken(b, k, nil, claims(map[string]any{
+			}, authtest.KeySet(k, authtest.NewKey(b, alg)))
+			token := authtest.Token(b, k, nil, authtest.Claims(map[string]any{
 				"iss":          "https://idp.example.com",
 				"aud":          "plantstore",
 				"exp":          time.Now().Add(time.Hour).Unix(),

@@ -1,23 +1,30 @@
 package observability
 
 import (
+	"encoding/hex"
 	"math"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
-	"go.uber.org/zap"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap/zapcore"
 )
 
-// The keys every line of [NewLogger] starts with, and the access line's
-// message.
-const (
-	levelKey   = "level"
-	timeKey    = "ts"
-	messageKey = "msg"
-	accessMsg  = "request"
-)
+// accessMsg is the msg of the access line.
+const accessMsg = "request"
+
+// AccessLog writes the access line, one per request, for [Middleware]. It
+// is the only encoder of that line: the line is most of what the service
+// logs, and zap's general encoder costs several times as much. In the json
+// format the line is a JSON object with the keys of every other line (level,
+// ts, msg) first; in the console format it is laid out as zap's console
+// lines are: ts, level and msg separated by tabs, then the fields as a JSON
+// object. Get one from [NewLogger]. A nil *AccessLog writes nothing.
+type AccessLog struct {
+	out     zapcore.WriteSyncer
+	level   zapcore.Level
+	console bool
+}
 
 // accessEntry is one access log line: the fields [Middleware] logs, in the
 // order it logs them.
@@ -28,49 +35,42 @@ type accessEntry struct {
 	bytes               int
 	requestID, remoteIP string
 	userAgent           string
+	trace               trace.SpanContext // of the server span; invalid with tracing off
 	Entry
 }
 
-// fields appends the line's fields to f, for a zap logger.
-func (a *accessEntry) fields(f []zap.Field) []zap.Field {
-	f = append(f,
-		zap.String("method", a.method),
-		zap.String("route", a.route),
-		zap.String("path", a.path),
-		zap.Int("status", a.status),
-		zap.Float64("duration", a.duration),
-		zap.Int("bytes", a.bytes),
-		zap.String("request_id", a.requestID),
-		zap.String("remote_ip", a.remoteIP),
-		zap.String("user_agent", a.userAgent),
-	)
-	if a.subject != "" {
-		f = append(f, zap.String("sub", a.subject))
-	}
-	if a.authFailure != "" {
-		f = append(f, zap.String("auth_failure", a.authFailure))
-	}
-	if a.hasPlants {
-		f = append(f, zap.Int("plants", a.plants))
-	}
-	return f
+// enabled reports whether a line at lvl is written.
+func (l *AccessLog) enabled(lvl zapcore.Level) bool {
+	return l != nil && lvl >= l.level
 }
 
-// appendJSON appends the line as NewLogger's JSON encoder writes it for
-// lvl at t with [accessEntry.fields], byte for byte, newline included:
-// the access log is most of what the service logs, and zap's general
-// encoder costs several times as much.
-func (a *accessEntry) appendJSON(dst []byte, lvl zapcore.Level, t time.Time) []byte {
-	dst = append(dst, `{"`+levelKey+`":"`...)
-	dst = append(dst, lvl.String()...) // lower case, as LowercaseLevelEncoder
-	dst = append(dst, `","`+timeKey+`":"`...)
-	dst = appendTimestamp(dst, t)
-	dst = append(dst, `","`+messageKey+`":"`+accessMsg+`","method":`...)
-	dst = appendLogString(dst, a.method)
+// write writes a at lvl, stamped t, using buf; it returns buf for reuse.
+func (l *AccessLog) write(buf []byte, a *accessEntry, lvl zapcore.Level, t time.Time) []byte {
+	buf = l.appendLine(buf[:0], a, lvl, t)
+	_, _ = l.out.Write(buf) // nobody to tell: zap drops write errors too
+	return buf
+}
+
+// appendLine appends the line for a at lvl and t, newline included.
+func (l *AccessLog) appendLine(dst []byte, a *accessEntry, lvl zapcore.Level, t time.Time) []byte {
+	if l.console {
+		dst = appendTimestamp(dst, t)
+		dst = append(dst, '\t')
+		dst = append(dst, lvl.String()...)
+		dst = append(dst, "\t"+accessMsg+"\t{"...)
+	} else {
+		dst = append(dst, `{"`+levelKey+`":"`...)
+		dst = append(dst, lvl.String()...) // lower case, as the logger's
+		dst = append(dst, `","`+timeKey+`":"`...)
+		dst = appendTimestamp(dst, t)
+		dst = append(dst, `","`+messageKey+`":"`+accessMsg+`",`...)
+	}
+	dst = append(dst, `"method":`...)
+	dst = AppendJSONString(dst, a.method)
 	dst = append(dst, `,"route":`...)
-	dst = appendLogString(dst, a.route)
+	dst = AppendJSONString(dst, a.route)
 	dst = append(dst, `,"path":`...)
-	dst = appendLogString(dst, a.path)
+	dst = AppendJSONString(dst, a.path)
 	dst = append(dst, `,"status":`...)
 	dst = strconv.AppendInt(dst, int64(a.status), 10)
 	dst = append(dst, `,"duration":`...)
@@ -78,22 +78,34 @@ func (a *accessEntry) appendJSON(dst []byte, lvl zapcore.Level, t time.Time) []b
 	dst = append(dst, `,"bytes":`...)
 	dst = strconv.AppendInt(dst, int64(a.bytes), 10)
 	dst = append(dst, `,"request_id":`...)
-	dst = appendLogString(dst, a.requestID)
+	dst = AppendJSONString(dst, a.requestID)
 	dst = append(dst, `,"remote_ip":`...)
-	dst = appendLogString(dst, a.remoteIP)
+	dst = AppendJSONString(dst, a.remoteIP)
 	dst = append(dst, `,"user_agent":`...)
-	dst = appendLogString(dst, a.userAgent)
+	dst = AppendJSONString(dst, a.userAgent)
+	if a.issuer != "" {
+		dst = append(dst, `,"iss":`...)
+		dst = AppendJSONString(dst, a.issuer)
+	}
 	if a.subject != "" {
 		dst = append(dst, `,"sub":`...)
-		dst = appendLogString(dst, a.subject)
+		dst = AppendJSONString(dst, a.subject)
 	}
 	if a.authFailure != "" {
 		dst = append(dst, `,"auth_failure":`...)
-		dst = appendLogString(dst, a.authFailure)
+		dst = AppendJSONString(dst, a.authFailure)
 	}
 	if a.hasPlants {
 		dst = append(dst, `,"plants":`...)
 		dst = strconv.AppendInt(dst, int64(a.plants), 10)
+	}
+	if a.trace.IsValid() {
+		tid, sid := a.trace.TraceID(), a.trace.SpanID()
+		dst = append(dst, `,"trace_id":"`...)
+		dst = hex.AppendEncode(dst, tid[:])
+		dst = append(dst, `","span_id":"`...)
+		dst = hex.AppendEncode(dst, sid[:])
+		dst = append(dst, '"')
 	}
 	return append(dst, "}\n"...)
 }
@@ -118,7 +130,8 @@ func appendTimestamp(dst []byte, t time.Time) []byte {
 		byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10), 'Z')
 }
 
-// appendLogFloat appends f as zap's JSON encoder does.
+// appendLogFloat appends f as a JSON number, or as the strings zap uses
+// for the values JSON has no number for.
 func appendLogFloat(dst []byte, f float64) []byte {
 	switch {
 	case math.IsNaN(f):
@@ -129,57 +142,4 @@ func appendLogFloat(dst []byte, f float64) []byte {
 		return append(dst, `"-Inf"`...)
 	}
 	return strconv.AppendFloat(dst, f, 'f', -1, 64)
-}
-
-// logSafe tells which ASCII bytes appendLogString copies as they are.
-var logSafe = func() (safe [utf8.RuneSelf]bool) {
-	for b := 0x20; b < utf8.RuneSelf; b++ {
-		safe[b] = b != '\\' && b != '"'
-	}
-	return safe
-}()
-
-// appendLogString appends s quoted as zap's JSON encoder does: \ and "
-// escaped, \n, \r and \t in short form, other control characters as \u00XX
-// and each byte of invalid UTF-8 as \ufffd.
-func appendLogString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	last := 0
-	for i := 0; i < len(s); {
-		b := s[i]
-		if b >= utf8.RuneSelf {
-			r, size := utf8.DecodeRuneInString(s[i:])
-			if r != utf8.RuneError || size != 1 {
-				i += size
-				continue
-			}
-			dst = append(dst, s[last:i]...)
-			dst = append(dst, `\ufffd`...)
-			i++
-			last = i
-			continue
-		}
-		if logSafe[b] {
-			i++
-			continue
-		}
-		dst = append(dst, s[last:i]...)
-		switch b {
-		case '\\', '"':
-			dst = append(dst, '\\', b)
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
-		}
-		i++
-		last = i
-	}
-	dst = append(dst, s[last:]...)
-	return append(dst, '"')
 }

@@ -30,8 +30,9 @@ type AdminOptions struct {
 
 // AdminHandler returns the handler of the admin listener:
 //
-//   - /metrics: the registry in the Prometheus text format (OpenMetrics
-//     is not offered);
+//   - /metrics: the registry in the Prometheus text format, or in
+//     OpenMetrics (with the exemplars of the request duration histogram)
+//     to a scraper whose Accept header asks for it;
 //   - /healthz: 200 "ok" while the process serves at all;
 //   - /readyz: 200 "ready" when Ready returns nil, else 503 with the
 //     error's text and Retry-After: 5;
@@ -46,7 +47,7 @@ func AdminHandler(o AdminOptions) http.Handler {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, EnableOpenMetrics: true}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeText(w, http.StatusOK, "ok")
 	})

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/zap"
-
 	"github.com/plantstore/plantstore/observability"
 )
 
@@ -97,13 +95,13 @@ func TestReadyzPassesContext(t *testing.T) {
 func TestMetricsPassPromtool(t *testing.T) {
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
-		if os.Getenv("PLANTSTORE_REQUIRE_TOOLS") == "1" {
-			t.Fatalf("promtool not found and PLANTSTORE_REQUIRE_TOOLS=1: %v", err)
+		if os.Getenv("TEST_REQUIRE_TOOLS") == "1" {
+			t.Fatalf("promtool not found and TEST_REQUIRE_TOOLS=1: %v", err)
 		}
 		t.Skipf("promtool not found: %v", err)
 	}
 	reg := observability.NewRegistry("v1.0.0", "0123abcd")
-	api := startServer(t, newEngine(zap.NewNop(), reg, nil))
+	api := startServer(t, newEngine(nil, reg, nil))
 	for _, p := range []string{"/plants", "/plants", "/nope", "/plants?limit=1"} {
 		do(t, newRequest(t, http.MethodGet, api.URL+p))
 	}

@@ -1,7 +1,7 @@
 // Package observability owns what operators see of the service: the zap
-// logger, the access log line, the HTTP metrics, the registry with the Go,
-// process and build collectors, and the admin listener (/metrics, /healthz,
-// /readyz, /openapi.json, pprof).
+// logger and its output, the access log line, the HTTP metrics, tracing, the
+// registry with the Go, process and build collectors, and the admin
+// listener (/metrics, /healthz, /readyz, /openapi.json, pprof).
 package observability
 
 import "github.com/gin-gonic/gin"
@@ -11,6 +11,7 @@ import "github.com/gin-gonic/gin"
 // are safe on a nil *Entry, so callers never check.
 type Entry struct {
 	route       string
+	issuer      string
 	subject     string
 	authFailure string
 	plants      int
@@ -24,6 +25,14 @@ type Entry struct {
 func (e *Entry) SetRoute(template string) {
 	if e != nil {
 		e.route = template
+	}
+}
+
+// SetIssuer records the name of the issuer that vouched for the caller
+// (logged as "iss"); the unnamed issuer of the flags is left out.
+func (e *Entry) SetIssuer(name string) {
+	if e != nil {
+		e.issuer = name
 	}
 }
 

@@ -1,14 +1,11 @@
 package observability_test
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"os"
-	"sync"
 	"testing"
 
 	"github.com/gin-gonic/gin"
@@ -16,45 +13,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/plantstore/plantstore/observability"
+	"github.com/plantstore/plantstore/observability/logtest"
 )
 
 func TestMain(m *testing.M) {
 	gin.SetMode(gin.TestMode)
 	os.Exit(m.Run())
-}
-
-// syncBuffer is a bytes.Buffer safe for a server goroutine to write while a
-// test reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// lines decodes every JSON line written so far.
-func (b *syncBuffer) lines(t testing.TB) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader([]byte(b.String())))
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatalf("log line %q is not JSON: %v", sc.Text(), err)
-		}
-		out = append(out, m)
-	}
-	return out
 }
 
 // capture is a Registerer that remembers what was registered on it, so
@@ -104,25 +68,31 @@ func (r *capture) gauge(t testing.TB) prometheus.Gauge {
 	return nil
 }
 
-// newLogger returns a JSON logger at level writing to a buffer.
-func newLogger(t testing.TB, level string) (*zap.Logger, *syncBuffer) {
+// newLogger returns a JSON logger and access log at level writing to a
+// buffer.
+func newLogger(t testing.TB, level string) (*zap.Logger, *observability.AccessLog, *logtest.Buffer) {
 	t.Helper()
-	buf := &syncBuffer{}
-	log, err := observability.NewLogger(level, "json", buf)
+	buf := &logtest.Buffer{}
+	log, access, err := observability.NewLogger(buf, level, "json")
 	if err != nil {
 		t.Fatalf("NewLogger(%q, json) error: %v", level, err)
 	}
-	return log, buf
+	return log, access, buf
 }
 
 // newEngine returns a gin engine configured as the API is: Middleware
 // first, no redirects, 405 for a known path with another method.
-func newEngine(log *zap.Logger, reg prometheus.Registerer, trusted []netip.Prefix) *gin.Engine {
+func newEngine(access *observability.AccessLog, reg prometheus.Registerer, trusted []netip.Prefix) *gin.Engine {
+	return newTracedEngine(access, reg, trusted, nil)
+}
+
+// newTracedEngine is newEngine with tr's server spans.
+func newTracedEngine(access *observability.AccessLog, reg prometheus.Registerer, trusted []netip.Prefix, tr *observability.Tracing) *gin.Engine {
 	e := gin.New()
 	e.RedirectTrailingSlash = false
 	e.RedirectFixedPath = false
 	e.HandleMethodNotAllowed = true
-	e.Use(observability.Middleware(log, reg, trusted))
+	e.Use(observability.Middleware(access, observability.NewHTTPMetrics(reg), trusted, tr))
 	e.GET("/plants", func(c *gin.Context) {
 		observability.Annotate(c).SetSubject("alice")
 		observability.Annotate(c).SetPlants(2)

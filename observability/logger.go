@@ -1,6 +1,7 @@
 package observability
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -14,16 +15,30 @@ import (
 // pipelines that would need a hint for epoch seconds.
 const timeLayout = "2006-01-02T15:04:05.000Z07:00"
 
-// NewLogger returns a logger writing to w at level (debug, info, warn or
-// error) in format (json or console). Each line carries the keys ts (RFC
-// 3339 UTC with milliseconds), level (lower case) and msg, then the fields
-// of the call; there is no caller, stack trace or sampling, so the access
-// log line has exactly the keys [Middleware] gives it and no line is
-// dropped. Writes to w are serialized, so w need not be safe for
-// concurrent use. When w is a [BatchWriter], only the access lines of
-// [Middleware] are batched; any other line is written before the call
-// that logs it returns. An unknown level or format is an error naming the value.
-func NewLogger(level, format string, w io.Writer) (*zap.Logger, error) {
+// The keys every line starts with.
+const (
+	levelKey   = "level"
+	timeKey    = "ts"
+	messageKey = "msg"
+)
+
+// Errors of [NewLogger].
+var (
+	ErrLogLevel  = errors.New("log level")
+	ErrLogFormat = errors.New("log format")
+)
+
+// NewLogger returns the service's logger and its access log, both writing
+// to w at level (debug, info, warn or error) in format (json or console).
+//
+// Each line of the logger carries the keys ts (RFC 3339 UTC with
+// milliseconds), level (lower case) and msg, then the fields of the call;
+// there is no caller, stack trace or sampling, so no line is dropped. The
+// access log writes the one line per request of [Middleware] in the same
+// shape (see [AccessLog]). Writes to w are serialized, so w need not be
+// safe for concurrent use. An unknown level or format is an error naming
+// the value.
+func NewLogger(w io.Writer, level, format string) (*zap.Logger, *AccessLog, error) {
 	var lvl zapcore.Level
 	switch level {
 	case "debug":
@@ -35,7 +50,7 @@ func NewLogger(level, format string, w io.Writer) (*zap.Logger, error) {
 	case "error":
 		lvl = zapcore.ErrorLevel
 	default:
-		return nil, fmt.Errorf("log level %q: want debug, info, warn or error", level)
+		return nil, nil, fmt.Errorf("%w %q: want debug, info, warn or error", ErrLogLevel, level)
 	}
 
 	layout := zapcore.TimeEncoderOfLayout(timeLayout)
@@ -65,43 +80,33 @@ func NewLogger(level, format string, w io.Writer) (*zap.Logger, error) {
 	case "console":
 		enc = zapcore.NewConsoleEncoder(cfg)
 	default:
-		return nil, fmt.Errorf("log format %q: want json or console", format)
+		return nil, nil, fmt.Errorf("%w %q: want json or console", ErrLogFormat, format)
 	}
-
-	// On a BatchWriter only the access lines Middleware writes itself are
-	// batched; every other line (startup, key rotation, errors) goes out
-	// before the call that logs it returns.
-	ws := zapcore.Lock(zapcore.AddSync(w))
-	access := ws
-	if bw, ok := w.(*BatchWriter); ok {
-		ws = zapcore.Lock(writeNow{bw})
-		access = bw
+	ws, ok := w.(zapcore.WriteSyncer)
+	if !ok {
+		ws = zapcore.AddSync(w)
 	}
-	c := &lineCore{Core: zapcore.NewCore(enc, ws, lvl), out: access, json: format == "json"}
-	return zap.New(c, zap.ErrorOutput(ws)), nil
+	lines := ws
+	if o, buffered := w.(*LogOutput); buffered {
+		// Only access lines wait for a batch; every other line (startup,
+		// key updates, errors) goes out with those before it at once.
+		lines = writeThrough{o}
+	} else {
+		ws = zapcore.Lock(ws) // a LogOutput serializes its writes itself
+		lines = ws
+	}
+	log := zap.New(zapcore.NewCore(enc, lines, lvl), zap.ErrorOutput(lines))
+	return log, &AccessLog{out: ws, level: lvl, console: format == "console"}, nil
 }
 
-// writeNow is a BatchWriter whose Write does not batch.
-type writeNow struct{ *BatchWriter }
+// writeThrough writes each line to a LogOutput and flushes it with what
+// waits before it.
+type writeThrough struct{ *LogOutput }
 
-func (w writeNow) Write(p []byte) (int, error) { return w.WriteNow(p) }
-
-// lineCore is the core of NewLogger's loggers: zap's, plus what
-// [Middleware] needs to write the access line itself (see
-// [accessEntry.appendJSON]). A logger derived with fields or options has
-// another core, and Middleware then logs through zap.
-type lineCore struct {
-	zapcore.Core
-	out  zapcore.WriteSyncer // for access lines: the core's own, or its BatchWriter
-	json bool
-}
-
-// accessOutput returns where Middleware may write JSON access lines itself
-// for log, and the core that decides their level; nil when log is not
-// NewLogger's JSON logger as it was returned.
-func accessOutput(log *zap.Logger) *lineCore {
-	if c, ok := log.Core().(*lineCore); ok && c.json {
-		return c
+func (w writeThrough) Write(p []byte) (int, error) {
+	n, err := w.LogOutput.Write(p)
+	if err == nil {
+		err = w.LogOutput.Sync()
 	}
-	return nil
+	return n, err
 }

@@ -1,11 +1,14 @@
 package observability_test
 
 import (
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/plantstore/plantstore/observability"
+	"github.com/plantstore/plantstore/observability/logtest"
 )
 
 func TestNewLoggerRejectsBadValues(t *testing.T) {
@@ -25,10 +28,10 @@ func TestNewLoggerRejectsBadValues(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			log, err := observability.NewLogger(tt.level, tt.format, &syncBuffer{})
+			log, access, err := observability.NewLogger(&logtest.Buffer{}, tt.level, tt.format)
 			if tt.wantErr == "" {
-				if err != nil || log == nil {
-					t.Fatalf("NewLogger(%q, %q) = %v, %v; want a logger, nil", tt.level, tt.format, log, err)
+				if err != nil || log == nil || access == nil {
+					t.Fatalf("NewLogger(%q, %q) = %v, %v, %v; want a logger, an access log, nil", tt.level, tt.format, log, access, err)
 				}
 				return
 			}
@@ -40,12 +43,12 @@ func TestNewLoggerRejectsBadValues(t *testing.T) {
 }
 
 func TestNewLoggerJSONLine(t *testing.T) {
-	log, buf := newLogger(t, "info")
+	log, _, buf := newLogger(t, "info")
 	log.Debug("hidden")
 	log.Info("shown")
 	log.Error("failed")
 
-	lines := buf.lines(t)
+	lines := buf.Lines(t)
 	if len(lines) != 2 {
 		t.Fatalf("got %d lines at level info, want 2 (debug dropped): %s", len(lines), buf)
 	}
@@ -69,8 +72,8 @@ func TestNewLoggerJSONLine(t *testing.T) {
 }
 
 func TestNewLoggerConsole(t *testing.T) {
-	buf := &syncBuffer{}
-	log, err := observability.NewLogger("debug", "console", buf)
+	buf := &logtest.Buffer{}
+	log, _, err := observability.NewLogger(buf, "debug", "console")
 	if err != nil {
 		t.Fatalf("NewLogger(debug, console): %v", err)
 	}
@@ -89,22 +92,91 @@ func keys(m map[string]any) []string {
 	return out
 }
 
-// TestNewLoggerOnBatchWriter: on a BatchWriter, lines other than the access
-// lines Middleware writes go out before the call that logs them returns,
-// after what was batched.
-func TestNewLoggerOnBatchWriter(t *testing.T) {
-	out := &syncBuffer{}
-	bw := observability.NewBatchWriter(out)
-	defer bw.Close()
-	log, err := observability.NewLogger("info", "json", bw)
+// countingWriter counts the writes it gets.
+type countingWriter struct {
+	logtest.Buffer
+	mu     sync.Mutex
+	writes int
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	w.writes++
+	w.mu.Unlock()
+	return w.Buffer.Write(p)
+}
+
+func (w *countingWriter) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.writes
+}
+
+// TestLogOutputWritesAtOnceWhenIdle: a line after a quiet spell reaches the
+// output before Write returns, without Sync.
+func TestLogOutputWritesAtOnceWhenIdle(t *testing.T) {
+	w := &countingWriter{}
+	out := observability.NewLogOutput(w)
+	t.Cleanup(func() { out.Close() })
+	log, _, err := observability.NewLogger(out, "info", "json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	bw.Write([]byte("{\"msg\":\"request\"}\n"))
-	bw.Write([]byte("{\"msg\":\"request\"}\n")) // close behind: batched
-	log.Info("jwks keys updated")
-	lines := out.lines(t)
-	if len(lines) != 3 || lines[2]["msg"] != "jwks keys updated" {
-		t.Fatalf("right after logging, the output holds %v; want two access lines, then the new line", lines)
+	log.Info("listening")
+	if lines := w.Lines(t); len(lines) != 1 || lines[0]["msg"] != "listening" {
+		t.Fatalf("right after logging at rest, the output holds %v; want the line", lines)
+	}
+}
+
+// TestLogOutputServiceLinesAtOnce: under load, when access lines wait for
+// a batch, a line of the logger (an error, a key update) is written at
+// once, after the access lines before it.
+func TestLogOutputServiceLinesAtOnce(t *testing.T) {
+	w := &countingWriter{}
+	out := observability.NewLogOutput(w)
+	t.Cleanup(func() { out.Close() })
+	log, _, err := observability.NewLogger(out, "info", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Lines close together: the later ones wait for a batch.
+	for i := range 50 {
+		out.Write([]byte(`{"n":` + strconv.Itoa(i) + "}\n"))
+	}
+	log.Error("jwks fetch failed")
+	lines := w.Lines(t)
+	if len(lines) != 51 || lines[50]["msg"] != "jwks fetch failed" {
+		t.Fatalf("right after logging under load, the output holds %d lines, the last %v; want the 50 before and the error", len(lines), lines[len(lines)-1])
+	}
+}
+
+// TestLogOutputBatchesUnderLoad: lines that come close together share
+// writes, all arrive in order without a Sync, and Close writes the rest.
+func TestLogOutputBatchesUnderLoad(t *testing.T) {
+	w := &countingWriter{}
+	out := observability.NewLogOutput(w)
+	const n = 2000
+	for i := range n {
+		out.Write([]byte(`{"n":` + strconv.Itoa(i) + "}\n"))
+	}
+	w.WaitLine(t, "for the last line without a Sync", func(l map[string]any) bool { return l["n"] == float64(n-1) })
+	if err := out.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	lines := w.Lines(t)
+	if len(lines) != n {
+		t.Fatalf("%d lines written, want %d", len(lines), n)
+	}
+	for i, l := range lines {
+		if l["n"] != float64(i) {
+			t.Fatalf("line %d is %v: out of order", i, l)
+		}
+	}
+	if w.count() >= n/2 {
+		t.Errorf("%d lines took %d writes; want them batched", n, w.count())
+	}
+	out.Write([]byte("{\"n\":-1}\n"))
+	if lines := w.Lines(t); lines[len(lines)-1]["n"] != float64(-1) {
+		t.Errorf("a line after Close did not reach the output")
 	}
 }

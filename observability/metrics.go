@@ -1,7 +1,6 @@
 package observability
 
 import (
-	"errors"
 	"maps"
 	"net/http"
 	"strconv"
@@ -53,11 +52,12 @@ type series struct {
 	duration prometheus.Observer
 }
 
-// httpMetrics are the RED metrics of the API. Resolving a labelled child
-// with WithLabelValues hashes and allocates, so resolved children are kept
-// in a copy-on-write map: the hot path is an atomic load and a map lookup.
-// Its size is bounded by routes × methods × codes.
-type httpMetrics struct {
+// HTTPMetrics are the RED metrics of the API, recorded by [Middleware].
+// Resolving a labelled child with WithLabelValues hashes and allocates, so
+// resolved children are kept in a copy-on-write map: the hot path is an
+// atomic load and a map lookup. Its size is bounded by routes × methods ×
+// codes.
+type HTTPMetrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	inFlight prometheus.Gauge
@@ -66,9 +66,13 @@ type httpMetrics struct {
 	cache atomic.Pointer[map[seriesKey]series]
 }
 
-func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
+// NewHTTPMetrics registers plantstore_http_requests_total,
+// plantstore_http_request_duration_seconds and
+// plantstore_http_requests_in_flight on reg and returns them. Registering
+// twice on one registry panics.
+func NewHTTPMetrics(reg prometheus.Registerer) *HTTPMetrics {
 	labels := []string{"method", "route", "code"}
-	m := &httpMetrics{
+	m := &HTTPMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "plantstore_http_requests_total",
 			Help: "HTTP requests served by the API, by method, route template and status code.",
@@ -92,34 +96,15 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 			Help: "HTTP requests the API is serving now.",
 		}),
 	}
-	if reg != nil {
-		m.requests = register(reg, m.requests)
-		m.duration = register(reg, m.duration)
-		m.inFlight = register(reg, m.inFlight)
-	}
+	reg.MustRegister(m.requests, m.duration, m.inFlight)
 	empty := map[seriesKey]series{}
 	m.cache.Store(&empty)
 	return m
 }
 
-// register registers c on reg, or returns the equal collector already
-// registered there, so that two engines may share one registry.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic(err)
-	}
-	return c
-}
-
 // series returns the observers for one combination, resolving them on
 // first use.
-func (m *httpMetrics) series(method, route string, code int) series {
+func (m *HTTPMetrics) series(method, route string, code int) series {
 	k := seriesKey{route: route, method: method, code: code}
 	if s, ok := (*m.cache.Load())[k]; ok {
 		return s

@@ -1,6 +1,7 @@
 package observability
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"math/rand/v2"
@@ -12,7 +13,10 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap/zapcore"
 )
 
@@ -39,7 +43,7 @@ type requestState struct {
 	w      entryWriter
 	access accessEntry
 	line   []byte
-	fields [12]zap.Field
+	span   trace.Span // the server span, with tracing on
 }
 
 // Middleware returns the gin middleware that must come first in the chain.
@@ -51,16 +55,29 @@ type requestState struct {
 //   - makes [Annotate] work for the handlers;
 //   - records plantstore_http_requests_total,
 //     plantstore_http_request_duration_seconds and
-//     plantstore_http_requests_in_flight on reg, labelled with the method
+//     plantstore_http_requests_in_flight in m, labelled with the method
 //     (one of the standard methods or OTHER), the route template (or
 //     "unmatched") and the status code, so no label comes from the request;
-//   - writes one access log line, msg "request", at Info below status 500
+//   - writes one line to access, msg "request", at Info below status 500
 //     and at Error from 500 on, with method, route, path (the URL path: the
 //     query string is never logged, so no credential or parameter in it is
 //     either), status, duration (seconds), bytes (body bytes written),
-//     request_id, remote_ip, user_agent, and sub, auth_failure and plants
-//     when a handler set them. No request header other than
-//     X-Request-ID, User-Agent and X-Forwarded-For is read.
+//     request_id, remote_ip, user_agent, and iss, sub, auth_failure and
+//     plants when a handler set them, and trace_id and span_id when
+//     tracing is on. No request header other than X-Request-ID,
+//     User-Agent, X-Forwarded-For and, with tracing on, traceparent and
+//     tracestate is read;
+//   - with tracing on (tr enabled, see [NewTracing]), makes the request's
+//     server span, the child of the caller's W3C traceparent when it has a
+//     valid one, named "GET /plants" (the method alone for an unmatched
+//     path), with http.request.method, http.route, http.response.status_code,
+//     url.path, url.scheme, client.address (remote_ip), user_agent.original,
+//     network.protocol.version, plantstore.request_id, plantstore.plants and
+//     plantstore.auth_failure; enduser.id and plantstore.issuer only with
+//     [TracingOptions].Subject. The span never carries a request header
+//     other than User-Agent, so never a token. A sampled span is in the
+//     request's context, for the handlers' child spans, and its trace and
+//     span ids are the exemplar of the duration observation.
 //
 // remote_ip is the peer's address, unless the peer is within trusted: then
 // it is the rightmost X-Forwarded-For entry that is not within trusted (see
@@ -73,14 +90,10 @@ type requestState struct {
 // gin's trailing-slash and fixed-path redirects are answered before any
 // middleware runs, so they are neither logged nor counted; an engine using
 // Middleware should turn them off.
-func Middleware(log *zap.Logger, reg prometheus.Registerer, trusted []netip.Prefix) gin.HandlerFunc {
-	if log == nil {
-		log = zap.NewNop()
-	}
-	m := newHTTPMetrics(reg)
+func Middleware(access *AccessLog, m *HTTPMetrics, trusted []netip.Prefix, tr *Tracing) gin.HandlerFunc {
 	trusted = slices.Clone(trusted)
-	fast := accessOutput(log)
 	pool := &sync.Pool{New: func() any { return new(requestState) }}
+	traced := tr.Enabled()
 
 	return func(c *gin.Context) {
 		start := time.Now()
@@ -102,6 +115,15 @@ func Middleware(log *zap.Logger, reg prometheus.Registerer, trusted []netip.Pref
 		st.w.ResponseWriter = c.Writer
 		st.w.entry = Entry{}
 		c.Writer = &st.w
+		if traced {
+			var ctx context.Context
+			ctx, st.span = tr.startServerSpan(c.Request.Context(), traceHeaders(c.Request.Header), tr.spanName(c.Request.Method, c.FullPath()))
+			// An unsampled span has no children to record: the request
+			// keeps its context, and its copy is saved.
+			if st.span.IsRecording() {
+				c.Request = c.Request.WithContext(ctx)
+			}
+		}
 
 		panicking := true
 		defer func() {
@@ -121,9 +143,25 @@ func Middleware(log *zap.Logger, reg prometheus.Registerer, trusted []netip.Pref
 			if route == "" {
 				route = "unmatched"
 			}
+			remoteIP := clientIP(c.Request.RemoteAddr, c.Request.Header[forwardedForHeader], trusted)
+			var sc trace.SpanContext
+			if span := st.span; span != nil {
+				sc = span.SpanContext()
+				if span.IsRecording() {
+					tr.endServerSpan(span, c, route, status, remoteIP, id, &st.w.entry)
+				}
+				span.End()
+				st.span = nil
+			}
 			s := m.series(methodLabel(c.Request.Method), route, status)
 			s.requests.Inc()
-			s.duration.Observe(elapsed.Seconds())
+			if sc.IsSampled() {
+				s.duration.(prometheus.ExemplarObserver).ObserveWithExemplar(elapsed.Seconds(), prometheus.Labels{
+					"trace_id": sc.TraceID().String(), "span_id": sc.SpanID().String(),
+				})
+			} else {
+				s.duration.Observe(elapsed.Seconds())
+			}
 
 			lvl := zapcore.InfoLevel
 			if status >= 500 || panicking {
@@ -138,19 +176,13 @@ func Middleware(log *zap.Logger, reg prometheus.Registerer, trusted []netip.Pref
 				duration:  elapsed.Seconds(),
 				bytes:     size,
 				requestID: id,
-				remoteIP:  clientIP(c.Request.RemoteAddr, c.Request.Header[forwardedForHeader], trusted),
+				remoteIP:  remoteIP,
 				userAgent: headerValue(c.Request.Header, userAgentHeader),
+				trace:     sc,
 				Entry:     st.w.entry,
 			}
-			if fast != nil {
-				if fast.Enabled(lvl) {
-					st.line = a.appendJSON(st.line[:0], lvl, start.Add(elapsed))
-					_, _ = fast.out.Write(st.line)
-				}
-			} else if ce := log.Check(lvl, accessMsg); ce != nil {
-				f := a.fields(st.fields[:0])
-				ce.Write(f...)
-				clear(f)
+			if access.enabled(lvl) {
+				st.line = access.write(st.line, a, lvl, start.Add(elapsed))
 			}
 			*a = accessEntry{}
 			if cap(st.line) > 4<<10 { // a huge user agent grew it
@@ -166,6 +198,81 @@ func Middleware(log *zap.Logger, reg prometheus.Registerer, trusted []netip.Pref
 		c.Next()
 		panicking = false
 	}
+}
+
+// spanName is the name of a server span: the method and the route
+// template, or the method alone for an unmatched path ("HTTP" for a method
+// outside the standard ones), as OpenTelemetry's HTTP conventions say.
+func spanName(method, route string) string {
+	method = methodLabel(method)
+	if method == "OTHER" {
+		method = "HTTP"
+	}
+	if route == "" || route == "unmatched" {
+		return method
+	}
+	return method + " " + route
+}
+
+// endServerSpan sets what the request came to on its recording server
+// span: the attributes Middleware documents, the final name (a NoMethod
+// route is known only now) and an error status from 500 on.
+func (t *Tracing) endServerSpan(span trace.Span, c *gin.Context, route string, status int, remoteIP, requestID string, e *Entry) {
+	r := c.Request
+	method := methodLabel(r.Method)
+	if method == "OTHER" {
+		method = "_OTHER"
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	attrs := make([]attribute.KeyValue, 0, 14)
+	attrs = append(attrs,
+		semconv.HTTPRequestMethodKey.String(method),
+		semconv.HTTPResponseStatusCode(status),
+		semconv.URLPath(r.URL.Path),
+		semconv.URLScheme(scheme),
+		semconv.ClientAddress(remoteIP),
+		semconv.NetworkProtocolVersion(protocolVersion(r)),
+		requestIDKey.String(requestID),
+	)
+	if route != "unmatched" {
+		attrs = append(attrs, semconv.HTTPRoute(route))
+		span.SetName(t.spanName(r.Method, route))
+	}
+	if ua := headerValue(r.Header, userAgentHeader); ua != "" {
+		attrs = append(attrs, semconv.UserAgentOriginal(ua))
+	}
+	if e.authFailure != "" {
+		attrs = append(attrs, authFailureKey.String(e.authFailure))
+	}
+	if e.hasPlants {
+		attrs = append(attrs, plantsKey.Int(e.plants))
+	}
+	if t.subject && e.subject != "" {
+		attrs = append(attrs, semconv.EnduserID(e.subject))
+		if e.issuer != "" {
+			attrs = append(attrs, issuerKey.String(e.issuer))
+		}
+	}
+	span.SetAttributes(attrs...)
+	if status >= 500 {
+		span.SetStatus(codes.Error, http.StatusText(status))
+	}
+}
+
+// protocolVersion is network.protocol.version: "1.1", "2", "1.0".
+func protocolVersion(r *http.Request) string {
+	switch {
+	case r.ProtoMajor == 1 && r.ProtoMinor == 1:
+		return "1.1"
+	case r.ProtoMajor == 2:
+		return "2"
+	case r.ProtoMajor == 1 && r.ProtoMinor == 0:
+		return "1.0"
+	}
+	return r.Proto
 }
 
 // RequestID returns the X-Request-ID of the request c is serving, as

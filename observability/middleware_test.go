@@ -12,28 +12,17 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"go.uber.org/zap"
 
 	"github.com/plantstore/plantstore/observability"
 )
 
-// TestAccessLog checks the access line both as Middleware writes it itself
-// (NewLogger's JSON logger) and through zap (a logger derived with a field,
-// which must then appear on the line too).
+// TestAccessLog checks the access line Middleware writes for each kind of
+// answer.
 func TestAccessLog(t *testing.T) {
-	t.Run("own encoder", func(t *testing.T) {
-		log, buf := newLogger(t, "debug")
-		testAccessLog(t, log, buf, nil)
-	})
-	t.Run("through zap", func(t *testing.T) {
-		log, buf := newLogger(t, "debug")
-		testAccessLog(t, log.With(zap.String("component", "api")), buf, map[string]any{"component": "api"})
-	})
-}
-
-func testAccessLog(t *testing.T, log *zap.Logger, buf *syncBuffer, fields map[string]any) {
+	_, access, buf := newLogger(t, "debug")
+	var fields map[string]any
 	const token = "eyJhbGciOiJFZERTQSJ9.c2VjcmV0LXBheWxvYWQ.c2lnbmF0dXJl"
-	e := newEngine(log, newCapture(), nil)
+	e := newEngine(access, newCapture(), nil)
 	e.GET("/deny", func(c *gin.Context) {
 		observability.Annotate(c).SetAuthFailure("expired")
 		c.Status(http.StatusUnauthorized)
@@ -63,13 +52,13 @@ func testAccessLog(t *testing.T, log *zap.Logger, buf *syncBuffer, fields map[st
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := len(buf.lines(t))
+			before := len(buf.Lines(t))
 			req := newRequest(t, tt.method, srv.URL+tt.target)
 			req.Header.Set("Authorization", "Bearer "+token)
 			req.Header.Set("User-Agent", "plantstore-test/1")
 			resp, _ := do(t, req)
 
-			lines := buf.lines(t)
+			lines := buf.Lines(t)
 			if len(lines) != before+1 {
 				t.Fatalf("%s %s wrote %d log lines, want 1", tt.method, tt.target, len(lines)-before)
 			}
@@ -115,7 +104,7 @@ func testAccessLog(t *testing.T, log *zap.Logger, buf *syncBuffer, fields map[st
 }
 
 func TestRequestID(t *testing.T) {
-	e := newEngine(zap.NewNop(), newCapture(), nil)
+	e := newEngine(nil, newCapture(), nil)
 	srv := startServer(t, e)
 	tests := []struct {
 		name string
@@ -158,7 +147,7 @@ func TestRequestID(t *testing.T) {
 }
 
 func TestRequestIDsDiffer(t *testing.T) {
-	e := newEngine(zap.NewNop(), newCapture(), nil)
+	e := newEngine(nil, newCapture(), nil)
 	seen := map[string]bool{}
 	for range 100 {
 		rec := httptest.NewRecorder()
@@ -172,7 +161,7 @@ func TestRequestIDsDiffer(t *testing.T) {
 }
 
 func TestRequestIDForHandlers(t *testing.T) {
-	e := newEngine(zap.NewNop(), newCapture(), nil)
+	e := newEngine(nil, newCapture(), nil)
 	var got string
 	e.GET("/id", func(c *gin.Context) { got = observability.RequestID(c) })
 	req := httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/id", nil)
@@ -196,7 +185,7 @@ func TestAnnotateWithoutMiddleware(t *testing.T) {
 
 func TestMetrics(t *testing.T) {
 	reg := newCapture()
-	e := newEngine(zap.NewNop(), reg, nil)
+	e := newEngine(nil, reg, nil)
 	gauge := reg.gauge(t)
 	var inFlight float64
 	e.GET("/slow", func(c *gin.Context) { inFlight = testutil.ToFloat64(gauge) })
@@ -265,22 +254,23 @@ func sampleCount(t testing.TB, reg *capture, name string) uint64 {
 	return n
 }
 
-func TestMiddlewareSharesRegistry(t *testing.T) {
+// TestMetricsRegisterOnce: the HTTP metrics are built once per registry;
+// a second registration is a programming error and must fail loudly.
+func TestMetricsRegisterOnce(t *testing.T) {
 	reg := newCapture()
-	a := newEngine(zap.NewNop(), reg, nil)
-	b := newEngine(zap.NewNop(), reg, nil) // must not panic on duplicate registration
-	for _, e := range []*gin.Engine{a, b} {
-		e.ServeHTTP(httptest.NewRecorder(), httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/plants", nil))
-	}
-	if got := testutil.ToFloat64(reg.counterVec(t).WithLabelValues("GET", "/plants", "200")); got != 2 {
-		t.Errorf("requests counted through two engines = %v, want 2", got)
-	}
+	observability.NewHTTPMetrics(reg)
+	defer func() {
+		if recover() == nil {
+			t.Error("NewHTTPMetrics twice on one registry did not panic")
+		}
+	}()
+	observability.NewHTTPMetrics(reg)
 }
 
 func TestPanicIsLoggedAndCounted(t *testing.T) {
-	log, buf := newLogger(t, "info")
+	_, access, buf := newLogger(t, "info")
 	reg := newCapture()
-	e := newEngine(log, reg, nil)
+	e := newEngine(access, reg, nil)
 	e.GET("/abort", func(c *gin.Context) { panic(http.ErrAbortHandler) })
 	srv := startServer(t, e)
 
@@ -289,7 +279,7 @@ func TestPanicIsLoggedAndCounted(t *testing.T) {
 		resp.Body.Close()
 		t.Fatalf("GET /abort = %s, want the connection cut", resp.Status)
 	}
-	lines := buf.lines(t)
+	lines := buf.Lines(t)
 	if len(lines) != 1 || lines[0]["level"] != "error" || lines[0]["status"] != 500.0 {
 		t.Errorf("log after a panic = %v, want one error line with status 500", lines)
 	}
@@ -306,7 +296,7 @@ func TestPanicIsLoggedAndCounted(t *testing.T) {
 // keep a bounded number of series, none labelled with anything sent.
 func TestCardinality(t *testing.T) {
 	reg := newCapture()
-	srv := startServer(t, newEngine(zap.NewNop(), reg, nil))
+	srv := startServer(t, newEngine(nil, reg, nil))
 	rnd := rand.New(rand.NewPCG(1, 2))
 	word := func() string {
 		const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~"
@@ -404,17 +394,17 @@ func (w *discardWriter) WriteString(s string) (int, error) { return len(s), nil 
 
 func BenchmarkMiddleware(b *testing.B) {
 	for _, bc := range []struct {
-		name string
-		id   string
-		log  func(testing.TB) *zap.Logger
+		name   string
+		id     string
+		access func(testing.TB) *observability.AccessLog
 	}{
 		{"caller ID", "3f2b8c1e-9d4a-4c7b", jsonDiscard},
 		{"new ID", "", jsonDiscard},
-		{"no logger", "3f2b8c1e-9d4a-4c7b", func(testing.TB) *zap.Logger { return zap.NewNop() }},
+		{"no access log", "3f2b8c1e-9d4a-4c7b", func(testing.TB) *observability.AccessLog { return nil }},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			e := gin.New()
-			e.Use(observability.Middleware(bc.log(b), newCapture(), nil))
+			e.Use(observability.Middleware(bc.access(b), observability.NewHTTPMetrics(newCapture()), nil, nil))
 			e.GET("/plants", func(c *gin.Context) {
 				observability.Annotate(c).SetSubject("alice")
 				observability.Annotate(c).SetPlants(2)
@@ -436,10 +426,10 @@ func BenchmarkMiddleware(b *testing.B) {
 	}
 }
 
-func jsonDiscard(tb testing.TB) *zap.Logger {
-	log, err := observability.NewLogger("info", "json", io.Discard)
+func jsonDiscard(tb testing.TB) *observability.AccessLog {
+	_, access, err := observability.NewLogger(io.Discard, "info", "json")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return log
+	return access
 }

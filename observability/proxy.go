@@ -3,6 +3,7 @@ package observability
 import (
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"strings"
 )
@@ -101,4 +102,59 @@ func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
 		}
 	}
 	return false
+}
+
+// Origin returns the scheme and host a client used to reach the service
+// with r: those of r itself (https when it came over TLS, its Host), unless
+// its peer is within trusted, when X-Forwarded-Proto and X-Forwarded-Host
+// (the first value of each, as the proxy nearest the client wrote them)
+// stand in for them. The host is lower case, and made only of the
+// characters of a host name or address and a port: a host with anything
+// else is "invalid.host".
+func Origin(r *http.Request, trusted []netip.Prefix) (scheme, host string) {
+	scheme, host = "http", r.Host
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	if len(trusted) > 0 {
+		peer := r.RemoteAddr
+		if h, _, err := net.SplitHostPort(peer); err == nil {
+			peer = h
+		}
+		if a, err := netip.ParseAddr(peer); err == nil && isTrusted(a, trusted) {
+			if p := firstValue(r.Header.Get("X-Forwarded-Proto")); p == "http" || p == "https" {
+				scheme = p
+			}
+			if h := firstValue(r.Header.Get("X-Forwarded-Host")); plainHost(h) {
+				host = h
+			}
+		}
+	}
+	if !plainHost(host) {
+		host = "invalid.host" // net/http lets some odd bytes through
+	}
+	return scheme, strings.ToLower(host)
+}
+
+// plainHost reports whether h is a host name or address with an optional
+// port: letters, digits, ".", "-", ":" and the brackets of an IPv6
+// address, nothing that would need quoting anywhere.
+func plainHost(h string) bool {
+	if h == "" || len(h) > 255 {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		switch c := h[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '-', c == ':', c == '[', c == ']':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// firstValue returns the first item of a comma list, trimmed.
+func firstValue(v string) string {
+	first, _, _ := strings.Cut(v, ",")
+	return strings.TrimSpace(first)
 }

@@ -88,15 +88,15 @@ func TestRemoteIP(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			log, buf := newLogger(t, "info")
-			e := newEngine(log, newCapture(), tt.trusted)
+			_, access, buf := newLogger(t, "info")
+			e := newEngine(access, newCapture(), tt.trusted)
 			req := httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/plants", nil)
 			req.RemoteAddr = tt.remote
 			for _, v := range tt.xff {
 				req.Header.Add("X-Forwarded-For", v)
 			}
 			e.ServeHTTP(httptest.NewRecorder(), req)
-			lines := buf.lines(t)
+			lines := buf.Lines(t)
 			if len(lines) != 1 {
 				t.Fatalf("got %d log lines, want 1", len(lines))
 			}

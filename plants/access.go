@@ -2,39 +2,173 @@ package plants
 
 import (
 	"slices"
-
-	"github.com/plantstore/plantstore/auth"
+	"strings"
+	"unicode/utf8"
 )
 
-// Principals returns the principals of a caller: "user:<sub>", "group:<g>"
-// for each of its groups, and "*", without repeats. Empty subjects and group
-// names give no principal, since no reader can name them.
-// It is [auth.Principals], which the auth middleware computes once per
-// cached token.
-func Principals(id auth.Identity) []string {
-	return auth.Principals(id)
+// This file is the access rule, the one place that says which plants a
+// caller may read: a plant is listed iff its readers and the caller's
+// principals meet, compared as exact byte strings. Both stores, the -dev
+// banner and the tests' oracle use it.
+
+// A Caller is who is asking, as verification established it.
+type Caller struct {
+	// Issuer is the configured name of the issuer that vouched for the
+	// caller, "" for the unnamed issuer of the -jwt-* flags.
+	Issuer string
+	// Subject is the token's sub.
+	Subject string
+	// Groups are the token's groups, in any order, possibly repeated.
+	Groups []string
 }
 
-// VisibleTo reports whether a caller with the given principals may see p:
-// whether p's readers and the principals meet.
-func (p Plant) VisibleTo(principals []string) bool {
-	for _, r := range p.Readers {
-		if slices.Contains(principals, r) {
+// Principals returns the principals of c, the names readers use for it,
+// without repeats:
+//
+//   - for the unnamed issuer: "user:<sub>", "group:<g>" for each group, "*";
+//   - for an issuer named n: "user@n:<sub>", "group@n:<g>" for each group,
+//     "*@n" and "*".
+//
+// "*" is every authenticated caller of every issuer. An empty subject or
+// group gives no principal, and neither does one holding a byte that no
+// catalog can hold (U+0000 or invalid UTF-8): no reader could name it, so
+// it changes no answer, on any store.
+func (c Caller) Principals() []string {
+	ps := make([]string, 0, len(c.Groups)+3)
+	var buf [128]byte
+	// A token may carry hundreds of groups: past a few, repeats are found
+	// with a map rather than by comparing each with all before it.
+	var seen map[string]struct{}
+	if len(c.Groups) > 8 {
+		seen = make(map[string]struct{}, len(c.Groups)+3)
+	}
+	for i := 0; ; i++ {
+		p, ok, more := c.principal(i, buf[:0])
+		if !more {
+			return ps
+		}
+		if !ok {
+			continue
+		}
+		if seen != nil {
+			if _, dup := seen[string(p)]; !dup {
+				s := string(p)
+				seen[s] = struct{}{}
+				ps = append(ps, s)
+			}
+		} else if !slices.Contains(ps, string(p)) {
+			ps = append(ps, string(p))
+		}
+	}
+}
+
+// principal builds in buf the principal number i of c and returns it, or
+// ok false when that one does not exist (a subject or group that no
+// catalog can hold); more is false past the last. The numbering: the
+// subject, the groups in order (repeats included), "*@<issuer>" for a
+// named issuer, "*". Callers loop over i with a buffer of their own:
+// unlike a callback, the loop keeps that buffer on the stack.
+func (c Caller) principal(i int, buf []byte) (p []byte, ok, more bool) {
+	qualify := func(kind string) []byte {
+		b := append(buf[:0], kind...)
+		if c.Issuer != "" {
+			b = append(b, '@')
+			b = append(b, c.Issuer...)
+		}
+		return b
+	}
+	switch {
+	case i == 0:
+		if !holdable(c.Subject) {
+			return nil, false, true
+		}
+		return append(append(qualify("user"), ':'), c.Subject...), true, true
+	case i <= len(c.Groups):
+		g := c.Groups[i-1]
+		if !holdable(g) {
+			return nil, false, true
+		}
+		return append(append(qualify("group"), ':'), g...), true, true
+	case i == len(c.Groups)+1 && c.Issuer != "":
+		return qualify("*"), true, true
+	case i == len(c.Groups)+1, i == len(c.Groups)+2 && c.Issuer != "":
+		return append(buf[:0], '*'), true, true
+	}
+	return nil, false, false
+}
+
+// holdable reports whether s can be part of a reader of a catalog: it is
+// not empty, it is valid UTF-8, and it holds no U+0000.
+func holdable(s string) bool {
+	return s != "" && utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
+}
+
+// Readable reports whether c may read a plant with the given readers:
+// whether readers and c's principals meet.
+func Readable(readers []string, c Caller) bool {
+	var buf [128]byte
+	for i := 0; ; i++ {
+		p, ok, more := c.principal(i, buf[:0])
+		if !more {
+			return false
+		}
+		if ok && slices.Contains(readers, string(p)) {
 			return true
+		}
+	}
+}
+
+// ValidReader reports whether r is a reader a catalog may hold: "*",
+// "user:<x>" or "group:<x>" for the unnamed issuer, "*@<name>",
+// "user@<name>:<x>" or "group@<name>:<x>" for an issuer named name
+// ([ValidIssuerName]), with a non-empty x that [Caller.Principals] could
+// produce (valid UTF-8 without U+0000).
+func ValidReader(r string) bool {
+	if r == "*" {
+		return true
+	}
+	if name, ok := strings.CutPrefix(r, "*@"); ok {
+		return ValidIssuerName(name)
+	}
+	for _, kind := range []string{"user", "group"} {
+		rest, ok := strings.CutPrefix(r, kind)
+		if !ok {
+			continue
+		}
+		if x, ok := strings.CutPrefix(rest, ":"); ok {
+			return holdable(x)
+		}
+		if rest, ok = strings.CutPrefix(rest, "@"); ok {
+			name, x, ok := strings.Cut(rest, ":")
+			return ok && ValidIssuerName(name) && holdable(x)
 		}
 	}
 	return false
 }
 
-// SampleUsers returns the identities the sample catalog is designed around,
+// ValidIssuerName reports whether name can name an issuer: 1 to 32 of
+// [a-z0-9-].
+func ValidIssuerName(name string) bool {
+	if len(name) == 0 || len(name) > 32 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// SampleUsers returns the callers the sample catalog is designed around,
 // each of which sees a different, non-empty part of it:
 //   - alice, in group gardeners, reads through group:gardeners and "*";
 //   - bob, in no group, reads through user:bob and "*";
 //   - carol, in no group, sees only the plants open to "*";
 //   - dave, in groups botanists and gardeners, sees the most, and still not
 //     everything.
-func SampleUsers() []auth.Identity {
-	return []auth.Identity{
+func SampleUsers() []Caller {
+	return []Caller{
 		{Subject: "alice", Groups: []string{"gardeners"}},
 		{Subject: "bob"},
 		{Subject: "carol"},

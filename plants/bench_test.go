@@ -42,18 +42,18 @@ func indexCatalog(tb testing.TB, n int) *plants.Catalog {
 // catalog's size.
 func BenchmarkMemoryStoreList(b *testing.B) {
 	callers := []struct {
-		name       string
-		principals []string
-		sees       func(size int) int
+		name   string
+		caller plants.Caller
+		sees   func(size int) int
 	}{
-		{"half", []string{"user:someone", "group:even", "group:quad", "*"}, func(size int) int { return size / 2 }},
-		{"0.1%", []string{"user:rare", "group:none", "*"}, func(size int) int { return size / 1000 }},
+		{"half", plants.Caller{Subject: "someone", Groups: []string{"even", "quad"}}, func(size int) int { return size / 2 }},
+		{"0.1%", plants.Caller{Subject: "rare", Groups: []string{"none"}}, func(size int) int { return size / 1000 }},
 	}
 	for _, size := range []int{1_000, 100_000, 1_000_000} {
 		s := plants.NewMemoryStore(indexCatalog(b, size), nil)
 		for _, caller := range callers {
 			b.Run(fmt.Sprintf("plants=%d/caller=%s", size, caller.name), func(b *testing.B) {
-				q := plants.Query{Principals: caller.principals, Limit: 10}
+				q := plants.Query{Caller: caller.caller, Limit: 10}
 				want := min(10, caller.sees(size))
 				b.ReportAllocs()
 				for b.Loop() {

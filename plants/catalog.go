@@ -33,7 +33,8 @@ type Catalog struct {
 }
 
 // A CatalogError is a problem with a catalog file. Index is the zero-based
-// position of the entry at fault in the file's array, or -1 when the problem
+// position of the entry at fault in the file's array (its message counts
+// entries from 1, as people do), or -1 when the problem
 // concerns the whole file (not JSON, not an array, data after the array, an
 // unreadable file).
 type CatalogError struct {
@@ -45,8 +46,8 @@ type CatalogError struct {
 	Err error
 }
 
-// Error returns "<file>: entry <index>: <problem>", or "<file>: <problem>"
-// when Index is -1.
+// Error returns "<file>: entry <n>: <problem>", where n is Index+1 (the
+// first entry is entry 1), or "<file>: <problem>" when Index is -1.
 func (e *CatalogError) Error() string {
 	var b strings.Builder
 	if e.File != "" {
@@ -55,7 +56,7 @@ func (e *CatalogError) Error() string {
 	}
 	if e.Index >= 0 {
 		b.WriteString("entry ")
-		b.WriteString(strconv.Itoa(e.Index))
+		b.WriteString(strconv.Itoa(e.Index + 1))
 		b.WriteString(": ")
 	}
 	b.WriteString(e.Err.Error())
@@ -159,9 +160,9 @@ func checkIDs(plants []Plant, generated []bool) (int, error) {
 	for i, p := range plants {
 		if j, dup := ids[p.ID]; dup {
 			if generated[i] {
-				return i, fmt.Errorf("generated id %q is the id of entry %d", p.ID, j)
+				return i, fmt.Errorf("generated id %q is the id of entry %d", p.ID, j+1)
 			}
-			return i, fmt.Errorf("id %q is also the id of entry %d", p.ID, j)
+			return i, fmt.Errorf("id %q is also the id of entry %d", p.ID, j+1)
 		}
 		ids[p.ID] = i
 	}
@@ -250,20 +251,15 @@ func checkText(field, s string) error {
 	return nil
 }
 
-// checkReader reports whether r, item i of readers, is not a principal.
+// checkReader reports whether r, item i of readers, is not a reader.
 func checkReader(i int, r string) error {
 	if err := checkText("readers", r); err != nil {
 		return err
 	}
-	if r == "*" {
-		return nil
+	if !ValidReader(r) {
+		return fmt.Errorf(`"readers" item %d is not "*", "user:<x>", "group:<x>" or one of them qualified by an issuer name ("*@<name>", "user@<name>:<x>", "group@<name>:<x>")`, i+1)
 	}
-	for _, prefix := range []string{"user:", "group:"} {
-		if rest, ok := strings.CutPrefix(r, prefix); ok && rest != "" {
-			return nil
-		}
-	}
-	return fmt.Errorf(`"readers" item %d is not "*", "user:<x>" or "group:<x>" with a non-empty x`, i)
+	return nil
 }
 
 // comparePlants orders by name, then id, both in byte order.
@@ -375,7 +371,7 @@ func parseEntry(raw []byte, interned map[string]string, scratch *entryScratch) (
 			readers := scratch.readers[:0]
 			for s.next() != ']' {
 				if s.next() != '"' {
-					return p, fmt.Errorf(`"readers" item %d is %s; want a string`, len(readers), s.kind())
+					return p, fmt.Errorf(`"readers" item %d is %s; want a string`, len(readers)+1, s.kind())
 				}
 				r, err := s.interned(interned)
 				if err != nil {

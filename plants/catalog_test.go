@@ -57,18 +57,23 @@ func TestParseCatalogErrors(t *testing.T) {
 		{"readers null", `[{"name":"a","readers":null}]`, 0, `"readers" is null`},
 		{"readers empty", `[{"name":"a","readers":[]}]`, 0, `"readers" is empty`},
 		{"readers string", `[{"name":"a","readers":"*"}]`, 0, `"readers" is a string; want an array`},
-		{"reader number", `[{"name":"a","readers":["*",1]}]`, 0, `"readers" item 1 is a number`},
-		{"reader null", `[{"name":"a","readers":[null]}]`, 0, `"readers" item 0 is null`},
-		{"reader empty", `[{"name":"a","readers":[""]}]`, 0, `"readers" item 0 is not`},
-		{"reader user without name", `[{"name":"a","readers":["user:"]}]`, 0, `"readers" item 0 is not`},
-		{"reader group without name", `[{"name":"a","readers":["*","group:"]}]`, 0, `"readers" item 1 is not`},
-		{"reader other kind", `[{"name":"a","readers":["role:admin"]}]`, 0, `"readers" item 0 is not`},
-		{"reader all", `[{"name":"a","readers":["all"]}]`, 0, `"readers" item 0 is not`},
+		{"reader number", `[{"name":"a","readers":["*",1]}]`, 0, `"readers" item 2 is a number`},
+		{"reader null", `[{"name":"a","readers":[null]}]`, 0, `"readers" item 1 is null`},
+		{"reader empty", `[{"name":"a","readers":[""]}]`, 0, `"readers" item 1 is not`},
+		{"reader user without name", `[{"name":"a","readers":["user:"]}]`, 0, `"readers" item 1 is not`},
+		{"reader group without name", `[{"name":"a","readers":["*","group:"]}]`, 0, `"readers" item 2 is not`},
+		{"reader other kind", `[{"name":"a","readers":["role:admin"]}]`, 0, `"readers" item 1 is not`},
+		{"reader all", `[{"name":"a","readers":["all"]}]`, 0, `"readers" item 1 is not`},
+		{"reader qualified by a bad issuer name", `[{"name":"a","readers":["*","user@Staff:alice"]}]`, 0, `"readers" item 2 is not`},
+		{"reader qualified by an empty issuer name", `[{"name":"a","readers":["group@:g"]}]`, 0, `"readers" item 1 is not`},
+		{"star qualified by nothing", `[{"name":"a","readers":["*@"]}]`, 0, `"readers" item 1 is not`},
+		{"qualified user without name", `[{"name":"a","readers":["user@staff:"]}]`, 0, `"readers" item 1 is not`},
+		{"issuer name too long", `[{"name":"a","readers":["*@abcdefghijklmnopqrstuvwxyz0123456"]}]`, 0, `"readers" item 1 is not`},
 		{"readers twice", `[{"name":"a","readers":["*"],"readers":["*"]}]`, 0, `field "readers" appears twice`},
-		{"duplicate id", `[{"id":"x","name":"a","readers":["*"]},` + ok + `,{"id":"x","name":"b","readers":["*"]}]`, 2, `id "x" is also the id of entry 0`},
-		{"explicit id takes a later generated one", `[{"id":"0000000001","name":"a","readers":["*"]},` + ok + `]`, 1, `generated id "0000000001" is the id of entry 0`},
-		{"explicit id repeats an earlier generated one", `[` + ok + `,{"id":"0000000000","name":"a","readers":["*"]}]`, 1, `id "0000000000" is also the id of entry 0`},
-		{"later entry", `[` + ok + `,` + ok + `,` + ok + `,{"name":"a","readers":["nobody"]}]`, 3, `"readers" item 0 is not`},
+		{"duplicate id", `[{"id":"x","name":"a","readers":["*"]},` + ok + `,{"id":"x","name":"b","readers":["*"]}]`, 2, `id "x" is also the id of entry 1`},
+		{"explicit id takes a later generated one", `[{"id":"0000000001","name":"a","readers":["*"]},` + ok + `]`, 1, `generated id "0000000001" is the id of entry 1`},
+		{"explicit id repeats an earlier generated one", `[` + ok + `,{"id":"0000000000","name":"a","readers":["*"]}]`, 1, `id "0000000000" is also the id of entry 1`},
+		{"later entry", `[` + ok + `,` + ok + `,` + ok + `,{"name":"a","readers":["nobody"]}]`, 3, `"readers" item 1 is not`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -83,7 +88,7 @@ func TestParseCatalogErrors(t *testing.T) {
 			}
 			prefix := "plants.json: "
 			if tt.index >= 0 {
-				prefix += "entry " + strconv.Itoa(tt.index) + ": "
+				prefix += "entry " + strconv.Itoa(tt.index+1) + ": " // people count from 1
 			}
 			if got := err.Error(); !strings.HasPrefix(got, prefix) {
 				t.Errorf("ParseCatalog(%q) error = %q; want prefix %q", tt.in, got, prefix)
@@ -102,6 +107,11 @@ func TestParseCatalogAccepts(t *testing.T) {
 		want []plants.Plant // nil: the input must be refused
 	}{
 		{"empty array", `[]`, []plants.Plant{}},
+		{
+			"readers qualified by issuer names",
+			`[{"id":"q","name":"q","readers":["*@staff","user@staff:alice","group@cust-1:g:x","user:a@b:c"]}]`,
+			[]plants.Plant{{ID: "q", Name: "q", Readers: []string{"*@staff", "user@staff:alice", "group@cust-1:g:x", "user:a@b:c"}}},
+		},
 		{"white space around", " \n[ ]\n ", []plants.Plant{}},
 		{
 			"optional fields null or absent",

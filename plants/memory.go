@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"math"
+	"runtime"
 	"sync/atomic"
 	"time"
 )
@@ -21,6 +22,7 @@ import (
 type MemoryStore struct {
 	snap    atomic.Pointer[memorySnapshot]
 	metrics *Metrics
+	store   string // the store label of its listings
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -37,7 +39,14 @@ type memorySnapshot struct {
 // answers [ErrUnavailable] until [MemoryStore.Replace] gives it a catalog. m
 // may be nil.
 func NewMemoryStore(c *Catalog, m *Metrics) *MemoryStore {
-	s := &MemoryStore{metrics: m}
+	return NewMemoryStoreAs(c, m, StoreMemory)
+}
+
+// NewMemoryStoreAs is NewMemoryStore for a store that serves from this
+// index under another name (the PostgreSQL snapshot): its listings are
+// recorded with the store label store.
+func NewMemoryStoreAs(c *Catalog, m *Metrics, store string) *MemoryStore {
+	s := &MemoryStore{metrics: m, store: store}
 	s.Replace(c)
 	return s
 }
@@ -54,14 +63,98 @@ func (s *MemoryStore) Replace(c *Catalog) {
 	if c.Len() > math.MaxInt32 {
 		panic("plants: catalog too large for the in-memory index")
 	}
-	postings := make(map[string][]int32)
+	old := s.snap.Swap(&memorySnapshot{catalog: c, postings: postingsOf(c)})
+	s.metrics.SetCatalogPlants(c.Len())
+	if old != nil && old.catalog.Len() >= collectAfter {
+		// The catalog just replaced is garbage, as big as the one serving.
+		// A collection now frees it before the garbage of requests piles
+		// up above both: the heap's goal was set while the two were live,
+		// and without it the peak memory of a reload grew up to twice that
+		// of serving.
+		old = nil
+		runtime.GC()
+	}
+}
+
+// collectAfter is the size of a replaced catalog, in plants, from which
+// Replace collects it at once: some tens of MiB. A smaller one is left to
+// the collector's pace.
+const collectAfter = 1 << 16
+
+// postingsOf returns the index of c: for each principal, the positions of
+// the plants it reads. Each principal is looked up once per reader list,
+// not once per plant, and every list is made at its final size in one
+// array (counted first): growing them one position at a time cost as much
+// garbage again as the index, at the moment a reload already holds two
+// catalogs.
+func postingsOf(c *Catalog) map[string][]int32 {
+	perSet := make([]int, len(c.readerSets))
 	for i := range c.entries {
-		for _, r := range c.readerSets[c.entries[i].readers] { // unique within a plant
-			postings[r] = append(postings[r], int32(i))
+		perSet[c.entries[i].readers]++
+	}
+	inSets := 0
+	for _, set := range c.readerSets {
+		inSets += len(set)
+	}
+	// Each principal gets a number; setPrincipals[si] are the numbers of
+	// list si, stored in one array.
+	number := make(map[string]int32)
+	var names []string
+	var counts []int
+	setStart := make([]int, len(c.readerSets)+1)
+	setPrincipals := make([]int32, 0, inSets)
+	for si, set := range c.readerSets {
+		for _, r := range set {
+			n, ok := number[r]
+			if !ok {
+				n = int32(len(names))
+				number[r] = n
+				names = append(names, r)
+				counts = append(counts, 0)
+			}
+			counts[n] += perSet[si]
+			setPrincipals = append(setPrincipals, n)
+		}
+		setStart[si+1] = len(setPrincipals)
+	}
+	total := 0
+	for _, n := range counts {
+		total += n
+	}
+	all := make([]int32, total)
+	lists := make([][]int32, len(names))
+	for n, k := range counts {
+		lists[n], all = all[:0:k], all[k:]
+	}
+	for i := range c.entries {
+		si := c.entries[i].readers
+		for _, n := range setPrincipals[setStart[si]:setStart[si+1]] { // unique within a plant
+			lists[n] = append(lists[n], int32(i))
 		}
 	}
-	s.snap.Store(&memorySnapshot{catalog: c, postings: postings})
-	s.metrics.SetCatalogPlants(c.Len())
+	postings := make(map[string][]int32, len(names))
+	for n, name := range names {
+		if len(lists[n]) > 0 {
+			postings[name] = lists[n]
+		}
+	}
+	return postings
+}
+
+// ReloadFile loads the catalog file at path ([LoadCatalogFile]) and makes
+// s serve it, as Replace does, recording the reload in
+// plantstore_catalog_reloads_total and
+// plantstore_catalog_reload_duration_seconds. A file that does not load is
+// refused: s keeps serving what it served, and the [*CatalogError] is
+// returned.
+func (s *MemoryStore) ReloadFile(path string) (*Catalog, error) {
+	start := time.Now()
+	c, err := LoadCatalogFile(path)
+	if err == nil {
+		s.Replace(c)
+	}
+	s.metrics.ObserveReload(err == nil, time.Since(start))
+	return c, err
 }
 
 // Catalog returns the catalog s serves, or nil when it has none.
@@ -85,17 +178,19 @@ func (s *MemoryStore) Ready(ctx context.Context) error {
 // context.
 const ctxCheckEvery = 4096
 
-// List yields the plants of the current catalog visible to q.Principals, in
-// the catalog's order, at most q.Limit of them (any negative Limit means no
-// bound). Unknown principals contribute nothing. Each iteration reads the
+// List yields the plants of the current catalog q.Caller may read, in the
+// catalog's order, at most q.Limit of them (any negative Limit means no
+// bound). Principals that no plant names contribute nothing. Each iteration reads the
 // catalog current when it starts. It yields an error wrapping
 // [ErrUnavailable] when no catalog is loaded, and ctx's error when ctx is
 // done (checked at the start and every few thousand plants). Each
-// iteration's duration is recorded as plantstore_store_request_duration_seconds{store="memory"}.
+// iteration's duration is recorded as
+// plantstore_store_request_duration_seconds{store="memory"} (or the name
+// given to [NewMemoryStoreAs]).
 func (s *MemoryStore) List(ctx context.Context, q Query) iter.Seq2[Plant, error] {
 	return func(yield func(Plant, error) bool) {
 		start, result := time.Now(), ResultOK
-		defer func() { s.metrics.ObserveStore(StoreMemory, result, time.Since(start)) }()
+		defer func() { s.metrics.ObserveStore(s.store, result, time.Since(start)) }()
 		snap := s.snap.Load()
 		if snap == nil {
 			result = ResultError
@@ -113,9 +208,14 @@ func (s *MemoryStore) List(ctx context.Context, q Query) iter.Seq2[Plant, error]
 		var (
 			heads [8][]int32 // enough for most callers without allocating
 			m     = merger{lists: heads[:0], last: -1}
+			key   [128]byte
 		)
-		for _, p := range q.Principals {
-			if list := snap.postings[p]; len(list) > 0 {
+		for i := 0; ; i++ {
+			p, ok, more := q.Caller.principal(i, key[:0])
+			if !more {
+				break
+			}
+			if list := snap.postings[string(p)]; ok && len(list) > 0 {
 				m.lists = append(m.lists, list)
 			}
 		}

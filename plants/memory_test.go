@@ -2,10 +2,13 @@ package plants_test
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/plantstore/plantstore/observability/metricstest"
 	"github.com/plantstore/plantstore/plants"
 	"github.com/plantstore/plantstore/plants/storetest"
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,7 +28,7 @@ func TestMemoryStoreWithoutCatalog(t *testing.T) {
 		t.Errorf("Ready() without a catalog = %v; want ErrUnavailable", err)
 	}
 	var errs []error
-	for p, err := range s.List(t.Context(), plants.Query{Principals: []string{"*"}, Limit: plants.NoLimit}) {
+	for p, err := range s.List(t.Context(), plants.Query{Caller: plants.Caller{Subject: "x"}, Limit: plants.NoLimit}) {
 		if err == nil {
 			t.Errorf("List without a catalog yielded %+v", p)
 			continue
@@ -48,7 +51,7 @@ func TestMemoryStoreWithoutCatalog(t *testing.T) {
 		t.Errorf("Catalog() after Replace is not the catalog given")
 	}
 	want := `
-# HELP plantstore_catalog_plants Plants in the catalog the in-memory store serves.
+# HELP plantstore_catalog_plants Plants in the catalog the service serves.
 # TYPE plantstore_catalog_plants gauge
 plantstore_catalog_plants ` + itoa(c.Len()) + `
 `
@@ -56,51 +59,26 @@ plantstore_catalog_plants ` + itoa(c.Len()) + `
 		t.Error(err)
 	}
 	n := 0
-	for _, err := range s.List(t.Context(), plants.Query{Principals: []string{"*"}, Limit: 2}) {
+	for _, err := range s.List(t.Context(), plants.Query{Caller: plants.Caller{Subject: "x"}, Limit: 2}) {
 		if err != nil {
 			t.Fatal(err)
 		}
 		n++
 	}
-	if got := testutil.CollectAndCount(reg, "plantstore_store_request_duration_seconds"); got != 4 {
-		t.Errorf("plantstore_store_request_duration_seconds has %d series; want 4", got)
+	if got := testutil.CollectAndCount(reg, "plantstore_store_request_duration_seconds"); got != 6 {
+		t.Errorf("plantstore_store_request_duration_seconds has %d series; want 6 (3 stores × 2 results)", got)
 	}
 	for _, tt := range []struct {
 		result string
 		want   int
 	}{{"ok", 1}, {"error", 1}} {
-		if got := histogramCount(t, reg, "plantstore_store_request_duration_seconds", map[string]string{"store": "memory", "result": tt.result}); got != tt.want {
+		if got := int(metricstest.Sum(t, reg, "plantstore_store_request_duration_seconds", map[string]string{"store": "memory", "result": tt.result})); got != tt.want {
 			t.Errorf("store duration count{memory,%s} = %d; want %d", tt.result, got, tt.want)
 		}
 	}
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
-
-// histogramCount returns the sample count of the histogram series name with
-// the given labels, or -1 when there is none.
-func histogramCount(t testing.TB, g prometheus.Gatherer, name string, labels map[string]string) int {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
-					continue metrics
-				}
-			}
-			return int(m.GetHistogram().GetSampleCount())
-		}
-	}
-	return -1
-}
 
 func TestMemoryStoreReplaceWhileListing(t *testing.T) {
 	oldCat, err := plants.NewCatalog([]plants.Plant{{Name: "old 1", Readers: []string{"*"}}, {Name: "old 2", Readers: []string{"*"}}})
@@ -112,7 +90,7 @@ func TestMemoryStoreReplaceWhileListing(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := plants.NewMemoryStore(oldCat, nil)
-	q := plants.Query{Principals: []string{"*"}, Limit: plants.NoLimit}
+	q := plants.Query{Caller: plants.Caller{Subject: "x"}, Limit: plants.NoLimit}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -136,5 +114,48 @@ func TestMemoryStoreReplaceWhileListing(t *testing.T) {
 			return
 		default:
 		}
+	}
+}
+
+// TestMemoryStoreReloadFile reloads a catalog file, a good one then a bad
+// one: the good one serves, the bad one is refused while the good one
+// keeps serving, and both reloads are counted.
+func TestMemoryStoreReloadFile(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	s := plants.NewMemoryStore(plants.SampleCatalog(), plants.NewMetrics(reg))
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "good.json"), filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(good, []byte(`[{"name": "Fern", "readers": ["*"]}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte(`[{"name": "Fern", "readers": ["admins"]}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		path                string
+		wantErr             bool
+		success, failure    float64
+		wantServing, wanted string
+	}{
+		{good, false, 1, 0, "Fern", "the new catalog"},
+		{bad, true, 1, 1, "Fern", "the last good catalog"},
+	}
+	for _, tt := range tests {
+		c, err := s.ReloadFile(tt.path)
+		var ce *plants.CatalogError
+		if tt.wantErr != (err != nil) || tt.wantErr && !errors.As(err, &ce) || !tt.wantErr && c != s.Catalog() {
+			t.Errorf("ReloadFile(%s) = %v, %v; want an error: %v", tt.path, c, err, tt.wantErr)
+		}
+		if ps := s.Catalog().Plants(); len(ps) != 1 || ps[0].Name != tt.wantServing {
+			t.Errorf("after ReloadFile(%s): serving %v; want %s", tt.path, ps, tt.wanted)
+		}
+		for result, want := range map[string]float64{"success": tt.success, "failure": tt.failure} {
+			if got := metricstest.Sum(t, reg, "plantstore_catalog_reloads_total", map[string]string{"result": result}); got != want {
+				t.Errorf("after ReloadFile(%s): reloads{result=%q} = %v; want %v", tt.path, result, got, want)
+			}
+		}
+	}
+	if got := metricstest.Sum(t, reg, "plantstore_catalog_reload_duration_seconds", nil); got != 2 {
+		t.Errorf("reload durations observed: %v; want 2", got)
 	}
 }

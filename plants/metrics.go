@@ -9,12 +9,15 @@ import (
 // Metrics are the plants package's Prometheus metrics. A nil *Metrics
 // records nothing. The methods are safe for concurrent use.
 type Metrics struct {
-	returned prometheus.Histogram
 	duration *prometheus.HistogramVec
 	catalog  prometheus.Gauge
-	// observers holds duration's four series, resolved once (a label
+	// reloaded and refused count the catalog reloads by result;
+	// reloadTime times them.
+	reloaded, refused prometheus.Counter
+	reloadTime        prometheus.Histogram
+	// observers holds duration's six series, resolved once (a label
 	// lookup hashes the values on every call), by observerIndex.
-	observers [4]prometheus.Observer
+	observers [6]prometheus.Observer
 }
 
 // Values of the store and result labels of
@@ -22,22 +25,26 @@ type Metrics struct {
 const (
 	StoreMemory   = "memory"
 	StorePostgres = "postgres"
+	// StoreSnapshot is the in-memory snapshot of a PostgreSQL catalog.
+	StoreSnapshot = "snapshot"
 	ResultOK      = "ok"
 	ResultError   = "error"
 )
 
-// NewMetrics registers the plants metrics on reg and returns them:
-// plantstore_plants_returned (histogram of plants per GET /plants
-// response), plantstore_store_request_duration_seconds{store,result}
-// (histogram) and plantstore_catalog_plants (gauge). Every store and result
-// series starts at zero. Registering twice on one registry panics.
+// Values of the result label of plantstore_catalog_reloads_total.
+const (
+	ReloadSuccess = "success"
+	ReloadFailure = "failure"
+)
+
+// NewMetrics registers the store metrics on reg and returns them:
+// plantstore_store_request_duration_seconds{store,result} (histogram),
+// plantstore_catalog_plants (gauge),
+// plantstore_catalog_reloads_total{result="success|failure"} and
+// plantstore_catalog_reload_duration_seconds (histogram). Every store and
+// result series starts at zero. Registering twice on one registry panics.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		returned: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "plantstore_plants_returned",
-			Help:    "Plants returned per successful GET /plants response.",
-			Buckets: []float64{0, 1, 5, 10, 50, 100, 500, 1000, 5000, 10000, 100000, 1000000},
-		}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "plantstore_store_request_duration_seconds",
 			Help:    "Time from the start to the end of one store listing, including the time the response writer takes to consume it, by store and result.",
@@ -45,11 +52,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"store", "result"}),
 		catalog: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "plantstore_catalog_plants",
-			Help: "Plants in the catalog the in-memory store serves.",
+			Help: "Plants in the catalog the service serves.",
 		}),
 	}
-	reg.MustRegister(m.returned, m.duration, m.catalog)
-	for _, store := range []string{StoreMemory, StorePostgres} {
+	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "plantstore_catalog_reloads_total",
+		Help: "Catalog reloads while serving, by result: the -data file (SIGHUP), or the database into the snapshot (its first load included).",
+	}, []string{"result"})
+	m.reloaded, m.refused = reloads.WithLabelValues(ReloadSuccess), reloads.WithLabelValues(ReloadFailure)
+	m.reloadTime = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "plantstore_catalog_reload_duration_seconds",
+		Help:    "Time to read and index a catalog on a reload, failed reloads included.",
+		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+	})
+	reg.MustRegister(m.duration, m.catalog, reloads, m.reloadTime)
+	for _, store := range []string{StoreMemory, StorePostgres, StoreSnapshot} {
 		for _, result := range []string{ResultOK, ResultError} {
 			i, _ := observerIndex(store, result)
 			m.observers[i] = m.duration.WithLabelValues(store, result)
@@ -59,7 +76,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 }
 
 // ObserveStore records one store listing that took d. store is
-// [StoreMemory] or [StorePostgres], result [ResultOK] or [ResultError].
+// [StoreMemory], [StorePostgres] or [StoreSnapshot], result [ResultOK] or
+// [ResultError].
 func (m *Metrics) ObserveStore(store, result string, d time.Duration) {
 	if m == nil {
 		return
@@ -79,6 +97,8 @@ func observerIndex(store, result string) (int, bool) {
 	case StoreMemory:
 	case StorePostgres:
 		i = 2
+	case StoreSnapshot:
+		i = 4
 	default:
 		return 0, false
 	}
@@ -99,9 +119,16 @@ func (m *Metrics) SetCatalogPlants(n int) {
 	}
 }
 
-// observeReturned records the number of plants one response carried.
-func (m *Metrics) observeReturned(n int) {
-	if m != nil {
-		m.returned.Observe(float64(n))
+// ObserveReload records one catalog reload that took d: ok when the new
+// catalog serves, not when it was refused.
+func (m *Metrics) ObserveReload(ok bool, d time.Duration) {
+	if m == nil {
+		return
 	}
+	if ok {
+		m.reloaded.Inc()
+	} else {
+		m.refused.Inc()
+	}
+	m.reloadTime.Observe(d.Seconds())
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/plantstore/plantstore/observability/metricstest"
 	"github.com/plantstore/plantstore/plants"
 )
 
@@ -21,8 +22,10 @@ func TestObserveStoreSeries(t *testing.T) {
 		{plants.StoreMemory, plants.ResultError, 2},
 		{plants.StorePostgres, plants.ResultOK, 3},
 		{plants.StorePostgres, plants.ResultError, 4},
-		{"other", plants.ResultOK, 5}, // not one of the four: still recorded
-		{plants.StoreMemory, "other", 6},
+		{plants.StoreSnapshot, plants.ResultOK, 5},
+		{plants.StoreSnapshot, plants.ResultError, 6},
+		{"other", plants.ResultOK, 7}, // not one of the six: still recorded
+		{plants.StoreMemory, "other", 8},
 	}
 	for _, c := range counts {
 		for range c.n {
@@ -31,7 +34,7 @@ func TestObserveStoreSeries(t *testing.T) {
 	}
 	for _, c := range counts {
 		labels := map[string]string{"store": c.store, "result": c.result}
-		if got := histogramCount(t, reg, "plantstore_store_request_duration_seconds", labels); got != c.n {
+		if got := int(metricstest.Sum(t, reg, "plantstore_store_request_duration_seconds", labels)); got != c.n {
 			t.Errorf("store duration count{%s,%s} = %d; want %d", c.store, c.result, got, c.n)
 		}
 	}

@@ -1,8 +1,8 @@
-// Package plants is the product: the Plant Store API. It owns the Plant type
-// and its JSON shape, the catalog format and its validation, the access rule,
-// the ordering, limit parsing, the Store contract with its in-memory
-// implementation, the streaming GET /plants handler and the API's error
-// contract.
+// Package plants is the domain of the Plant Store: the Plant type, the
+// catalog format and its validation, the access rule (access.go), the
+// ordering, and the Store contract with its in-memory implementation. It
+// knows nothing of HTTP or tokens: package api serves it, package postgres
+// stores it.
 package plants
 
 import (
@@ -31,8 +31,8 @@ const NoLimit = -1
 
 // Query selects the plants a caller may see.
 type Query struct {
-	// Principals are the caller's principals (see [Principals]).
-	Principals []string
+	// Caller is who asks; the access rule ([Readable]) decides what it sees.
+	Caller Caller
 	// Limit bounds the number of plants returned; [NoLimit] means no bound.
 	Limit int
 }
@@ -40,7 +40,7 @@ type Query struct {
 // A Store lists plants in the contract's order: by name (byte order), ties
 // by id. Implementations are safe for concurrent use.
 type Store interface {
-	// List yields the plants visible to q.Principals, in order, at most
+	// List yields the plants q.Caller may read, in order, at most
 	// q.Limit of them. A non-nil error ends the sequence; it wraps
 	// [ErrUnavailable] when the store cannot answer.
 	List(ctx context.Context, q Query) iter.Seq2[Plant, error]

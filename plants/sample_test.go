@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/plants"
 )
 
@@ -19,7 +18,7 @@ func TestSampleUsersSeeDistinctSets(t *testing.T) {
 	for _, id := range plants.SampleUsers() {
 		var ids []string
 		for _, p := range c.Plants() {
-			if p.VisibleTo(plants.Principals(id)) {
+			if plants.Readable(p.Readers, id) {
 				ids = append(ids, p.ID)
 				everyone[p.ID] = true
 			}
@@ -56,19 +55,18 @@ func TestSampleUsers(t *testing.T) {
 	users := plants.SampleUsers()
 	for _, tt := range tests {
 		t.Run(tt.sub, func(t *testing.T) {
-			i := slices.IndexFunc(users, func(u auth.Identity) bool { return u.Subject == tt.sub })
+			i := slices.IndexFunc(users, func(u plants.Caller) bool { return u.Subject == tt.sub })
 			if i < 0 {
 				t.Fatalf("SampleUsers() has no %q", tt.sub)
 			}
 			if !slices.Equal(users[i].Groups, tt.groups) {
 				t.Errorf("SampleUsers() %q has groups %q; want %q", tt.sub, users[i].Groups, tt.groups)
 			}
-			principals := plants.Principals(users[i])
 			for _, p := range plants.SampleCatalog().Plants() {
-				if p.Name == tt.sees && !p.VisibleTo(principals) {
+				if p.Name == tt.sees && !plants.Readable(p.Readers, users[i]) {
 					t.Errorf("%q does not see %q; want it seen", tt.sub, p.Name)
 				}
-				if p.Name == tt.doesntSee && p.VisibleTo(principals) {
+				if p.Name == tt.doesntSee && plants.Readable(p.Readers, users[i]) {
 					t.Errorf("%q sees %q; want it hidden", tt.sub, p.Name)
 				}
 			}

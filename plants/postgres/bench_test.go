@@ -3,7 +3,6 @@ package postgres_test
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"os"
 	"runtime"
 	"slices"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/plantstore/plantstore/plants"
 	"github.com/plantstore/plantstore/plants/postgres"
+	"github.com/plantstore/plantstore/plants/storetest"
 )
 
 // The 1M-plant benchmarks import a large catalog first (tens of seconds), so
@@ -26,46 +26,16 @@ const benchPlants = 1_000_000
 // Callers of the benchmark catalog: one sees half of it, one 0.1%. Both hold
 // principals that match nothing, as real callers do.
 var (
-	callerHalf  = []string{"*", "user:alice", "group:half", "group:staff", "group:ops"}
-	callerSmall = []string{"*", "user:bob", "group:g7", "group:staff", "group:ops"}
+	callerHalf  = plants.Caller{Subject: "alice", Groups: []string{"half", "staff", "ops"}}
+	callerSmall = plants.Caller{Subject: "bob", Groups: []string{"g7", "staff", "ops"}}
 )
-
-// benchCatalog returns n plants in a name order unrelated to their
-// position, each with three readers: group:half or group:odd (half of the
-// plants each), group:g<i mod 1000> (0.1% each) and user:u<i mod 100000>.
-func benchCatalog(b testing.TB, n int) *plants.Catalog {
-	b.Helper()
-	ps := make([]plants.Plant, n)
-	for i := range ps {
-		h := fnv.New64a()
-		fmt.Fprint(h, i)
-		half := "group:odd"
-		if i%2 == 0 {
-			half = "group:half"
-		}
-		tag := ""
-		if i%3 != 0 {
-			tag = fmt.Sprintf("tag-%d", i%10)
-		}
-		ps[i] = plants.Plant{
-			Name:    fmt.Sprintf("plant %016x", h.Sum64()),
-			Tag:     tag,
-			Readers: []string{half, fmt.Sprintf("group:g%d", i%1000), fmt.Sprintf("user:u%d", i%100000)},
-		}
-	}
-	c, err := plants.NewCatalog(ps)
-	if err != nil {
-		b.Fatalf("NewCatalog: %v", err)
-	}
-	return c
-}
 
 // BenchmarkImport1M imports 1,000,000 plants with three readers each, one
 // import per iteration (the first into an empty schema, the next ones
 // replacing the catalog).
 func BenchmarkImport1M(b *testing.B) {
 	dsn := migrated(b)
-	c := benchCatalog(b, benchPlants)
+	c := storetest.LargeCatalog(b, benchPlants, "plant")
 	replace := false
 	for b.Loop() {
 		if err := postgres.Import(b.Context(), dsn, c, replace); err != nil {
@@ -81,14 +51,14 @@ func BenchmarkImport1M(b *testing.B) {
 // the live heap while draining one List: it stays flat when the visible set
 // grows from 1,000 to 500,000 plants, because rows stream.
 //
-// PLANTSTORE_BENCH_DATABASE_URL names a database (with search_path) that
+// TEST_BENCH_DATABASE_URL names a database (with search_path) that
 // already holds the benchmark catalog, to skip the import.
 func BenchmarkList1M(b *testing.B) {
-	dsn := os.Getenv("PLANTSTORE_BENCH_DATABASE_URL")
+	dsn := os.Getenv("TEST_BENCH_DATABASE_URL")
 	if dsn == "" {
 		dsn = migrated(b)
 		start := time.Now()
-		if err := postgres.Import(b.Context(), dsn, benchCatalog(b, benchPlants), false); err != nil {
+		if err := postgres.Import(b.Context(), dsn, storetest.LargeCatalog(b, benchPlants, "plant"), false); err != nil {
 			b.Fatalf("Import: %v", err)
 		}
 		b.Logf("imported %d plants in %v", benchPlants, time.Since(start).Round(time.Millisecond))
@@ -101,9 +71,9 @@ func BenchmarkList1M(b *testing.B) {
 	logPlans(b, dsn)
 
 	for _, bc := range []struct {
-		name       string
-		principals []string
-		limit      int
+		name   string
+		caller plants.Caller
+		limit  int
 	}{
 		{"half/limit=10", callerHalf, 10},
 		{"0.1%/limit=10", callerSmall, 10},
@@ -112,7 +82,7 @@ func BenchmarkList1M(b *testing.B) {
 		{"half/all", callerHalf, plants.NoLimit},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			q := plants.Query{Principals: bc.principals, Limit: bc.limit}
+			q := plants.Query{Caller: bc.caller, Limit: bc.limit}
 			var growth uint64
 			if bc.limit == plants.NoLimit {
 				growth = heapGrowth(b, s, q)
@@ -172,8 +142,10 @@ func heapGrowth(b *testing.B, s *postgres.Store, q plants.Query) uint64 {
 	return peak
 }
 
-// logPlans logs EXPLAIN (ANALYZE, BUFFERS) of the list query for each
-// benchmark caller, for the README.
+// logPlans logs EXPLAIN (ANALYZE, BUFFERS) of the list queries for the
+// benchmark callers, for docs/postgres.md: the limited statement, generic
+// plan forced (the plan a prepared statement settles on), and the merge of
+// a listing without a limit.
 func logPlans(b *testing.B, dsn string) {
 	b.Helper()
 	conn, err := pgx.Connect(b.Context(), dsn)
@@ -181,59 +153,78 @@ func logPlans(b *testing.B, dsn string) {
 		b.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	for _, c := range []struct {
-		name       string
-		principals []string
-		limit      any
-	}{
-		{"half, limit 10", callerHalf, 10},
-		{"0.1%, limit 10", callerSmall, 10},
-		{"half, no limit", callerHalf, nil},
-	} {
-		args := []any{}
-		for _, p := range c.principals {
-			args = append(args, p)
-		}
-		args = append(args, c.limit)
-		rows, err := conn.Query(b.Context(), "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+postgres.ListSQL(len(c.principals)), args...)
+	explain := func(what, sql string, args ...any) {
+		rows, err := conn.Query(b.Context(), "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+sql, args...)
 		if err != nil {
 			b.Fatal(err)
 		}
-		plan := ""
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
-				b.Fatal(err)
-			}
-			plan += line + "\n"
-		}
-		if err := rows.Err(); err != nil {
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
 			b.Fatal(err)
 		}
-		b.Logf("plan for %s (%v):\n%s", c.name, c.principals, plan)
-	}
-
-	// pgx prepares the statement; after five runs PostgreSQL may switch it
-	// to a generic plan, which must keep the same shape.
-	n := len(callerHalf)
-	types := strings.TrimSuffix(strings.Repeat("text, ", n), ", ") + ", bigint"
-	if _, err := conn.Exec(b.Context(), "PREPARE list_generic("+types+") AS "+postgres.ListSQL(n)); err != nil {
-		b.Fatal(err)
+		b.Logf("plan for %s:\n%s", what, strings.Join(lines, "\n"))
 	}
 	if _, err := conn.Exec(b.Context(), "SET plan_cache_mode = force_generic_plan"); err != nil {
 		b.Fatal(err)
 	}
-	quoted := make([]string, n)
-	for i, p := range callerHalf {
-		quoted[i] = "'" + p + "'"
+	for _, c := range []struct {
+		name   string
+		caller plants.Caller
+	}{{"half, limit 10", callerHalf}, {"0.1%, limit 10", callerSmall}} {
+		explain(c.name, postgres.ListLimitedSQL, c.caller.Principals(), int64(0), false, 10)
 	}
-	rows, err := conn.Query(b.Context(), "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) EXECUTE list_generic("+strings.Join(quoted, ", ")+", 10)")
+	ps := callerHalf.Principals()
+	args := make([]any, 0, len(ps)+1)
+	for _, p := range ps {
+		args = append(args, p)
+	}
+	explain("half, no limit", postgres.ListSQL(len(ps)), append(args, nil)...)
+}
+
+// BenchmarkListGroups lists limit=10 for an ordinary caller (2 groups) and
+// for callers with 256 groups that no plant names, in parallel, on a
+// catalog of 1,000 plants read per request: what such groups cost once the
+// store knows they read nothing.
+func BenchmarkListGroups(b *testing.B) {
+	dsn := migrated(b)
+	ps := make([]plants.Plant, 1000)
+	for i := range ps {
+		r := "*"
+		if i%3 != 0 {
+			r = fmt.Sprintf("group:g%02d", i%20)
+		}
+		ps[i] = plants.Plant{Name: fmt.Sprintf("Plant %04d", i), Tag: "t", Readers: []string{r}}
+	}
+	c, err := plants.NewCatalog(ps)
 	if err != nil {
 		b.Fatal(err)
 	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
+	if err := postgres.Import(b.Context(), dsn, c, false); err != nil {
 		b.Fatal(err)
 	}
-	b.Logf("generic plan for half, limit 10:\n%s", strings.Join(lines, "\n"))
+	s := openStore(b, dsn, postgres.Options{})
+	hostile := make([]string, 256)
+	for i := range hostile {
+		hostile[i] = fmt.Sprintf("hostile-%03d-xxxx", i)
+	}
+	for _, bc := range []struct {
+		name   string
+		caller plants.Caller
+	}{
+		{"2 groups", plants.Caller{Subject: "ordinary", Groups: []string{"g01", "g02"}}},
+		{"256 groups", plants.Caller{Subject: "hostile", Groups: hostile}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			q := plants.Query{Caller: bc.caller, Limit: 10}
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					for _, err := range s.List(b.Context(), q) {
+						if err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			})
+		})
+	}
 }

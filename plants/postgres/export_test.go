@@ -4,5 +4,8 @@ package postgres
 // can tell a connection returned to the pool from one replaced.
 func NewConnsCount(s *Store) int64 { return s.pool.Stat().NewConnsCount() }
 
-// ListSQL exposes listSQL to the plan tests.
-var ListSQL = listSQL
+// ListSQL and ListLimitedSQL expose the list queries to the plan logs.
+var (
+	ListSQL        = listSQL
+	ListLimitedSQL = listLimitedSQL
+)

@@ -13,25 +13,24 @@ import (
 
 	"github.com/plantstore/plantstore/plants"
 	"github.com/plantstore/plantstore/plants/postgres"
+	"github.com/plantstore/plantstore/plants/postgres/pgtest"
 )
 
-var starQuery = plants.Query{Principals: []string{"*"}, Limit: plants.NoLimit}
+var starQuery = plants.Query{Caller: plants.Caller{Subject: "x"}, Limit: plants.NoLimit}
 
 // TestDatabaseDown cuts the connection to the database under a running
 // store, then restores it: List and Ping fail with ErrUnavailable while it
 // is down and work again afterwards, on the same Store.
 func TestDatabaseDown(t *testing.T) {
-	dsn := migrated(t)
-	if err := postgres.Import(t.Context(), dsn, mustCatalog(t, firstCatalog), false); err != nil {
-		t.Fatal(err)
-	}
-	px := newProxy(t, serverAddr(t, dsn))
-	s := openStore(t, withHost(t, dsn, px.addr()), postgres.Options{})
+	t.Parallel()
+	dsn := seeded(t)
+	px := pgtest.NewProxy(t, pgtest.ServerAddr(t, dsn))
+	s := openStore(t, pgtest.WithHost(t, dsn, px.Addr()), postgres.Options{})
 	if _, err := collect(t, s, starQuery); err != nil {
 		t.Fatalf("List before the cut: %v", err)
 	}
 
-	px.cut()
+	px.Cut()
 	for i := range 3 {
 		_, err := collect(t, s, starQuery)
 		wantUnavailable(t, "List while the database is down", err)
@@ -41,7 +40,7 @@ func TestDatabaseDown(t *testing.T) {
 	}
 	wantUnavailable(t, "Ping while the database is down", s.Ping(t.Context()))
 
-	px.restore()
+	px.Restore()
 	if err := s.Ping(t.Context()); err != nil {
 		t.Errorf("Ping after restore: %v, want nil", err)
 	}
@@ -55,17 +54,15 @@ func TestDatabaseDown(t *testing.T) {
 // pool's idle connection is dead, and the first List after the restore must
 // still answer, by retrying on a new connection.
 func TestBrokenIdleConnection(t *testing.T) {
-	dsn := migrated(t)
-	if err := postgres.Import(t.Context(), dsn, mustCatalog(t, firstCatalog), false); err != nil {
-		t.Fatal(err)
-	}
-	px := newProxy(t, serverAddr(t, dsn))
-	s := openStore(t, withHost(t, dsn, px.addr()), postgres.Options{})
+	t.Parallel()
+	dsn := seeded(t)
+	px := pgtest.NewProxy(t, pgtest.ServerAddr(t, dsn))
+	s := openStore(t, pgtest.WithHost(t, dsn, px.Addr()), postgres.Options{})
 	if _, err := collect(t, s, starQuery); err != nil {
 		t.Fatalf("List before the cut: %v", err)
 	}
-	px.cut()
-	px.restore()
+	px.Cut()
+	px.Restore()
 	got, err := collect(t, s, starQuery)
 	if err != nil || len(got) != 1 {
 		t.Errorf("List after a cut and restore: %d plants, %v; want 1, nil", len(got), err)
@@ -76,18 +73,16 @@ func TestBrokenIdleConnection(t *testing.T) {
 // reached: Open succeeds, the store is unavailable, then serves once the
 // database is reachable.
 func TestDatabaseDownAtStart(t *testing.T) {
-	dsn := migrated(t)
-	if err := postgres.Import(t.Context(), dsn, mustCatalog(t, firstCatalog), false); err != nil {
-		t.Fatal(err)
-	}
-	px := newProxy(t, serverAddr(t, dsn))
-	px.cut()
-	s := openStore(t, withHost(t, dsn, px.addr()), postgres.Options{ConnectTimeout: time.Second})
+	t.Parallel()
+	dsn := seeded(t)
+	px := pgtest.NewProxy(t, pgtest.ServerAddr(t, dsn))
+	px.Cut()
+	s := openStore(t, pgtest.WithHost(t, dsn, px.Addr()), postgres.Options{ConnectTimeout: time.Second})
 	wantUnavailable(t, "Ping with the database down", s.Ping(t.Context()))
 	_, err := collect(t, s, starQuery)
 	wantUnavailable(t, "List with the database down", err)
 
-	px.restore()
+	px.Restore()
 	if err := s.Ping(t.Context()); err != nil {
 		t.Errorf("Ping once the database is up: %v, want nil", err)
 	}
@@ -101,10 +96,8 @@ func TestDatabaseDownAtStart(t *testing.T) {
 // server-side statements are cancelled, and the pool's connections are
 // reused afterwards rather than replaced.
 func TestQueryTimeout(t *testing.T) {
-	dsn := migrated(t)
-	if err := postgres.Import(t.Context(), dsn, mustCatalog(t, firstCatalog), false); err != nil {
-		t.Fatal(err)
-	}
+	t.Parallel()
+	dsn := seeded(t)
 	const maxConns = 2
 	s := openStore(t, dsn, postgres.Options{MaxConns: maxConns, QueryTimeout: time.Second})
 	// Open every connection of the pool first.
@@ -188,24 +181,29 @@ func waitNoLockWaiters(t *testing.T, conn *pgx.Conn) {
 // TestCallerCancel checks that a cancelled request context ends List with an
 // error that says so.
 func TestCallerCancel(t *testing.T) {
-	dsn := migrated(t)
-	if err := postgres.Import(t.Context(), dsn, mustCatalog(t, firstCatalog), false); err != nil {
-		t.Fatal(err)
-	}
+	t.Parallel()
+	dsn := seeded(t)
 	s := openStore(t, dsn, postgres.Options{})
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
+	yields := 0
 	for _, err := range s.List(ctx, starQuery) {
+		yields++
 		if !errors.Is(err, context.Canceled) || errors.Is(err, plants.ErrUnavailable) {
 			t.Errorf("List with a cancelled context: got %v, want context.Canceled and not ErrUnavailable", err)
 		}
 	}
+	if yields != 1 {
+		t.Errorf("List with a cancelled context yielded %d times; want its error once", yields)
+	}
 }
 
-// TestNoSecretsInErrors checks that no error shows the DSN's password or SQL
-// text, for malformed DSNs and for a server that is not there.
+// TestNoSecretsInErrors checks that no error shows the DSN's user name,
+// password or SQL text, for malformed DSNs, for a server that is not there
+// and for a server that refuses the user.
 func TestNoSecretsInErrors(t *testing.T) {
-	const password = "s3cret-pass"
+	t.Parallel()
+	const password, user = "s3cret-pass", "userinfo-name"
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -224,13 +222,15 @@ func TestNoSecretsInErrors(t *testing.T) {
 	for _, dsn := range malformed {
 		_, err := postgres.Open(t.Context(), dsn, postgres.Options{}, nil)
 		checkSecretFree(t, "Open(malformed)", err, password, true)
-		checkSecretFree(t, "Migrate(malformed)", postgres.Migrate(t.Context(), dsn), password, true)
+		checkSecretFree(t, "Migrate(malformed)", migrateErr(t, dsn), password, true)
 		checkSecretFree(t, "Import(malformed)", postgres.Import(t.Context(), dsn, mustCatalog(t, firstCatalog), false), password, true)
 	}
 
 	unreachable := []string{
-		"postgres://alice:" + password + "@" + closed + "/test?sslmode=disable",
-		"host=" + host + " port=" + port + " user=alice password=" + password + " dbname=test sslmode=disable",
+		"postgres://" + user + ":" + password + "@" + closed + "/test?sslmode=disable",
+		"host=" + host + " port=" + port + " user=" + user + " password=" + password + " dbname=test sslmode=disable",
+		// The real server, which refuses a role it does not know by name.
+		pgtest.WithParam(t, strings.Replace(pgtest.BaseDSN(t), "postgres@", user+":"+password+"@", 1), "connect_timeout", "5"),
 	}
 	for _, dsn := range unreachable {
 		s, err := postgres.Open(t.Context(), dsn, postgres.Options{ConnectTimeout: time.Second}, nil)
@@ -242,7 +242,7 @@ func TestNoSecretsInErrors(t *testing.T) {
 		wantUnavailable(t, "List(unreachable)", err)
 		checkSecretFree(t, "Ping(unreachable)", s.Ping(t.Context()), password, true)
 		s.Close()
-		checkSecretFree(t, "Migrate(unreachable)", postgres.Migrate(t.Context(), dsn), password, true)
+		checkSecretFree(t, "Migrate(unreachable)", migrateErr(t, dsn), password, true)
 		checkSecretFree(t, "Import(unreachable)", postgres.Import(t.Context(), dsn, mustCatalog(t, firstCatalog), false), password, true)
 	}
 
@@ -262,9 +262,15 @@ func checkSecretFree(t *testing.T, what string, err error, secret string, wantEr
 		return
 	}
 	msg := err.Error()
-	for _, bad := range []string{secret, "SELECT", "COPY", "DELETE"} {
+	for _, bad := range []string{secret, "userinfo-name", "SELECT", "COPY", "DELETE"} {
 		if strings.Contains(msg, bad) {
 			t.Errorf("%s: error %q contains %q", what, msg, bad)
 		}
 	}
+}
+
+// migrateErr returns the error of Migrate on dsn.
+func migrateErr(t testing.TB, dsn string) error {
+	_, err := postgres.Migrate(t.Context(), dsn)
+	return err
 }

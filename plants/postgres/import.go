@@ -23,6 +23,11 @@ var ErrDuplicateID = errors.New("plant id already in the catalog")
 // that is already stored fails the import with an error wrapping
 // [ErrDuplicateID]. Rows are sent with COPY. The schema must be migrated.
 // The error never contains dsn.
+//
+// In the same transaction Import raises the catalog version and sends a
+// notification on the channel replicas listen to ([NotifyChannel]), which
+// PostgreSQL delivers only if the transaction commits: a notification
+// always means committed data.
 func Import(ctx context.Context, dsn string, c *plants.Catalog, replace bool) error {
 	conn, err := connect(ctx, dsn)
 	if err != nil {
@@ -68,11 +73,36 @@ func importTx(ctx context.Context, conn *pgx.Conn, ps []plants.Plant, replace bo
 	if err != nil {
 		return importError(ctx, err)
 	}
+	var version int64
+	err = tx.QueryRow(ctx, bumpVersionSQL, NotifyChannel).Scan(&version, nil)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return errors.New("postgres: the catalog_version table has no row (run plantstore migrate on a schema it created)")
+	}
+	if err != nil {
+		return importError(ctx, err)
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return importError(ctx, err)
 	}
 	return nil
 }
+
+// NotifyChannel is the channel of the notification an import sends when it
+// commits. Its payload is "<version> <schema>": the new catalog version
+// and the schema (current_schema()) of the catalog, since one database may
+// hold several catalogs in as many schemas.
+const NotifyChannel = "plantstore_catalog"
+
+// bumpVersionSQL raises the catalog version, records the number of plants
+// and the bytes of their ids and names, and notifies $1, returning the new
+// version.
+const bumpVersionSQL = `WITH v AS (
+	UPDATE catalog_version SET version = version + 1, (plants, text_bytes) =
+		(SELECT count(*), coalesce(sum(octet_length(id) + octet_length(name)), 0) FROM plants),
+		changed = now()
+	RETURNING version
+)
+SELECT version, pg_notify($1, version || ' ' || current_schema()) FROM v`
 
 func importError(ctx context.Context, err error) error {
 	if ctx.Err() != nil {

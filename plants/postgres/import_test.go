@@ -10,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/plantstore/plantstore/plants"
 	"github.com/plantstore/plantstore/plants/postgres"
+	"github.com/plantstore/plantstore/plants/postgres/pgtest"
 )
 
 const firstCatalog = `[
@@ -20,9 +23,10 @@ const firstCatalog = `[
 ]`
 
 // everyone sees every plant of the test catalogs.
-var everyone = plants.Query{Principals: []string{"*", "group:green"}, Limit: plants.NoLimit}
+var everyone = plants.Query{Caller: plants.Caller{Subject: "x", Groups: []string{"green"}}, Limit: plants.NoLimit}
 
 func TestImport(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		second  string
@@ -56,10 +60,7 @@ func TestImport(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dsn := migrated(t)
-			if err := postgres.Import(t.Context(), dsn, mustCatalog(t, firstCatalog), false); err != nil {
-				t.Fatalf("Import first catalog: %v", err)
-			}
+			dsn := seeded(t)
 			err := postgres.Import(t.Context(), dsn, mustCatalog(t, tt.second), tt.replace)
 			if !errors.Is(err, tt.wantErr) {
 				t.Errorf("Import(%s, replace=%v) = %v, want %v", tt.second, tt.replace, err, tt.wantErr)
@@ -76,6 +77,7 @@ func TestImport(t *testing.T) {
 }
 
 func TestImportDuplicateIDMessage(t *testing.T) {
+	t.Parallel()
 	dsn := migrated(t)
 	c := mustCatalog(t, firstCatalog)
 	if err := postgres.Import(t.Context(), dsn, c, false); err != nil {
@@ -88,7 +90,8 @@ func TestImportDuplicateIDMessage(t *testing.T) {
 }
 
 func TestImportUnmigrated(t *testing.T) {
-	dsn := newSchema(t)
+	t.Parallel()
+	dsn := pgtest.NewSchema(t)
 	err := postgres.Import(t.Context(), dsn, mustCatalog(t, firstCatalog), false)
 	if err == nil || !strings.Contains(err.Error(), "migrate") {
 		t.Errorf("Import into an unmigrated schema: got %v, want an error that says to migrate", err)
@@ -98,23 +101,21 @@ func TestImportUnmigrated(t *testing.T) {
 // TestImportCancelled cancels the context while the rows are on their way
 // to the server; the stored catalog must stay as it was.
 func TestImportCancelled(t *testing.T) {
+	t.Parallel()
 	for _, replace := range []bool{false, true} {
 		t.Run(fmt.Sprintf("replace=%v", replace), func(t *testing.T) {
-			dsn := migrated(t)
-			if err := postgres.Import(t.Context(), dsn, mustCatalog(t, firstCatalog), false); err != nil {
-				t.Fatal(err)
-			}
+			dsn := seeded(t)
 			big := generatedCatalog(t, 100_000, func(i int) []string { return []string{"*"} })
-			px := newProxy(t, serverAddr(t, dsn))
+			px := pgtest.NewProxy(t, pgtest.ServerAddr(t, dsn))
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			// The catalog is several MB of COPY data; cancel once 1 MB is through.
-			px.watchToServer(func(total int64) {
+			px.WatchToServer(func(total int64) {
 				if total > 1<<20 {
 					cancel()
 				}
 			})
-			err := postgres.Import(ctx, withHost(t, dsn, px.addr()), big, replace)
+			err := postgres.Import(ctx, pgtest.WithHost(t, dsn, px.Addr()), big, replace)
 			if !errors.Is(err, context.Canceled) {
 				t.Fatalf("Import cancelled mid-COPY: got %v, want context.Canceled", err)
 			}
@@ -133,16 +134,14 @@ func TestImportCancelled(t *testing.T) {
 // COPY and lists meanwhile: readers get the old catalog at once, and the
 // new one after the commit.
 func TestImportReadersNotBlocked(t *testing.T) {
-	dsn := migrated(t)
-	if err := postgres.Import(t.Context(), dsn, mustCatalog(t, firstCatalog), false); err != nil {
-		t.Fatal(err)
-	}
+	t.Parallel()
+	dsn := seeded(t)
 	const n = 100_000
 	big := generatedCatalog(t, n, func(i int) []string { return []string{"*"} })
-	px := newProxy(t, serverAddr(t, dsn))
+	px := pgtest.NewProxy(t, pgtest.ServerAddr(t, dsn))
 	reached, listed := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	px.watchToServer(func(total int64) {
+	px.WatchToServer(func(total int64) {
 		if total > 1<<20 {
 			once.Do(func() {
 				close(reached)
@@ -151,7 +150,7 @@ func TestImportReadersNotBlocked(t *testing.T) {
 		}
 	})
 	done := make(chan error, 1)
-	go func() { done <- postgres.Import(t.Context(), withHost(t, dsn, px.addr()), big, true) }()
+	go func() { done <- postgres.Import(t.Context(), pgtest.WithHost(t, dsn, px.Addr()), big, true) }()
 
 	s := openStore(t, dsn, postgres.Options{QueryTimeout: 2 * time.Second})
 	select {
@@ -185,4 +184,77 @@ func generatedCatalog(t testing.TB, n int, readers func(i int) []string) *plants
 		t.Fatalf("NewCatalog: %v", err)
 	}
 	return c
+}
+
+// TestImportNotifies listens as a replica does: a successful import raises
+// the catalog version and notifies it with the schema once it has
+// committed; a failed one does neither.
+func TestImportNotifies(t *testing.T) {
+	t.Parallel()
+	dsn := migrated(t)
+	listener, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Close(context.Background())
+	var schema string
+	if err := listener.QueryRow(t.Context(), "SELECT current_schema()").Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := listener.Exec(t.Context(), "LISTEN "+postgres.NotifyChannel); err != nil {
+		t.Fatal(err)
+	}
+	// next returns the next notification about this test's schema: other
+	// tests, running at the same time, import into theirs.
+	next := func(wait time.Duration) (string, error) {
+		ctx, cancel := context.WithTimeout(t.Context(), wait)
+		defer cancel()
+		for {
+			n, err := listener.WaitForNotification(ctx)
+			if err != nil {
+				return "", err
+			}
+			if strings.HasSuffix(n.Payload, " "+schema) {
+				return n.Payload, nil
+			}
+		}
+	}
+	version := func() (v, n int64) {
+		if err := listener.QueryRow(t.Context(), "SELECT version, plants FROM catalog_version").Scan(&v, &n); err != nil {
+			t.Fatal(err)
+		}
+		return v, n
+	}
+	if v, n := version(); v != 1 || n != 0 {
+		t.Fatalf("catalog_version of a new schema = %d, %d plants; want 1, 0", v, n)
+	}
+	steps := []struct {
+		name        string
+		catalog     string
+		wantErr     bool
+		wantVersion int64
+		wantPlants  int64
+	}{
+		{"first import", firstCatalog, false, 2, 2},
+		{"refused import", firstCatalog, true, 2, 2}, // the same ids again
+		{"second import", `[{"id": "ivy", "name": "Ivy", "readers": ["*"]}]`, false, 3, 3},
+	}
+	for _, st := range steps {
+		err := postgres.Import(t.Context(), dsn, mustCatalog(t, st.catalog), false)
+		if (err != nil) != st.wantErr {
+			t.Fatalf("%s: Import = %v; want error %v", st.name, err, st.wantErr)
+		}
+		if v, n := version(); v != st.wantVersion || n != st.wantPlants {
+			t.Errorf("%s: catalog_version = %d, %d plants; want %d, %d", st.name, v, n, st.wantVersion, st.wantPlants)
+		}
+		if st.wantErr {
+			if p, err := next(200 * time.Millisecond); err == nil {
+				t.Errorf("%s: notification %q; want none", st.name, p)
+			}
+			continue
+		}
+		if p, err := next(5 * time.Second); err != nil || p != fmt.Sprintf("%d %s", st.wantVersion, schema) {
+			t.Errorf("%s: notification %q, %v; want %q", st.name, p, err, fmt.Sprintf("%d %s", st.wantVersion, schema))
+		}
+	}
 }

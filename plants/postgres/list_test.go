@@ -1,13 +1,20 @@
 package postgres_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/plantstore/plantstore/observability/metricstest"
 	"github.com/plantstore/plantstore/plants"
 	"github.com/plantstore/plantstore/plants/postgres"
+	"github.com/plantstore/plantstore/plants/postgres/pgtest"
 )
 
 // listCatalog exercises byte order (upper case before lower case, UTF-8
@@ -24,6 +31,7 @@ const listCatalog = `[
 ]`
 
 func TestList(t *testing.T) {
+	t.Parallel()
 	dsn := migrated(t)
 	if err := postgres.Import(t.Context(), dsn, mustCatalog(t, listCatalog), false); err != nil {
 		t.Fatal(err)
@@ -48,24 +56,24 @@ func TestList(t *testing.T) {
 		return out
 	}
 	tests := []struct {
-		name       string
-		principals []string
-		limit      int
-		want       []plants.Plant
+		name   string
+		caller plants.Caller
+		limit  int
+		want   []plants.Plant
 	}{
-		{"everyone", []string{"*", "group:a", "group:b", "user:ann", "user:bob"}, plants.NoLimit, all},
-		{"ann in group a", []string{"*", "user:ann", "group:a"}, plants.NoLimit, pick("0000000002", "a", "b", "s", "u")},
-		{"ann limit 2", []string{"*", "user:ann", "group:a"}, 2, pick("0000000002", "a")},
-		{"duplicate principals", []string{"group:a", "group:a", "*", "*"}, plants.NoLimit, pick("a", "b", "s", "u")},
-		{"only star", []string{"*"}, plants.NoLimit, pick("b", "u")},
-		{"unknown principal", []string{"user:nobody"}, plants.NoLimit, nil},
-		{"no principals", nil, plants.NoLimit, nil},
-		{"limit 0", []string{"*"}, 0, nil},
-		{"limit above count", []string{"group:b"}, 10, pick("z", "s")},
+		{"ann in groups a and b", plants.Caller{Subject: "ann", Groups: []string{"a", "b"}}, plants.NoLimit, pick("z", "0000000002", "a", "b", "s", "u")},
+		{"ann in group a", plants.Caller{Subject: "ann", Groups: []string{"a"}}, plants.NoLimit, pick("0000000002", "a", "b", "s", "u")},
+		{"ann limit 2", plants.Caller{Subject: "ann", Groups: []string{"a"}}, 2, pick("0000000002", "a")},
+		{"duplicate groups", plants.Caller{Subject: "x", Groups: []string{"a", "a"}}, plants.NoLimit, pick("a", "b", "s", "u")},
+		{"only star", plants.Caller{Subject: "x"}, plants.NoLimit, pick("b", "u")},
+		{"only star, limit", plants.Caller{Subject: "x"}, 1, pick("b")},
+		{"groups no plant names", plants.Caller{Subject: "x", Groups: []string{"c", "d"}}, plants.NoLimit, pick("b", "u")},
+		{"limit 0", plants.Caller{Subject: "x"}, 0, nil},
+		{"limit above count", plants.Caller{Subject: "x", Groups: []string{"b"}}, 10, pick("z", "b", "s", "u")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			q := plants.Query{Principals: tt.principals, Limit: tt.limit}
+			q := plants.Query{Caller: tt.caller, Limit: tt.limit}
 			got, err := collect(t, s, q)
 			if err != nil {
 				t.Fatalf("List(%+v): %v", q, err)
@@ -79,18 +87,19 @@ func TestList(t *testing.T) {
 
 // TestListPrefix checks that every limit gives a prefix of the full list.
 func TestListPrefix(t *testing.T) {
+	t.Parallel()
 	dsn := migrated(t)
 	if err := postgres.Import(t.Context(), dsn, mustCatalog(t, listCatalog), false); err != nil {
 		t.Fatal(err)
 	}
 	s := openStore(t, dsn, postgres.Options{})
-	principals := []string{"*", "group:a", "group:b", "user:ann"}
-	full, err := collect(t, s, plants.Query{Principals: principals, Limit: plants.NoLimit})
+	caller := plants.Caller{Subject: "ann", Groups: []string{"a", "b"}}
+	full, err := collect(t, s, plants.Query{Caller: caller, Limit: plants.NoLimit})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for limit := 0; limit <= len(full)+1; limit++ {
-		got, err := collect(t, s, plants.Query{Principals: principals, Limit: limit})
+		got, err := collect(t, s, plants.Query{Caller: caller, Limit: limit})
 		if err != nil {
 			t.Fatalf("List limit %d: %v", limit, err)
 		}
@@ -104,12 +113,13 @@ func TestListPrefix(t *testing.T) {
 // TestListStopEarly checks that a caller may stop mid-stream and the store
 // still answers afterwards on its single connection.
 func TestListStopEarly(t *testing.T) {
+	t.Parallel()
 	dsn := migrated(t)
 	if err := postgres.Import(t.Context(), dsn, generatedCatalog(t, 5000, func(int) []string { return []string{"*"} }), false); err != nil {
 		t.Fatal(err)
 	}
 	s := openStore(t, dsn, postgres.Options{MaxConns: 1})
-	q := plants.Query{Principals: []string{"*"}, Limit: plants.NoLimit}
+	q := plants.Query{Caller: plants.Caller{Subject: "x"}, Limit: plants.NoLimit}
 	for range 3 {
 		n := 0
 		for _, err := range s.List(t.Context(), q) {
@@ -138,6 +148,7 @@ func samePlant(a, b plants.Plant) bool {
 // plant reaches the caller, only a small part of the result has left the
 // server, and the rest follows as the caller reads.
 func TestListStreams(t *testing.T) {
+	t.Parallel()
 	dsn := migrated(t)
 	const n = 30_000
 	tag := strings.Repeat("t", 1000)
@@ -152,13 +163,13 @@ func TestListStreams(t *testing.T) {
 	if err := postgres.Import(t.Context(), dsn, c, false); err != nil {
 		t.Fatal(err)
 	}
-	px := newProxy(t, serverAddr(t, dsn))
-	s := openStore(t, withHost(t, dsn, px.addr()), postgres.Options{MaxConns: 1})
+	px := pgtest.NewProxy(t, pgtest.ServerAddr(t, dsn))
+	s := openStore(t, pgtest.WithHost(t, dsn, px.Addr()), postgres.Options{MaxConns: 1})
 	// Connect first, so the count below is the query's alone.
 	if err := s.Ping(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	before := px.fromServer.Load()
+	before := px.FromServer.Load()
 	var atFirst int64 = -1
 	count := 0
 	for _, err := range s.List(t.Context(), starQuery) {
@@ -166,11 +177,11 @@ func TestListStreams(t *testing.T) {
 			t.Fatalf("List: %v", err)
 		}
 		if count == 0 {
-			atFirst = px.fromServer.Load() - before
+			atFirst = px.FromServer.Load() - before
 		}
 		count++
 	}
-	total := px.fromServer.Load() - before
+	total := px.FromServer.Load() - before
 	if count != n {
 		t.Fatalf("List yielded %d plants, want %d", count, n)
 	}
@@ -179,5 +190,73 @@ func TestListStreams(t *testing.T) {
 	// before yielding would show the whole result (over 30 MB) here.
 	if atFirst > total/3 {
 		t.Errorf("at the first plant %d of %d result bytes had left the server, want at most a third", atFirst, total)
+	}
+}
+
+// TestListPrincipalsThatReadNothing lists for a caller with many groups
+// that no plant names, which the store then remembers and leaves out of
+// its next queries: every answer must still be the database's at the time
+// of the request, whether an import gives those groups plants, replaces
+// the catalog, or the tables are changed by hand (seen at the next poll).
+func TestListPrincipalsThatReadNothing(t *testing.T) {
+	t.Parallel()
+	dsn := migrated(t)
+	if err := postgres.Import(t.Context(), dsn, mustCatalog(t, `[{"id": "a", "name": "Aloe", "readers": ["*"]}]`), false); err != nil {
+		t.Fatal(err)
+	}
+	const poll = 300 * time.Millisecond
+	reg := prometheus.NewPedanticRegistry()
+	s, err := postgres.Open(t.Context(), dsn, postgres.Options{Poll: poll}, plants.NewMetrics(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	groups := make([]string, 40)
+	for i := range groups {
+		groups[i] = fmt.Sprintf("g%02d", i)
+	}
+	caller := plants.Caller{Subject: "u", Groups: groups}
+	check := func(step string, want ...string) {
+		t.Helper()
+		for _, limit := range []int{10, 1, plants.NoLimit} {
+			for round := range 2 { // the second round runs on what the first taught the store
+				got, err := collect(t, s, plants.Query{Caller: caller, Limit: limit})
+				w := want
+				if limit >= 0 {
+					w = want[:min(limit, len(want))]
+				}
+				if err != nil || !slices.Equal(names(got), w) {
+					t.Errorf("%s, limit %d, round %d: List = %q, %v; want %q", step, limit, round, names(got), err, w)
+				}
+			}
+		}
+	}
+	check("no group reads anything", "Aloe")
+	if err := postgres.Import(t.Context(), dsn, mustCatalog(t, `[{"id": "b", "name": "Basil", "readers": ["group:g07"]}]`), false); err != nil {
+		t.Fatal(err)
+	}
+	check("an import gave g07 a plant", "Aloe", "Basil")
+	if err := postgres.Import(t.Context(), dsn, mustCatalog(t, `[{"id": "c", "name": "Cress", "readers": ["group:g31", "group:g07"]}, {"id": "d", "name": "Dill", "readers": ["group:g12"]}]`), true); err != nil {
+		t.Fatal(err)
+	}
+	check("a replacing import", "Cress", "Dill")
+
+	// By hand, without the version an import raises: the store trusts what
+	// it learned until its next poll.
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(t.Context(), `INSERT INTO plant_readers (principal, name, plant_id) VALUES ('group:g20', 'Endive', 'e')`); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, poll+2*time.Second, "a plant added by hand, after a poll", func() bool {
+		got, err := collect(t, s, plants.Query{Caller: caller, Limit: 10})
+		return err == nil && slices.Equal(names(got), []string{"Cress", "Dill", "Endive"})
+	})
+	check("after the poll", "Cress", "Dill", "Endive")
+	if got := metricstest.Sum(t, reg, "plantstore_catalog_plants", nil); got != 2 {
+		t.Errorf("plantstore_catalog_plants = %v; want 2 (the count of the last import)", got)
 	}
 }

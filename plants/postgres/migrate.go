@@ -28,12 +28,69 @@ var migrations embed.FS
 // same schema as the catalog tables.
 const versionTable = "goose_db_version"
 
+// MigrateResult is what [Migrate] did.
+type MigrateResult struct {
+	// Applied are the versions applied by this call, in order; none when
+	// the schema was already up to date.
+	Applied []int64
+	// Version is the schema's version afterwards.
+	Version int64
+}
+
 // Migrate brings the schema of the database at dsn (in its current schema,
 // the first of search_path) to the newest version embedded in this binary.
 // It is idempotent. Concurrent calls, such as replicas starting together,
 // are serialized by a session advisory lock keyed by the schema name; a call
 // waits up to five minutes for the lock. The error never contains dsn.
-func Migrate(ctx context.Context, dsn string) error {
+func Migrate(ctx context.Context, dsn string) (MigrateResult, error) {
+	var res MigrateResult
+	err := withProvider(ctx, dsn, func(p *goose.Provider) error {
+		applied, err := p.Up(ctx)
+		for _, r := range applied {
+			res.Applied = append(res.Applied, r.Source.Version)
+		}
+		if err != nil {
+			return err
+		}
+		res.Version, err = p.GetDBVersion(ctx)
+		return err
+	})
+	return res, err
+}
+
+// SchemaStatus is the state of a database's schema against this binary.
+type SchemaStatus struct {
+	// Version is the newest version applied to the database, 0 for none.
+	Version int64
+	// Latest is the newest version this binary embeds.
+	Latest int64
+	// Pending are the embedded versions not applied yet, in order.
+	Pending []int64
+}
+
+// Status reports the schema state of the database at dsn without changing
+// it. The error never contains dsn.
+func Status(ctx context.Context, dsn string) (SchemaStatus, error) {
+	st := SchemaStatus{Latest: latestVersion()}
+	err := withProvider(ctx, dsn, func(p *goose.Provider) error {
+		all, err := p.Status(ctx)
+		if err != nil {
+			return err
+		}
+		for _, m := range all {
+			if m.State == goose.StatePending {
+				st.Pending = append(st.Pending, m.Source.Version)
+			}
+		}
+		st.Version, err = p.GetDBVersion(ctx)
+		return err
+	})
+	return st, err
+}
+
+// withProvider runs fn with a goose provider over the database at dsn,
+// holding the migration lock of its schema.
+func withProvider(ctx context.Context, dsn string, fn func(*goose.Provider) error) error {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return ErrMalformedDSN
@@ -68,7 +125,7 @@ func Migrate(ctx context.Context, dsn string) error {
 	if err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
-	if _, err := p.Up(ctx); err != nil {
+	if err := fn(p); err != nil {
 		return fmt.Errorf("postgres: %w", sanitize(err))
 	}
 	return nil

@@ -7,14 +7,26 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/plantstore/plantstore/plants/postgres"
+	"github.com/plantstore/plantstore/plants/postgres/pgtest"
 )
 
 func TestMigrateIdempotent(t *testing.T) {
-	dsn := newSchema(t)
-	for i := range 2 {
-		if err := postgres.Migrate(t.Context(), dsn); err != nil {
-			t.Fatalf("Migrate, call %d: %v", i+1, err)
-		}
+	t.Parallel()
+	dsn := pgtest.NewSchema(t)
+	st, err := postgres.Status(t.Context(), dsn)
+	if err != nil || st.Version != 0 || st.Latest < 1 || len(st.Pending) != int(st.Latest) {
+		t.Fatalf("Status of an empty schema = %+v, %v; want version 0 and every version pending", st, err)
+	}
+	first, err := postgres.Migrate(t.Context(), dsn)
+	if err != nil || len(first.Applied) != int(st.Latest) || first.Version != st.Latest {
+		t.Fatalf("first Migrate = %+v, %v; want every version applied, at %d", first, err, st.Latest)
+	}
+	again, err := postgres.Migrate(t.Context(), dsn)
+	if err != nil || len(again.Applied) != 0 || again.Version != st.Latest {
+		t.Fatalf("second Migrate = %+v, %v; want nothing applied, at %d", again, err, st.Latest)
+	}
+	if st, err := postgres.Status(t.Context(), dsn); err != nil || st.Version != st.Latest || len(st.Pending) != 0 {
+		t.Errorf("Status after Migrate = %+v, %v; want up to date", st, err)
 	}
 	s := openStore(t, dsn, postgres.Options{})
 	if err := s.Ping(t.Context()); err != nil {
@@ -23,12 +35,13 @@ func TestMigrateIdempotent(t *testing.T) {
 }
 
 func TestMigrateConcurrent(t *testing.T) {
-	dsn := newSchema(t)
+	t.Parallel()
+	dsn := pgtest.NewSchema(t)
 	const n = 4
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() { errs[i] = postgres.Migrate(t.Context(), dsn) })
+		wg.Go(func() { _, errs[i] = postgres.Migrate(t.Context(), dsn) })
 	}
 	wg.Wait()
 	for i, err := range errs {
@@ -54,11 +67,12 @@ func TestMigrateConcurrent(t *testing.T) {
 }
 
 func TestPingUnmigrated(t *testing.T) {
-	dsn := newSchema(t)
+	t.Parallel()
+	dsn := pgtest.NewSchema(t)
 	s := openStore(t, dsn, postgres.Options{})
 	err := s.Ping(t.Context())
 	wantUnavailable(t, "Ping on an empty schema", err)
-	if err := postgres.Migrate(t.Context(), dsn); err != nil {
+	if _, err := postgres.Migrate(t.Context(), dsn); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
 	if err := s.Ping(t.Context()); err != nil {
@@ -67,8 +81,9 @@ func TestPingUnmigrated(t *testing.T) {
 }
 
 func TestMigrateNoSchema(t *testing.T) {
-	dsn := withParam(t, baseDSN(t), "search_path", "plantstore_test_absent_schema")
-	if err := postgres.Migrate(t.Context(), dsn); err == nil {
+	t.Parallel()
+	dsn := pgtest.WithParam(t, pgtest.BaseDSN(t), "search_path", "plantstore_test_absent_schema")
+	if _, err := postgres.Migrate(t.Context(), dsn); err == nil {
 		t.Errorf("Migrate with a search_path naming no schema: got nil, want an error")
 	}
 }

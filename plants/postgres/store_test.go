@@ -11,6 +11,7 @@ import (
 // TestConformance runs the store suite shared with the in-memory store, each
 // subtest on its own schema holding the imported catalog.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	storetest.Run(t, func(t *testing.T, c *plants.Catalog) plants.Store {
 		dsn := migrated(t)
 		if err := postgres.Import(t.Context(), dsn, c, false); err != nil {

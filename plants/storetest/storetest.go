@@ -62,7 +62,7 @@ func want(c *plants.Catalog, q plants.Query) []plants.Plant {
 		if q.Limit >= 0 && len(out) == q.Limit {
 			break
 		}
-		if p.VisibleTo(q.Principals) {
+		if plants.Readable(p.Readers, q.Caller) {
 			out = append(out, p)
 		}
 	}
@@ -128,7 +128,7 @@ func testOrder(t *testing.T, newStore func(*testing.T, *plants.Catalog) plants.S
 		{"name": "aa", "tag": "", "readers": ["*"]}
 	]`)
 	s := newStore(t, c)
-	q := plants.Query{Principals: []string{"*"}, Limit: plants.NoLimit}
+	q := plants.Query{Caller: anyone, Limit: plants.NoLimit}
 	got := list(t, s, q)
 	wantNames := []string{"0", "Zebra", "a", "a b", "aa", "ab", "ebene", "tie", "tie", "tie", "tie", "tie", "zebra", "~", "Ébène", "ébène", "日本", "ﬀ", "😀"}
 	if !slices.Equal(names(got), wantNames) {
@@ -170,7 +170,7 @@ func testLimit(t *testing.T, newStore func(*testing.T, *plants.Catalog) plants.S
 	b.WriteString("]")
 	c := catalog(t, b.String())
 	s := newStore(t, c)
-	all := plants.Query{Principals: []string{"user:u", "*"}, Limit: plants.NoLimit}
+	all := plants.Query{Caller: plants.Caller{Subject: "u"}, Limit: plants.NoLimit}
 	full := list(t, s, all)
 	if len(full) != 20 {
 		t.Fatalf("List(%+v) gave %d plants; want 20", all, len(full))
@@ -191,7 +191,7 @@ func testLimit(t *testing.T, newStore func(*testing.T, *plants.Catalog) plants.S
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			q := plants.Query{Principals: all.Principals, Limit: tt.limit}
+			q := plants.Query{Caller: all.Caller, Limit: tt.limit}
 			got := list(t, s, q)
 			if len(got) != tt.want {
 				t.Errorf("List(%+v) gave %d plants; want %d", q, len(got), tt.want)
@@ -202,6 +202,9 @@ func testLimit(t *testing.T, newStore func(*testing.T, *plants.Catalog) plants.S
 	}
 }
 
+// anyone is a caller who reads only what "*" reads.
+var anyone = plants.Caller{Subject: "nobody-in-particular"}
+
 func testPrincipals(t *testing.T, newStore func(*testing.T, *plants.Catalog) plants.Store) {
 	c := catalog(t, `[
 		{"id": "open", "name": "open", "readers": ["*"]},
@@ -210,40 +213,59 @@ func testPrincipals(t *testing.T, newStore func(*testing.T, *plants.Catalog) pla
 		{"id": "admins", "name": "admins'", "readers": ["group:admins"]},
 		{"id": "both", "name": "both", "readers": ["user:alice", "group:admins"]},
 		{"id": "user-named-like-group", "name": "tricky", "readers": ["user:gardeners"]},
-		{"id": "star-user", "name": "star user", "readers": ["user:*"]}
+		{"id": "star-user", "name": "star user", "readers": ["user:*"]},
+		{"id": "staff-alice", "name": "staff alice", "readers": ["user@staff:alice"]},
+		{"id": "staff-any", "name": "staff any", "readers": ["*@staff"]},
+		{"id": "staff-gardeners", "name": "staff gardeners", "readers": ["group@staff:gardeners"]}
 	]`)
 	s := newStore(t, c)
+	manyGroups := make([]string, 256)
+	for i := range manyGroups {
+		manyGroups[i] = fmt.Sprintf("g%03d", i)
+	}
+	manyGroups[200] = "admins"
 	tests := []struct {
-		name       string
-		principals []string
-		want       []string // ids in order
+		name   string
+		caller plants.Caller
+		want   []string // ids in order
 	}{
-		{"anyone", []string{"*"}, []string{"open"}},
-		{"user", []string{"user:alice", "*"}, []string{"alice", "both", "open"}},
-		{"user only", []string{"user:alice"}, []string{"alice", "both"}},
-		{"group", []string{"user:bob", "group:gardeners", "*"}, []string{"gardeners", "open"}},
-		{"group is not user", []string{"group:alice"}, nil},
-		{"user is not group", []string{"user:gardeners"}, []string{"user-named-like-group"}},
-		{"literal star user", []string{"user:*"}, []string{"star-user"}},
-		{"two groups", []string{"group:gardeners", "group:admins"}, []string{"admins", "both", "gardeners"}},
-		{"no principals", nil, nil},
-		{"empty principals", []string{}, nil},
-		{"unknown principals", []string{"user:nobody", "group:nothing", "role:admin", ""}, nil},
-		{"repeated principal", []string{"user:alice", "user:alice", "*", "*"}, []string{"alice", "both", "open"}},
-		{"no role sees everything", []string{"group:*", "user:", "group:", "**"}, nil},
+		{"anyone", anyone, []string{"open"}},
+		{"no subject", plants.Caller{}, []string{"open"}},
+		{"user", plants.Caller{Subject: "alice"}, []string{"alice", "both", "open"}},
+		{"group", plants.Caller{Subject: "bob", Groups: []string{"gardeners"}}, []string{"gardeners", "open"}},
+		{"group is not user", plants.Caller{Subject: "x", Groups: []string{"alice"}}, []string{"open"}},
+		{"user is not group", plants.Caller{Subject: "gardeners"}, []string{"open", "user-named-like-group"}},
+		{"literal star user", plants.Caller{Subject: "*"}, []string{"open", "star-user"}},
+		{"two groups", plants.Caller{Subject: "x", Groups: []string{"gardeners", "admins"}}, []string{"admins", "both", "gardeners", "open"}},
+		{"repeated group", plants.Caller{Subject: "alice", Groups: []string{"admins", "admins"}}, []string{"admins", "alice", "both", "open"}},
+		{"many groups", plants.Caller{Subject: "x", Groups: manyGroups}, []string{"admins", "both", "open"}},
+		{"no role sees everything", plants.Caller{Subject: "x", Groups: []string{"*", "", "**"}}, []string{"open"}},
+		{"named issuer: its own principals only", plants.Caller{Issuer: "staff", Subject: "alice"}, []string{"open", "staff-alice", "staff-any"}},
+		{"named issuer: groups", plants.Caller{Issuer: "staff", Subject: "bob", Groups: []string{"gardeners"}}, []string{"open", "staff-any", "staff-gardeners"}},
+		{"another issuer's alice", plants.Caller{Issuer: "customers", Subject: "alice", Groups: []string{"gardeners", "admins"}}, []string{"open"}},
+		{"NUL in subject and group", plants.Caller{Subject: "alice\x00", Groups: []string{"gardeners\x00"}}, []string{"open"}},
+		{"NUL alone", plants.Caller{Subject: "\x00", Groups: []string{"\x00", "admins"}}, []string{"admins", "both", "open"}},
+		{"invalid UTF-8", plants.Caller{Subject: "\xff", Groups: []string{"gardeners\xc3", "\xed\xa0\x80"}}, []string{"open"}},
+		{"control characters and confusables", plants.Caller{Subject: "alice\u200b", Groups: []string{"gardeners\n", "аdmins"}}, []string{"open"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			q := plants.Query{Principals: tt.principals, Limit: plants.NoLimit}
-			got := list(t, s, q)
-			var ids []string
-			for _, p := range got {
-				ids = append(ids, p.ID)
+			for _, limit := range []int{plants.NoLimit, 1, 10} {
+				q := plants.Query{Caller: tt.caller, Limit: limit}
+				got := list(t, s, q)
+				var ids []string
+				for _, p := range got {
+					ids = append(ids, p.ID)
+				}
+				wantIDs := tt.want
+				if limit >= 0 {
+					wantIDs = tt.want[:min(limit, len(tt.want))]
+				}
+				if !slices.Equal(ids, wantIDs) {
+					t.Errorf("List(%+v) ids = %q; want %q", q, ids, wantIDs)
+				}
+				check(t, q, got, want(c, q))
 			}
-			if !slices.Equal(ids, tt.want) {
-				t.Errorf("List(%+v) ids = %q; want %q", q, ids, tt.want)
-			}
-			check(t, q, got, want(c, q))
 		})
 	}
 }
@@ -251,7 +273,7 @@ func testPrincipals(t *testing.T, newStore func(*testing.T, *plants.Catalog) pla
 func testEmptyCatalog(t *testing.T, newStore func(*testing.T, *plants.Catalog) plants.Store) {
 	s := newStore(t, catalog(t, `[]`))
 	for _, limit := range []int{plants.NoLimit, 0, 1, 10} {
-		q := plants.Query{Principals: []string{"user:alice", "group:g", "*"}, Limit: limit}
+		q := plants.Query{Caller: plants.Caller{Subject: "alice", Groups: []string{"g"}}, Limit: limit}
 		if got := list(t, s, q); len(got) != 0 {
 			t.Errorf("List(%+v) on an empty catalog =%s; want none", q, format(got))
 		}
@@ -267,7 +289,7 @@ func testReadableSeveralWays(t *testing.T, newStore func(*testing.T, *plants.Cat
 	]`)
 	s := newStore(t, c)
 	for _, limit := range []int{plants.NoLimit, 1, 2, 3, 4, 5} {
-		q := plants.Query{Principals: []string{"user:alice", "group:g", "group:h", "*"}, Limit: limit}
+		q := plants.Query{Caller: plants.Caller{Subject: "alice", Groups: []string{"g", "h"}}, Limit: limit}
 		check(t, q, list(t, s, q), want(c, q))
 	}
 }
@@ -284,7 +306,7 @@ func testEarlyBreak(t *testing.T, newStore func(*testing.T, *plants.Catalog) pla
 	b.WriteString("]")
 	c := catalog(t, b.String())
 	s := newStore(t, c)
-	q := plants.Query{Principals: []string{"*"}, Limit: plants.NoLimit}
+	q := plants.Query{Caller: anyone, Limit: plants.NoLimit}
 	// Many early breaks in a row: a store that leaks a connection or a
 	// goroutine per abandoned listing runs out or hangs here.
 	for round := range 50 {
@@ -312,7 +334,7 @@ func testCanceledContext(t *testing.T, newStore func(*testing.T, *plants.Catalog
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	var gotErr error
-	for _, err := range s.List(ctx, plants.Query{Principals: []string{"*"}, Limit: plants.NoLimit}) {
+	for _, err := range s.List(ctx, plants.Query{Caller: anyone, Limit: plants.NoLimit}) {
 		if err != nil {
 			gotErr = err
 		}
@@ -327,7 +349,7 @@ func testCanceledContext(t *testing.T, newStore func(*testing.T, *plants.Catalog
 
 func testRandom(t *testing.T, newStore func(*testing.T, *plants.Catalog) plants.Store) {
 	rng := rand.New(rand.NewPCG(7, 11))
-	principals := []string{"*", "user:u1", "user:u2", "user:u3", "group:g1", "group:g2", "group:g3", "group:g4"}
+	principals := []string{"*", "user:u1", "user:u2", "user:u3", "group:g1", "group:g2", "group:g3", "group:g4", "*@i", "user@i:u1", "group@i:g1"}
 	nameParts := []string{"a", "A", "b", "é", "É", " ", "z", "0", "日"}
 	var b strings.Builder
 	b.WriteString("[")
@@ -361,22 +383,23 @@ func testRandom(t *testing.T, newStore func(*testing.T, *plants.Catalog) plants.
 	b.WriteString("]")
 	c := catalog(t, b.String())
 	s := newStore(t, c)
-	callers := [][]string{
-		{"user:u1", "*"},
-		{"user:u2", "group:g1", "group:g2", "*"},
-		{"user:u3", "group:g1", "group:g2", "group:g3", "group:g4", "*"},
-		{"user:u9", "group:g4"},
-		principals,
+	callers := []plants.Caller{
+		{Subject: "u1"},
+		{Subject: "u2", Groups: []string{"g1", "g2"}},
+		{Subject: "u3", Groups: []string{"g1", "g2", "g3", "g4"}},
+		{Subject: "u9", Groups: []string{"g4"}},
+		{Issuer: "i", Subject: "u1", Groups: []string{"g1", "g2"}},
+		{Issuer: "j", Subject: "u1", Groups: []string{"g1"}},
 	}
-	for i, pr := range callers {
-		full := plants.Query{Principals: pr, Limit: plants.NoLimit}
+	for i, caller := range callers {
+		full := plants.Query{Caller: caller, Limit: plants.NoLimit}
 		all := list(t, s, full)
 		check(t, full, all, want(c, full))
 		for _, limit := range []int{0, 1, 2, 10, 99, 100, 101, len(all) - 1, len(all), len(all) + 1} {
 			if limit < 0 {
 				continue
 			}
-			q := plants.Query{Principals: pr, Limit: limit}
+			q := plants.Query{Caller: caller, Limit: limit}
 			got := list(t, s, q)
 			if len(got) != min(limit, len(all)) {
 				t.Errorf("caller %d: List(limit=%d) gave %d plants; want %d", i, limit, len(got), min(limit, len(all)))

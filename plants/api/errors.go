@@ -1,4 +1,4 @@
-package plants
+package api
 
 import (
 	"context"
@@ -6,166 +6,13 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
 
-	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/observability"
+	"github.com/plantstore/plantstore/plants"
 )
-
-// flushSize is the size at which the list handler hands its buffer to the
-// response writer: the memory a response holds, whatever the plant count.
-const flushSize = 32 << 10
-
-// netHTTPBuffer is the size of the buffer net/http keeps a response body in
-// before it must choose between a Content-Length and chunking (its
-// bufferBeforeChunkingSize): a handler that writes no more than that and
-// returns gets the Content-Length set by net/http.
-const netHTTPBuffer = 2048
-
-// errNoIdentity means the handler was reached without the auth middleware:
-// a wiring bug, so a 500.
-var errNoIdentity = errors.New("list plants: no identity in the request context")
-
-// ListHandler returns the GET and HEAD /plants handler. It parses limit
-// before anything else (an invalid one pushes an [ErrInvalidLimit] error),
-// lists the plants the caller's identity (from the auth middleware) may see
-// and streams them as a JSON array of {"name", "tag"} objects, in chunks of
-// a few tens of KiB, so its memory does not grow with the catalog. A
-// response that fits in one chunk gets a Content-Length; a HEAD request gets
-// the headers of GET without a body.
-//
-// When the store fails before the first chunk is written, the handler sets
-// Retry-After (for [ErrUnavailable] and context errors) and pushes the error
-// for [RenderErrors]. When it fails later, the status can no longer change,
-// and the handler panics with [http.ErrAbortHandler] to cut the response
-// short, so the client sees a broken transfer rather than a complete-looking
-// body. It records plantstore_plants_returned and the plants log field.
-func ListHandler(store Store, log *zap.Logger, m *Metrics) gin.HandlerFunc {
-	pool := sync.Pool{New: func() any {
-		s := &listState{buf: make([]byte, 0, flushSize+1024)}
-		s.yield = s.add
-		return s
-	}}
-	// The header values are the same for every response: shared slices,
-	// capped so that an Add copies instead of writing into them.
-	contentType := []string{"application/json"}
-	noStore := []string{"no-store"}
-	vary := []string{"Authorization"}
-	return func(c *gin.Context) {
-		limit, err := ParseLimit(c.Request.URL.RawQuery)
-		if err != nil {
-			c.Error(err)
-			c.Abort()
-			return
-		}
-		principals, ok := auth.PrincipalsFromContext(c.Request.Context())
-		if !ok {
-			c.Error(errNoIdentity)
-			c.Abort()
-			return
-		}
-		h := c.Writer.Header()
-		h["Content-Type"] = contentType[:1:1]
-		h["Cache-Control"] = noStore[:1:1]
-		h["Vary"] = vary[:1:1]
-
-		s := pool.Get().(*listState)
-		s.c, s.limit, s.head, s.complete = c, limit, c.Request.Method == http.MethodHead, true
-		s.buf = append(s.buf[:0], '[')
-		defer func() {
-			buf := s.buf
-			*s = listState{yield: s.yield}
-			if cap(buf) <= 2*flushSize { // don't keep a buffer one huge plant grew
-				s.buf = buf[:0]
-				pool.Put(s)
-			}
-		}()
-		ctx := c.Request.Context()
-		store.List(ctx, Query{Principals: principals, Limit: limit})(s.yield)
-		n := s.n
-		switch {
-		case s.err != nil:
-			if s.written {
-				observability.Annotate(c).SetPlants(n)
-				panic(http.ErrAbortHandler)
-			}
-			if errors.Is(s.err, ErrUnavailable) || ctx.Err() != nil {
-				h.Set("Retry-After", "1")
-			}
-			c.Error(s.err)
-			c.Abort()
-			return
-		case s.gone:
-			observability.Annotate(c).SetPlants(n)
-			return // the client is gone; nothing left to tell it
-		}
-		buf := append(s.buf, ']')
-		s.buf = buf
-		// net/http sets the Content-Length of a body that fits in its
-		// first buffer, without allocating; a larger one, or a HEAD that
-		// writes none, needs it from here.
-		if !s.written && s.complete && (s.head || len(buf) > netHTTPBuffer) {
-			h["Content-Length"] = []string{strconv.Itoa(len(buf))}
-		}
-		c.Status(http.StatusOK)
-		if s.head {
-			n = 0
-			c.Writer.WriteHeaderNow()
-		} else {
-			c.Writer.Write(buf) // a failure means the client is gone
-			m.observeReturned(n)
-		}
-		observability.Annotate(c).SetPlants(n)
-	}
-}
-
-// listState is the state of one listing. It is pooled with its buffer and
-// its yield function, so that a listing allocates neither.
-type listState struct {
-	c     *gin.Context
-	buf   []byte
-	limit int
-	n     int
-	head  bool
-	// written: a chunk went out; complete: every plant is in buf or was
-	// written (false when a HEAD stopped at the first chunk); gone: the
-	// client stopped reading.
-	written, complete, gone bool
-	err                     error // from the store
-	yield                   func(Plant, error) bool
-}
-
-// add is the yield function of the store's listing: it appends p to the
-// buffer and writes the buffer out when it is full.
-func (s *listState) add(p Plant, err error) bool {
-	if err != nil {
-		s.err = err
-		return false
-	}
-	if s.n == s.limit { // the store's business, but cheap to hold it to
-		return false
-	}
-	if s.n > 0 {
-		s.buf = append(s.buf, ',')
-	}
-	s.buf = appendPlantJSON(s.buf, p)
-	s.n++
-	if len(s.buf) >= flushSize {
-		if s.head { // the length is all a HEAD could still learn
-			s.complete = false
-			return false
-		}
-		if _, err := s.c.Writer.Write(s.buf); err != nil {
-			s.gone = true
-			return false
-		}
-		s.written, s.buf = true, s.buf[:0]
-	}
-	return true
-}
 
 // Error is the body of every error response, the seed's Error shape.
 type Error struct {
@@ -188,7 +35,7 @@ func WriteError(c *gin.Context, status int, msg string) {
 	body = append(body, `{"error":`...)
 	body = strconv.AppendInt(body, int64(status), 10)
 	body = append(body, `,"message":`...)
-	body = appendJSONString(body, msg)
+	body = observability.AppendJSONString(body, msg)
 	body = append(body, "}\n"...)
 	c.Status(status)
 	c.Writer.Write(body)
@@ -260,7 +107,7 @@ func headerBytes(r *http.Request) int {
 //   - an [ErrInvalidLimit]: 400 with the reason;
 //   - an error with an HTTPStatus() int method (auth's refusals, 404, 405,
 //     431): that status, with a fixed message for it (never the token);
-//   - [ErrUnavailable]: 503 "store unavailable";
+//   - [plants.ErrUnavailable]: 503 "store unavailable";
 //   - a context error (the client left or a deadline passed): 503;
 //   - anything else: 500 "internal error".
 //
@@ -300,14 +147,16 @@ func RenderErrors(log *zap.Logger) gin.HandlerFunc {
 		}
 		err := c.Errors.Last().Err
 		status, msg := classify(err)
-		fields := []zap.Field{zap.Int("status", status), zap.String("method", c.Request.Method),
-			zap.String("route", c.FullPath()), zap.String("request_id", observability.RequestID(c)), zap.Error(err)}
-		switch {
-		case status < 500: // the access log has it
-		case errors.Is(err, context.Canceled):
-			log.Info("request canceled", fields...)
-		default:
-			log.Error(msg, fields...)
+		// Below 500 the access line says all there is: the fields are made
+		// only for the lines written, not on every refused credential.
+		if status >= 500 {
+			fields := []zap.Field{zap.Int("status", status), zap.String("method", c.Request.Method),
+				zap.String("route", c.FullPath()), zap.String("request_id", observability.RequestID(c)), zap.Error(err)}
+			if errors.Is(err, context.Canceled) {
+				log.Info("request canceled", fields...)
+			} else {
+				log.Error(msg, fields...)
+			}
 		}
 		if c.Writer.Written() {
 			return
@@ -337,8 +186,8 @@ func classify(err error) (int, string) {
 		return se.status, se.msg
 	case errors.As(err, &hs):
 		return hs.HTTPStatus(), statusMessage(hs.HTTPStatus())
-	case errors.Is(err, ErrUnavailable):
-		return http.StatusServiceUnavailable, ErrUnavailable.Error()
+	case errors.Is(err, plants.ErrUnavailable):
+		return http.StatusServiceUnavailable, plants.ErrUnavailable.Error()
 	case errors.Is(err, context.Canceled):
 		return http.StatusServiceUnavailable, "request canceled"
 	case errors.Is(err, context.DeadlineExceeded):

@@ -1,4 +1,4 @@
-package plants_test
+package api_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,7 +24,9 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/observability/metricstest"
 	"github.com/plantstore/plantstore/plants"
+	"github.com/plantstore/plantstore/plants/api"
 )
 
 // Test headers read by the fake identity middleware.
@@ -57,7 +60,7 @@ func fakeAuth(c *gin.Context) {
 	if g := c.GetHeader(hdrGroups); g != "" {
 		id.Groups = strings.Split(g, ",")
 	}
-	c.Request = c.Request.WithContext(auth.NewContext(c.Request.Context(), id))
+	c.Request = c.Request.WithContext(auth.NewContext(c.Request.Context(), &id))
 }
 
 // testAPI is a real gin engine set up as main sets it up, behind a loopback
@@ -68,15 +71,15 @@ type testAPI struct {
 	reg  *prometheus.Registry
 }
 
-func newEngine(store plants.Store, log *zap.Logger, m *plants.Metrics) *gin.Engine {
+func newEngine(store plants.Store, log *zap.Logger, m *api.Metrics) *gin.Engine {
 	e := gin.New()
 	e.RedirectTrailingSlash = false
 	e.RedirectFixedPath = false
 	e.HandleMethodNotAllowed = true
-	e.Use(plants.RenderErrors(log), plants.HeaderLimit(16<<10))
-	e.NoRoute(plants.NotFound)
-	e.NoMethod(plants.MethodNotAllowed)
-	list := plants.ListHandler(store, log, m)
+	e.Use(api.RenderErrors(log), api.HeaderLimit(16<<10))
+	e.NoRoute(api.NotFound)
+	e.NoMethod(api.MethodNotAllowed)
+	list := api.ListHandler(store, m, time.Minute)
 	e.GET("/plants", fakeAuth, list)
 	e.HEAD("/plants", fakeAuth, list)
 	return e
@@ -86,7 +89,7 @@ func newTestAPI(t testing.TB, store plants.Store) *testAPI {
 	t.Helper()
 	core, logs := observer.New(zapcore.DebugLevel)
 	reg := prometheus.NewPedanticRegistry()
-	srv := httptest.NewServer(newEngine(store, zap.New(core), plants.NewMetrics(reg)))
+	srv := httptest.NewServer(newEngine(store, zap.New(core), api.NewMetrics(reg)))
 	t.Cleanup(srv.Close)
 	return &testAPI{srv: srv, logs: logs, reg: reg}
 }
@@ -144,7 +147,7 @@ func checkError(t testing.TB, what string, r response, status int, msg string) {
 	if len(fields) != 2 {
 		t.Errorf("%s: body %s has %d fields; want error and message", what, r.body, len(fields))
 	}
-	var e plants.Error
+	var e api.Error
 	if err := json.Unmarshal(r.body, &e); err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +162,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestErrorResponses(t *testing.T) {
-	api := newTestAPI(t, plants.NewMemoryStore(plants.SampleCatalog(), nil))
+	ta := newTestAPI(t, plants.NewMemoryStore(plants.SampleCatalog(), nil))
 	bob := as("bob")
 	big := "X-Big: " + strings.Repeat("a", 16<<10)
 	tests := []struct {
@@ -197,7 +200,7 @@ func TestErrorResponses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := api.do(t, tt.method, tt.target, tt.headers...)
+			r := ta.do(t, tt.method, tt.target, tt.headers...)
 			what := tt.method + " " + tt.target
 			if tt.method == "HEAD" {
 				if r.status != tt.status || len(r.body) != 0 {
@@ -213,18 +216,18 @@ func TestErrorResponses(t *testing.T) {
 	}
 
 	// Only the 500 is logged, at Error, with its cause.
-	logged := api.logs.All()
+	logged := ta.logs.All()
 	if len(logged) != 1 || logged[0].Level != zapcore.ErrorLevel || !strings.Contains(fmt.Sprint(logged[0].ContextMap()["error"]), "no identity") {
 		t.Errorf("logged %+v; want one Error entry about the missing identity", logged)
 	}
 }
 
 func TestHeaderLimitBoundary(t *testing.T) {
-	api := newTestAPI(t, plants.NewMemoryStore(plants.SampleCatalog(), nil))
+	ta := newTestAPI(t, plants.NewMemoryStore(plants.SampleCatalog(), nil))
 	// Find the largest X-Pad that passes, then check one more byte fails.
 	ok := 0
 	for pad := 16<<10 - 400; pad < 16<<10; pad++ {
-		r := api.do(t, "GET", "/plants?limit=0", append(as("bob"), "X-Pad: "+strings.Repeat("p", pad))...)
+		r := ta.do(t, "GET", "/plants?limit=0", append(as("bob"), "X-Pad: "+strings.Repeat("p", pad))...)
 		if r.status != 200 {
 			if r.status != 431 {
 				t.Fatalf("pad %d: status %d; want 200 or 431", pad, r.status)
@@ -236,7 +239,7 @@ func TestHeaderLimitBoundary(t *testing.T) {
 	if ok == 0 || ok == 16<<10-1 {
 		t.Fatalf("no boundary found between 200 and 431 (last ok pad %d)", ok)
 	}
-	if r := api.do(t, "GET", "/plants?limit=0", append(as("bob"), "X-Pad: "+strings.Repeat("p", ok+1))...); r.status != 431 {
+	if r := ta.do(t, "GET", "/plants?limit=0", append(as("bob"), "X-Pad: "+strings.Repeat("p", ok+1))...); r.status != 431 {
 		t.Errorf("pad %d: status %d; want 431", ok+1, r.status)
 	}
 }
@@ -276,8 +279,8 @@ func TestStoreUnavailable(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			api := newTestAPI(t, failingStore{after: i % 2 * 3, err: tt.err})
-			r := api.do(t, "GET", "/plants", as("bob")...)
+			ta := newTestAPI(t, failingStore{after: i % 2 * 3, err: tt.err})
+			r := ta.do(t, "GET", "/plants", as("bob")...)
 			checkError(t, "GET /plants", r, tt.status, tt.msg)
 			if got := r.header.Get("Retry-After") != ""; got != tt.retry {
 				t.Errorf("Retry-After %q; want present %v", r.header.Get("Retry-After"), tt.retry)
@@ -285,10 +288,10 @@ func TestStoreUnavailable(t *testing.T) {
 			if strings.Contains(string(r.body), "SELECT") || strings.Contains(string(r.body), "/etc") {
 				t.Errorf("body %s leaks the cause", r.body)
 			}
-			if n := len(api.logs.FilterLevelExact(zapcore.ErrorLevel).All()); n != tt.errLog {
+			if n := len(ta.logs.FilterLevelExact(zapcore.ErrorLevel).All()); n != tt.errLog {
 				t.Errorf("%d Error log entries; want %d", n, tt.errLog)
 			}
-			if h := api.do(t, "HEAD", "/plants", as("bob")...); h.status != tt.status || len(h.body) != 0 {
+			if h := ta.do(t, "HEAD", "/plants", as("bob")...); h.status != tt.status || len(h.body) != 0 {
 				t.Errorf("HEAD: status %d, body %q; want %d, none", h.status, h.body, tt.status)
 			}
 		})
@@ -296,8 +299,8 @@ func TestStoreUnavailable(t *testing.T) {
 }
 
 func TestStoreFailsMidStream(t *testing.T) {
-	api := newTestAPI(t, failingStore{after: 2000, err: plants.ErrUnavailable})
-	r := api.do(t, "GET", "/plants", as("bob")...)
+	ta := newTestAPI(t, failingStore{after: 2000, err: plants.ErrUnavailable})
+	r := ta.do(t, "GET", "/plants", as("bob")...)
 	if r.status != 200 {
 		t.Fatalf("status %d; want 200 (the failure comes after the first chunk)", r.status)
 	}
@@ -309,7 +312,7 @@ func TestStoreFailsMidStream(t *testing.T) {
 	}
 	// The server keeps serving, and the handler holds a store that
 	// ignores the limit to it.
-	if r := api.do(t, "GET", "/plants?limit=1", as("bob")...); r.status != 200 || !strings.HasPrefix(string(r.body), `[{"name":"plant 00000000`) || !json.Valid(r.body) {
+	if r := ta.do(t, "GET", "/plants?limit=1", as("bob")...); r.status != 200 || !strings.HasPrefix(string(r.body), `[{"name":"plant 00000000`) || !json.Valid(r.body) {
 		t.Errorf("next request: %d %q; want 200 and one plant", r.status, r.body)
 	}
 }
@@ -326,25 +329,25 @@ func (s panickyStore) List(ctx context.Context, q plants.Query) iter.Seq2[plants
 }
 
 func TestPanicRecovered(t *testing.T) {
-	api := newTestAPI(t, panickyStore{new(atomic.Int32)})
-	r := api.do(t, "GET", "/plants", as("bob")...)
+	ta := newTestAPI(t, panickyStore{new(atomic.Int32)})
+	r := ta.do(t, "GET", "/plants", as("bob")...)
 	checkError(t, "GET /plants (panics)", r, 500, "internal error")
 	if strings.Contains(string(r.body), "boom") || strings.Contains(string(r.body), "goroutine") {
 		t.Errorf("body %s leaks the panic", r.body)
 	}
-	panics := api.logs.FilterMessage("panic serving request").All()
+	panics := ta.logs.FilterMessage("panic serving request").All()
 	if len(panics) != 1 || panics[0].Level != zapcore.ErrorLevel {
-		t.Errorf("logged %v; want one Error entry for the panic", api.logs.All())
+		t.Errorf("logged %v; want one Error entry for the panic", ta.logs.All())
 	}
-	if r := api.do(t, "GET", "/plants", as("bob")...); r.status != 200 || string(r.body) != "[]" {
+	if r := ta.do(t, "GET", "/plants", as("bob")...); r.status != 200 || string(r.body) != "[]" {
 		t.Errorf("next request: %d %s; want 200 []", r.status, r.body)
 	}
 }
 
 func TestListHeaders(t *testing.T) {
-	api := newTestAPI(t, plants.NewMemoryStore(plants.SampleCatalog(), nil))
-	get := api.do(t, "GET", "/plants", as("alice", "gardeners")...)
-	head := api.do(t, "HEAD", "/plants", as("alice", "gardeners")...)
+	ta := newTestAPI(t, plants.NewMemoryStore(plants.SampleCatalog(), nil))
+	get := ta.do(t, "GET", "/plants", as("alice", "gardeners")...)
+	head := ta.do(t, "HEAD", "/plants", as("alice", "gardeners")...)
 	for _, r := range []response{get, head} {
 		if r.status != 200 {
 			t.Fatalf("status %d; want 200", r.status)
@@ -386,12 +389,12 @@ func TestListContentLengthAroundBuffer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			api := newTestAPI(t, plants.NewMemoryStore(c, nil))
-			get := api.do(t, "GET", "/plants", as("x")...)
+			ta := newTestAPI(t, plants.NewMemoryStore(c, nil))
+			get := ta.do(t, "GET", "/plants", as("x")...)
 			if get.status != 200 || len(get.body) != size {
 				t.Fatalf("GET: %d with %d bytes; want 200 with %d", get.status, len(get.body), size)
 			}
-			head := api.do(t, "HEAD", "/plants", as("x")...)
+			head := ta.do(t, "HEAD", "/plants", as("x")...)
 			for name, r := range map[string]response{"GET": get, "HEAD": head} {
 				if got := r.header.Get("Content-Length"); got != strconv.Itoa(size) {
 					t.Errorf("%s: Content-Length %q; want %d", name, got, size)
@@ -402,9 +405,9 @@ func TestListContentLengthAroundBuffer(t *testing.T) {
 }
 
 // listNames lists through the API and returns the names and tags.
-func listJSON(t testing.TB, api *testAPI, target string, headers ...string) []map[string]any {
+func listJSON(t testing.TB, ta *testAPI, target string, headers ...string) []map[string]any {
 	t.Helper()
-	r := api.do(t, "GET", target, headers...)
+	r := ta.do(t, "GET", target, headers...)
 	if r.status != 200 || r.err != nil {
 		t.Fatalf("GET %s: %d %s %v", target, r.status, r.body, r.err)
 	}
@@ -420,12 +423,12 @@ func listJSON(t testing.TB, api *testAPI, target string, headers ...string) []ma
 
 func TestListSampleUsers(t *testing.T) {
 	c := plants.SampleCatalog()
-	api := newTestAPI(t, plants.NewMemoryStore(c, nil))
-	for _, id := range append(plants.SampleUsers(), auth.Identity{Subject: "nobody"}) {
+	ta := newTestAPI(t, plants.NewMemoryStore(c, nil))
+	for _, id := range append(plants.SampleUsers(), plants.Caller{Subject: "nobody"}) {
 		t.Run(id.Subject, func(t *testing.T) {
 			var want []map[string]any
 			for _, p := range c.Plants() {
-				if p.VisibleTo(plants.Principals(id)) {
+				if plants.Readable(p.Readers, id) {
 					m := map[string]any{"name": p.Name}
 					if p.Tag != "" {
 						m["tag"] = p.Tag
@@ -434,7 +437,7 @@ func TestListSampleUsers(t *testing.T) {
 				}
 			}
 			headers := as(id.Subject, id.Groups...)
-			full := listJSON(t, api, "/plants", headers...)
+			full := listJSON(t, ta, "/plants", headers...)
 			if fmt.Sprint(full) != fmt.Sprint(want) && !(len(full) == 0 && len(want) == 0) {
 				t.Errorf("GET /plants as %s = %v; want %v", id.Subject, full, want)
 			}
@@ -446,7 +449,7 @@ func TestListSampleUsers(t *testing.T) {
 				}
 			}
 			for n := 0; n <= len(full)+2; n++ {
-				got := listJSON(t, api, "/plants?limit="+strconv.Itoa(n)+"&other=x", headers...)
+				got := listJSON(t, ta, "/plants?limit="+strconv.Itoa(n)+"&other=x", headers...)
 				if wantN := min(n, len(full)); fmt.Sprint(got) != fmt.Sprint(full[:wantN]) {
 					t.Errorf("GET /plants?limit=%d as %s = %v; want the first %d of the full list", n, id.Subject, got, wantN)
 				}
@@ -457,13 +460,13 @@ func TestListSampleUsers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api = newTestAPI(t, plants.NewMemoryStore(private, nil))
+	ta = newTestAPI(t, plants.NewMemoryStore(private, nil))
 	for _, headers := range [][]string{as("bob"), as("bob", "h"), as("alice")} {
 		want := "[]"
 		if headers[0] == hdrSub+": alice" {
 			want = `[{"name":"a"}]`
 		}
-		if r := api.do(t, "GET", "/plants", headers...); string(r.body) != want {
+		if r := ta.do(t, "GET", "/plants", headers...); string(r.body) != want {
 			t.Errorf("GET /plants as %q = %q; want %s", headers, r.body, want)
 		}
 	}
@@ -479,11 +482,10 @@ func TestListLargeAndEscaped(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewPedanticRegistry()
-	m := plants.NewMetrics(reg)
-	srv := httptest.NewServer(newEngine(plants.NewMemoryStore(c, m), zap.NewNop(), m))
+	srv := httptest.NewServer(newEngine(plants.NewMemoryStore(c, plants.NewMetrics(reg)), zap.NewNop(), api.NewMetrics(reg)))
 	t.Cleanup(srv.Close)
-	api := &testAPI{srv: srv, reg: reg}
-	r := api.do(t, "GET", "/plants", as("x")...)
+	ta := &testAPI{srv: srv, reg: reg}
+	r := ta.do(t, "GET", "/plants", as("x")...)
 	if r.header.Get("Content-Length") != "" {
 		t.Errorf("Content-Length %q on a streamed response; want none", r.header.Get("Content-Length"))
 	}
@@ -494,10 +496,10 @@ func TestListLargeAndEscaped(t *testing.T) {
 	if len(got) != 5000 || got[0].Name != ps[0].Name || got[4999].Name != ps[4999].Name || got[0].Tag != "t&" || got[1].Tag != "" {
 		t.Errorf("got %d plants, first %+v, last %+v; want 5000 in order with escapes kept", len(got), got[0], got[len(got)-1])
 	}
-	if n := histogramCount(t, reg, "plantstore_plants_returned", nil); n != 1 {
+	if n := int(metricstest.Sum(t, reg, "plantstore_plants_returned", nil)); n != 1 {
 		t.Errorf("plantstore_plants_returned count %d; want 1", n)
 	}
-	head := api.do(t, "HEAD", "/plants", as("x")...)
+	head := ta.do(t, "HEAD", "/plants", as("x")...)
 	if head.status != 200 || len(head.body) != 0 || head.header.Get("Content-Length") != "" {
 		t.Errorf("HEAD: %d, %d bytes, Content-Length %q; want 200, none, none", head.status, len(head.body), head.header.Get("Content-Length"))
 	}
@@ -528,7 +530,7 @@ func newBenchCatalog(tb testing.TB, n int) *plants.Catalog {
 func serveFunc(tb testing.TB, n int) func() {
 	e := newEngine(plants.NewMemoryStore(newBenchCatalog(tb, n), nil), zap.NewNop(), nil)
 	req := httptest.NewRequest("GET", "/plants", nil)
-	req = req.WithContext(auth.NewContext(req.Context(), auth.Identity{Subject: "u"}))
+	req = req.WithContext(auth.NewContext(req.Context(), &auth.Identity{Subject: "u"}))
 	req.Header.Set(hdrSub, "u")
 	return func() {
 		w := &discard{h: http.Header{}}
@@ -537,6 +539,9 @@ func serveFunc(tb testing.TB, n int) func() {
 }
 
 func TestListMemoryFlat(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop items at random, so allocations per request vary")
+	}
 	small := testing.AllocsPerRun(20, serveFunc(t, 10))
 	large := testing.AllocsPerRun(20, serveFunc(t, 10_000))
 	if large > small+2 {
@@ -567,6 +572,7 @@ func TestOpenAPI(t *testing.T) {
 		Paths    map[string]map[string]struct {
 			Parameters []map[string]any          `json:"parameters"`
 			Responses  map[string]map[string]any `json:"responses"`
+			Security   *[]map[string][]string    `json:"security"`
 		} `json:"paths"`
 		Components struct {
 			Parameters map[string]struct {
@@ -577,10 +583,10 @@ func TestOpenAPI(t *testing.T) {
 				Required   []string                  `json:"required"`
 				Properties map[string]map[string]any `json:"properties"`
 			} `json:"schemas"`
-			SecuritySchemes map[string]map[string]string `json:"securitySchemes"`
+			SecuritySchemes map[string]map[string]any `json:"securitySchemes"`
 		} `json:"components"`
 	}
-	if err := json.Unmarshal(plants.OpenAPI, &doc); err != nil {
+	if err := json.Unmarshal(api.OpenAPI, &doc); err != nil {
 		t.Fatalf("OpenAPI is not JSON: %v", err)
 	}
 	checks := []struct {
@@ -590,9 +596,13 @@ func TestOpenAPI(t *testing.T) {
 		{"openapi 3.1.0", doc.OpenAPI == "3.1.0"},
 		{"version 1.0.0", doc.Info.Version == "1.0.0"},
 		{"license MIT", doc.Info.License.Name == "MIT"},
-		{"global bearer security", len(doc.Security) == 1 && doc.Security[0]["bearerAuth"] != nil},
+		{"bearer security for the whole interface", len(doc.Security) == 1 && doc.Security[0]["bearerAuth"] != nil},
+		{"GET /plants: bearer or DPoP", doc.Paths["/plants"]["get"].Security != nil && len(*doc.Paths["/plants"]["get"].Security) == 2 &&
+			(*doc.Paths["/plants"]["get"].Security)[0]["bearerAuth"] != nil && (*doc.Paths["/plants"]["get"].Security)[1]["dpopAuth"] != nil},
 		{"bearer scheme", doc.Components.SecuritySchemes["bearerAuth"]["type"] == "http" && doc.Components.SecuritySchemes["bearerAuth"]["scheme"] == "bearer"},
-		{"only /plants", len(doc.Paths) == 1 && doc.Paths["/plants"] != nil},
+		{"DPoP scheme", doc.Components.SecuritySchemes["dpopAuth"]["type"] == "http" && doc.Components.SecuritySchemes["dpopAuth"]["scheme"] == "DPoP"},
+		{"/plants and the resource metadata", len(doc.Paths) == 2 && doc.Paths["/plants"] != nil && doc.Paths["/.well-known/oauth-protected-resource"] != nil},
+		{"metadata needs no credential", doc.Paths["/.well-known/oauth-protected-resource"]["get"].Security != nil && len(*doc.Paths["/.well-known/oauth-protected-resource"]["get"].Security) == 0},
 		{"limit int32 in query", doc.Components.Parameters["limit"].Name == "limit" && doc.Components.Parameters["limit"].In == "query" &&
 			doc.Components.Parameters["limit"].Schema["type"] == "integer" && doc.Components.Parameters["limit"].Schema["format"] == "int32"},
 		{"Plant requires name", slices.Equal(doc.Components.Schemas["Plant"].Required, []string{"name"})},
@@ -612,7 +622,7 @@ func TestOpenAPI(t *testing.T) {
 			t.Errorf("OpenAPI: want %s", c.what)
 		}
 	}
-	if strings.Contains(string(plants.OpenAPI), `"$ref": "#/components/responses`) {
+	if strings.Contains(string(api.OpenAPI), `"$ref": "#/components/responses`) {
 		t.Errorf("OpenAPI refers to undefined components/responses")
 	}
 }

@@ -1,21 +1,8 @@
-package plants
+package observability
 
 import "unicode/utf8"
 
-// appendPlantJSON appends the API's JSON object for p to dst:
-// {"name":"…","tag":"…"}, without "tag" when p has none. Nothing else of p
-// is ever written, so ids and readers cannot leak.
-func appendPlantJSON(dst []byte, p Plant) []byte {
-	dst = append(dst, `{"name":`...)
-	dst = appendJSONString(dst, p.Name)
-	if p.Tag != "" {
-		dst = append(dst, `,"tag":`...)
-		dst = appendJSONString(dst, p.Tag)
-	}
-	return append(dst, '}')
-}
-
-// jsonSafe tells which ASCII bytes appendJSONString copies as they are.
+// jsonSafe tells which ASCII bytes AppendJSONString copies as they are.
 var jsonSafe = func() (safe [utf8.RuneSelf]bool) {
 	for b := 0x20; b < utf8.RuneSelf; b++ {
 		safe[b] = b != '"' && b != '\\' && b != '<' && b != '>' && b != '&'
@@ -23,11 +10,13 @@ var jsonSafe = func() (safe [utf8.RuneSelf]bool) {
 	return safe
 }()
 
-// appendJSONString appends s as a JSON string, byte for byte as
+// AppendJSONString appends s as a JSON string, byte for byte as
 // encoding/json's Marshal writes it: control characters escaped (\b, \f,
 // \n, \r, \t in short form), <, > and & as \u003c, \u003e, \u0026, U+2028
-// and U+2029 escaped, and each byte of invalid UTF-8 as \ufffd.
-func appendJSONString(dst []byte, s string) []byte {
+// and U+2029 escaped, and each byte of invalid UTF-8 as \ufffd. It is the
+// service's one JSON string encoder: the access line and the API's bodies
+// both use it, on their hot paths, where encoding/json would allocate.
+func AppendJSONString(dst []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
 	start := 0

@@ -24,8 +24,18 @@ import (
 	"time"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/observability/logtest"
 	"github.com/plantstore/plantstore/plants"
 )
+
+// soak skips a load, soak or long end-to-end test unless TEST_SOAK=1,
+// which .ci/run sets: "go test ./..." stays a matter of seconds.
+func soak(t *testing.T) {
+	t.Helper()
+	if os.Getenv("TEST_SOAK") != "1" {
+		t.Skip("a soak test: set TEST_SOAK=1 to run it")
+	}
+}
 
 // TestServeRateLimit runs the service with -rate-limit: a subject over its
 // burst gets 429 with Retry-After in the Error shape, while another subject
@@ -101,33 +111,10 @@ func mintWithKeyFile(t testing.TB, jwksPath, sub string) string {
 	return strings.TrimSpace(out.String())
 }
 
-// TestServeHardeningFlags checks the values -rate-limit, -rate-burst and
-// -write-timeout refuse: each is a usage error.
-func TestServeHardeningFlags(t *testing.T) {
-	tests := []struct {
-		args    []string
-		wantErr bool
-	}{
-		{args: []string{"-rate-limit", "5", "-rate-burst", "10", "-write-timeout", "0"}},
-		{args: []string{"-rate-limit", "-1"}, wantErr: true},
-		{args: []string{"-rate-limit", "NaN"}, wantErr: true},
-		{args: []string{"-rate-limit", "+Inf"}, wantErr: true},
-		{args: []string{"-rate-limit", "5", "-rate-burst", "0"}, wantErr: true},
-		{args: []string{"-write-timeout", "-1s"}, wantErr: true},
-	}
-	for _, tt := range tests {
-		args := append([]string{"-dev"}, tt.args...)
-		cfg, err := parseServeFlags(args, envOf(nil), io.Discard)
-		if tt.wantErr != errors.Is(err, errUsage) || !tt.wantErr && err != nil {
-			t.Errorf("parseServeFlags(%q) = %+v, %v; want a usage error: %t", args, cfg, err, tt.wantErr)
-		}
-	}
-}
-
 // loadUser is one caller of the load test, with its valid token and the
 // list the service must send it.
 type loadUser struct {
-	id    auth.Identity
+	id    plants.Caller
 	token string
 	want  []wirePlant
 }
@@ -204,7 +191,7 @@ func newLoadFixture(t testing.TB, n, users int) loadFixture {
 		return tok
 	}
 	for i := range users {
-		id := auth.Identity{Subject: fmt.Sprintf("u%d", i), Groups: []string{fmt.Sprintf("g%d", i%10)}}
+		id := plants.Caller{Subject: fmt.Sprintf("u%d", i), Groups: []string{fmt.Sprintf("g%d", i%10)}}
 		if i%4 == 0 {
 			id.Groups = append(id.Groups, fmt.Sprintf("g%d", (i+3)%10))
 		}
@@ -321,6 +308,31 @@ func loadRequest(client *http.Client, base string, f loadFixture, rng *rand.Rand
 }
 
 // loadClient returns a client that keeps up to conns connections open.
+// hammer calls f(worker, i) over and over in n goroutines, i counting one
+// worker's calls from 0, until the returned stop is called. stop waits for
+// the goroutines and may be called more than once; the test's cleanup calls
+// it too.
+func hammer(t testing.TB, n int, f func(worker, i int)) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range n {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				f(w, i)
+			}
+		})
+	}
+	var once sync.Once
+	stop = func() { once.Do(func() { close(done); wg.Wait() }) }
+	t.Cleanup(stop)
+	return stop
+}
+
 func loadClient(t testing.TB, conns int) *http.Client {
 	t.Helper()
 	tr := &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}
@@ -350,6 +362,7 @@ const loadDuration = 10 * time.Second
 // would within the -shutdown-delay, and every request in flight, slow
 // readers of long lists included, completes; serve returns nil.
 func TestLoad(t *testing.T) {
+	soak(t)
 	if testing.Short() {
 		t.Skip("load test skipped with -short")
 	}
@@ -362,22 +375,12 @@ func TestLoad(t *testing.T) {
 	waitReady(t, in, http.StatusOK)
 	client := loadClient(t, conns)
 
-	drive := func(stop <-chan struct{}, s *loadStats) *sync.WaitGroup {
-		var wg sync.WaitGroup
-		for w := range conns {
-			wg.Go(func() {
-				rng := rand.New(rand.NewPCG(uint64(w), 7))
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					loadRequest(client, in.api, f, rng, s)
-				}
-			})
+	drive := func(s *loadStats) (stop func()) {
+		rngs := make([]*rand.Rand, conns)
+		for w := range rngs {
+			rngs[w] = rand.New(rand.NewPCG(uint64(w), 7))
 		}
-		return &wg
+		return hammer(t, conns, func(w, _ int) { loadRequest(client, in.api, f, rngs[w], s) })
 	}
 
 	// Warm-up: every user once, so caches and pools are at their size.
@@ -389,12 +392,10 @@ func TestLoad(t *testing.T) {
 	before := heapInUse()
 
 	var stats loadStats
-	stop := make(chan struct{})
 	start := time.Now()
-	wg := drive(stop, &stats)
+	stop := drive(&stats)
 	time.Sleep(loadDuration)
-	close(stop)
-	wg.Wait()
+	stop()
 	elapsed := time.Since(start)
 	after := heapInUse()
 	stats.report(t)
@@ -410,16 +411,14 @@ func TestLoad(t *testing.T) {
 
 	// Drain under load.
 	var drain loadStats
-	stop = make(chan struct{})
-	wg = drive(stop, &drain)
+	stop = drive(&drain)
 	slow := slowReaders(t, in.api, f.users, 4, &drain)
 	time.Sleep(500 * time.Millisecond)
 	in.stop()
 	waitReady(t, in, http.StatusServiceUnavailable)
 	// The gateway stops sending well within -shutdown-delay.
 	time.Sleep(300 * time.Millisecond)
-	close(stop)
-	wg.Wait()
+	stop()
 	slow.Wait()
 	drain.report(t)
 	select {
@@ -441,7 +440,8 @@ func TestLoad(t *testing.T) {
 // lines, and counts the rest by level, so a long load test does not hold
 // every access log line in the heap it measures.
 type quietLog struct {
-	syncBuffer
+	kept   logtest.Buffer
+	size   atomic.Int64
 	errors atomic.Int64
 }
 
@@ -449,10 +449,8 @@ func (q *quietLog) Write(p []byte) (int, error) {
 	if bytes.Contains(p, []byte(`"level":"error"`)) {
 		q.errors.Add(1)
 	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.buf.Len() < 64<<10 {
-		q.buf.Write(p)
+	if q.size.Add(int64(len(p))) <= 64<<10 {
+		q.kept.Write(p)
 	}
 	return len(p), nil
 }
@@ -461,7 +459,7 @@ func (q *quietLog) Write(p []byte) (int, error) {
 func startQuiet(t testing.TB, args ...string) (*instance, *quietLog) {
 	t.Helper()
 	logs := &quietLog{}
-	return startLogging(t, nil, logs, &logs.syncBuffer, args...), logs
+	return startLogging(t, nil, logs, &logs.kept, args...), logs
 }
 
 // slowReaders starts n requests for the longest list, read 2 KiB every
@@ -536,6 +534,7 @@ func inFlight(t testing.TB, admin string) float64 {
 // asking: the server cuts each slow connection at its 5s read-header
 // timeout, and serves the other client promptly all along.
 func TestSlowloris(t *testing.T) {
+	soak(t)
 	if testing.Short() {
 		t.Skip("slowloris test (about 6s) skipped with -short")
 	}
@@ -623,6 +622,7 @@ func TestSlowloris(t *testing.T) {
 // -write-timeout the handler gives up and the request leaves the in-flight
 // gauge; without one it would wait for the client for ever.
 func TestStalledReader(t *testing.T) {
+	soak(t)
 	if testing.Short() {
 		t.Skip("stalled reader test skipped with -short")
 	}
@@ -677,6 +677,7 @@ func TestStalledReader(t *testing.T) {
 // answer is 200 with exactly one of the good catalogs' lists, and a broken
 // file never replaces the one serving.
 func TestReloadUnderLoad(t *testing.T) {
+	soak(t)
 	if testing.Short() {
 		t.Skip("reload under load skipped with -short")
 	}
@@ -711,39 +712,28 @@ func TestReloadUnderLoad(t *testing.T) {
 	client := loadClient(t, 16)
 	var stats loadStats
 	var seenA, seenB atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				stats.requests.Add(1)
-				req, _ := http.NewRequest(http.MethodGet, in.api+"/plants", nil)
-				req.Header.Set("Authorization", "Bearer "+token)
-				resp, err := client.Do(req)
-				if err != nil {
-					stats.fail("GET /plants during reloads: %v", err)
-					continue
-				}
-				body, err := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				switch {
-				case err != nil || resp.StatusCode != http.StatusOK:
-					stats.fail("GET /plants during reloads: %d %.100s %v; want 200", resp.StatusCode, body, err)
-				case string(body) == wantA:
-					seenA.Add(1)
-				case string(body) == wantB:
-					seenB.Add(1)
-				default:
-					stats.fail("GET /plants during reloads: %.100s; want catalog A or B", body)
-				}
-			}
-		})
-	}
+	stop := hammer(t, 16, func(_, _ int) {
+		stats.requests.Add(1)
+		req, _ := http.NewRequest(http.MethodGet, in.api+"/plants", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := client.Do(req)
+		if err != nil {
+			stats.fail("GET /plants during reloads: %v", err)
+			return
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		switch {
+		case err != nil || resp.StatusCode != http.StatusOK:
+			stats.fail("GET /plants during reloads: %d %.100s %v; want 200", resp.StatusCode, body, err)
+		case string(body) == wantA:
+			seenA.Add(1)
+		case string(body) == wantB:
+			seenB.Add(1)
+		default:
+			stats.fail("GET /plants during reloads: %.100s; want catalog A or B", body)
+		}
+	})
 	hup := func() {
 		t.Helper()
 		if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
@@ -763,8 +753,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	}
 	write(broken[0])
 	hup()
-	close(stop)
-	wg.Wait()
+	stop()
 	stats.report(t)
 	if seenA.Load() == 0 || seenB.Load() == 0 {
 		t.Errorf("answers with catalog A: %d, B: %d; want both while reloading", seenA.Load(), seenB.Load())
@@ -784,6 +773,7 @@ func TestReloadUnderLoad(t *testing.T) {
 // closes the connection and the drain ends cleanly; without it, the request
 // holds its connection until the drain gives up on it and cuts it.
 func TestUnsentBody(t *testing.T) {
+	soak(t)
 	if testing.Short() {
 		t.Skip("unsent body test skipped with -short")
 	}
@@ -833,6 +823,7 @@ func TestUnsentBody(t *testing.T) {
 // run, and for ever after (no verified token outlives its key), and nothing
 // else ever fails.
 func TestKeyRotationUnderLoad(t *testing.T) {
+	soak(t)
 	if testing.Short() {
 		t.Skip("key rotation under load skipped with -short")
 	}
@@ -889,40 +880,29 @@ func TestKeyRotationUnderLoad(t *testing.T) {
 		stats   loadStats
 	)
 	client := loadClient(t, 16)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range 16 {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				old := (i+w)%2 == 0
-				token := newToken
-				if old {
-					token = oldToken
-				}
-				req, _ := http.NewRequest(http.MethodGet, in.api+"/plants?limit=1", nil)
-				req.Header.Set("Authorization", "Bearer "+token)
-				start := time.Now()
-				resp, err := client.Do(req)
-				if err != nil {
-					stats.fail("GET during the rotation: %v", err)
-					continue
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusUnauthorized {
-					stats.fail("GET during the rotation: %d; want 200 or 401", resp.StatusCode)
-				}
-				mu.Lock()
-				answers = append(answers, answer{old: old, start: start, finish: time.Now(), status: resp.StatusCode})
-				mu.Unlock()
-			}
-		})
-	}
+	stop := hammer(t, 16, func(w, i int) {
+		old := (i+w)%2 == 0
+		token := newToken
+		if old {
+			token = oldToken
+		}
+		req, _ := http.NewRequest(http.MethodGet, in.api+"/plants?limit=1", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		start := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			stats.fail("GET during the rotation: %v", err)
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusUnauthorized {
+			stats.fail("GET during the rotation: %d; want 200 or 401", resp.StatusCode)
+		}
+		mu.Lock()
+		answers = append(answers, answer{old: old, start: start, finish: time.Now(), status: resp.StatusCode})
+		mu.Unlock()
+	})
 	time.Sleep(time.Second)
 	published := time.Now()
 	publish(merge(oldDoc, newDoc))
@@ -930,8 +910,7 @@ func TestKeyRotationUnderLoad(t *testing.T) {
 	removed := time.Now()
 	publish(newDoc)
 	time.Sleep(3 * time.Second)
-	close(stop)
-	wg.Wait()
+	stop()
 	stats.report(t)
 
 	// The refresh runs every second, ±10%; a fetch takes well under 300ms

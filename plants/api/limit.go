@@ -1,10 +1,12 @@
-package plants
+package api
 
 import (
 	"errors"
 	"math"
 	"net/url"
 	"strings"
+
+	"github.com/plantstore/plantstore/plants"
 )
 
 // ErrInvalidLimit reports a limit query parameter the API refuses. The
@@ -28,7 +30,7 @@ var (
 )
 
 // ParseLimit returns the limit given in rawQuery, a URL's raw query string,
-// or [NoLimit] when there is none. The query is read the way
+// or [plants.NoLimit] when there is none. The query is read the way
 // [url.ParseQuery] reads it: pairs separated by "&", names and values
 // percent-decoded with "+" as a space, so "limit=%31" is 1 and "limit=+1"
 // has a space. The value is ASCII digits only (leading zeros allowed), from
@@ -37,7 +39,7 @@ var (
 // gives an error wrapping [ErrInvalidLimit]. Other parameters are ignored,
 // even when malformed.
 func ParseLimit(rawQuery string) (int, error) {
-	limit, found := NoLimit, false
+	limit, found := plants.NoLimit, false
 	for rawQuery != "" {
 		var pair string
 		pair, rawQuery, _ = strings.Cut(rawQuery, "&")

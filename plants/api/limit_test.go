@@ -1,10 +1,11 @@
-package plants_test
+package api_test
 
 import (
 	"errors"
 	"testing"
 
 	"github.com/plantstore/plantstore/plants"
+	"github.com/plantstore/plantstore/plants/api"
 )
 
 func TestParseLimit(t *testing.T) {
@@ -72,14 +73,14 @@ func TestParseLimit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.raw, func(t *testing.T) {
-			got, err := plants.ParseLimit(tt.raw)
+			got, err := api.ParseLimit(tt.raw)
 			if tt.ok {
 				if err != nil || got != tt.want {
 					t.Errorf("ParseLimit(%q) = %d, %v; want %d, nil", tt.raw, got, err, tt.want)
 				}
 				return
 			}
-			if !errors.Is(err, plants.ErrInvalidLimit) {
+			if !errors.Is(err, api.ErrInvalidLimit) {
 				t.Errorf("ParseLimit(%q) = %d, %v; want an ErrInvalidLimit", tt.raw, got, err)
 			}
 		})

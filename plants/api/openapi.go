@@ -1,4 +1,4 @@
-package plants
+package api
 
 import _ "embed"
 

@@ -1,0 +1,113 @@
+package auth
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// FuzzDPoPProof feeds any string to the DPoP proof check. It must never
+// panic, and it may accept a proof only when the proof's own bytes, read
+// with encoding/json apart from the JWT library, say what RFC 9449 §4.3
+// asks: typ dpop+jwt, an allowed alg, a jwk whose thumbprint is the
+// token's cnf.jkt, htm and htu of the request, ath of the token, an iat in
+// the window.
+func FuzzDPoPProof(f *testing.F) {
+	d := sha256.Sum256([]byte("plantstore fuzz DPoP"))
+	key, err := ecdsa.ParseRawPrivateKey(elliptic.P256(), d[:])
+	if err != nil {
+		f.Fatal(err)
+	}
+	jkt, err := Thumbprint(&key.PublicKey)
+	if err != nil {
+		f.Fatal(err)
+	}
+	now := time.Unix(1_800_000_000, 0)
+	const token, uri = "eyJhbGciOiJFUzI1NiJ9.e30.c2ln", "https://api.example/plants"
+	sum := sha256.Sum256([]byte(token))
+	ath := base64.RawURLEncoding.EncodeToString(sum[:])
+	req := dpopRequest{method: "GET", uri: uri, token: token, jkt: jkt, now: now, window: time.Minute, leeway: 5 * time.Second}
+	// The uncompressed point: 0x04, then X and Y of 32 bytes each.
+	point, err := key.PublicKey.Bytes()
+	if err != nil {
+		f.Fatal(err)
+	}
+	jwk := map[string]any{
+		"kty": "EC", "crv": "P-256",
+		"x": base64.RawURLEncoding.EncodeToString(point[1:33]),
+		"y": base64.RawURLEncoding.EncodeToString(point[33:]),
+	}
+	sign := func(header map[string]any, claims jwt.MapClaims) string {
+		tok := jwt.NewWithClaims(jwt.SigningMethodES256, claims)
+		for k, v := range header {
+			tok.Header[k] = v
+		}
+		s, err := tok.SignedString(key)
+		if err != nil {
+			f.Fatal(err)
+		}
+		return s
+	}
+	good := jwt.MapClaims{"jti": "j1", "htm": "GET", "htu": uri, "iat": now.Unix(), "ath": ath}
+	f.Add(sign(map[string]any{"typ": "dpop+jwt", "jwk": jwk}, good))
+	f.Add(sign(map[string]any{"typ": "dpop+jwt", "jwk": jwk}, jwt.MapClaims{"jti": "j2", "htm": "POST", "htu": uri, "iat": now.Unix(), "ath": ath}))
+	f.Add(sign(map[string]any{"typ": "JWT", "jwk": jwk}, good))
+	f.Add(sign(map[string]any{"typ": "dpop+jwt"}, good))
+	f.Add("eyJ0eXAiOiJkcG9wK2p3dCIsImFsZyI6Im5vbmUifQ.e30.")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, proof string) {
+		_, iat, perr := checkProof(proof, req)
+		if perr != nil {
+			if perr.Code != "invalid_dpop_proof" || !strings.HasPrefix(string(perr.Reason), "dpop_") {
+				t.Fatalf("checkProof(%q) refusal %+v: want an invalid_dpop_proof with a dpop_ reason", proof, perr)
+			}
+			return
+		}
+		parts := strings.Split(proof, ".")
+		if len(parts) != 3 {
+			t.Fatalf("accepted %q, not three segments", proof)
+		}
+		var header struct {
+			Typ string          `json:"typ"`
+			Alg string          `json:"alg"`
+			JWK json.RawMessage `json:"jwk"`
+		}
+		var claims struct {
+			HTM, HTU, ATH string
+			JTI           string
+			IAT           float64
+		}
+		hb, err1 := base64.RawURLEncoding.DecodeString(parts[0])
+		cb, err2 := base64.RawURLEncoding.DecodeString(parts[1])
+		if err1 != nil || err2 != nil || json.Unmarshal(hb, &header) != nil || json.Unmarshal(cb, &claims) != nil {
+			t.Fatalf("accepted %q, whose segments do not decode", proof)
+		}
+		k, skip := decodeJWK(header.JWK)
+		if skip != nil {
+			t.Fatalf("accepted %q with an unusable jwk: %s", proof, skip.Reason)
+		}
+		tp, err := Thumbprint(k.Public)
+		switch {
+		case err != nil || tp != jkt:
+			t.Fatalf("accepted %q with a jwk of thumbprint %q, want %q", proof, tp, jkt)
+		case !strings.EqualFold(header.Typ, "dpop+jwt"):
+			t.Fatalf("accepted %q with typ %q", proof, header.Typ)
+		case !strings.Contains(" "+strings.Join(DPoPAlgorithms(), " ")+" ", " "+header.Alg+" "):
+			t.Fatalf("accepted %q with alg %q", proof, header.Alg)
+		case claims.HTM != "GET" || claims.ATH != ath || claims.JTI == "":
+			t.Fatalf("accepted %q with claims %+v", proof, claims)
+		case iat.Before(now.Add(-time.Minute-5*time.Second)) || iat.After(now.Add(5*time.Second)):
+			t.Fatalf("accepted %q with iat %v", proof, iat)
+		}
+		if n, ok := normalizeHTU(claims.HTU); !ok || n != uri {
+			t.Fatalf("accepted %q with htu %q", proof, claims.HTU)
+		}
+	})
+}

@@ -1,0 +1,367 @@
+package auth_test
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/observability"
+	"github.com/plantstore/plantstore/observability/metricstest"
+)
+
+// writeIssuers writes an issuers file and returns its path.
+func writeIssuers(t testing.TB, yaml string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "issuers.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestLoadIssuersFileErrors(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte(strings.Repeat("s", 32)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, yaml string
+		line       int
+		want       string
+	}{
+		{"empty file", "", 0, "empty file"},
+		{"no issuers", "issuers: []\n", 0, "no issuer"},
+		{"not a list", "issuers: staff\n", 1, "cannot unmarshal"},
+		{"unknown top key", "issuers: []\nextra: 1\n", 2, `unknown key "extra"`},
+		{"unknown issuer key", "issuers:\n  - name: staff\n    issuer: https://a\n    audiance: [x]\n", 4, `unknown key "audiance"`},
+		{"repeated key", "issuers:\n  - name: staff\n    issuer: https://a\n    issuer: https://b\n", 4, `"issuer" already defined at line 3`},
+		{"repeated name", "issuers:\n  - name: staff\n    issuer: https://a\n  - name: staff\n    issuer: https://b\n", 4, `issuer name "staff" appears twice (first at line 2)`},
+		{"repeated iss", "issuers:\n  - name: a\n    issuer: https://a\n  - name: b\n    issuer: https://a\n", 5, `also that of issuer a`},
+		{"bad name", "issuers:\n  - name: Staff\n    issuer: https://a\n", 2, `issuer name "Staff"`},
+		{"no iss", "issuers:\n  - name: staff\n    audiences: [x]\n", 2, "no issuer"},
+		{"two key sources", "issuers:\n  - name: staff\n    issuer: https://a\n    jwks_url: https://a/jwks\n    key_file: k.json\n", 2, "at most one"},
+		{"bad dpop mode", "issuers:\n  - name: staff\n    issuer: https://a\n    dpop: always\n", 4, `dpop: "always"`},
+		{"wrong type", "issuers:\n  - name: staff\n    issuer: https://a\n    audiences: {a: b}\n", 4, "cannot unmarshal"},
+		{"blank audience", "issuers:\n  - name: staff\n    issuer: https://a\n    hmac_secret_file: " + secret + "\n    audiences: [' ']\n", 5, "audiences: blank audience"},
+		{"unknown algorithm", "issuers:\n  - name: staff\n    issuer: https://a\n    hmac_secret_file: " + secret + "\n    algorithms: [HS256, XS1]\n", 5, `unknown algorithm "XS1"`},
+		{"key source with no fitting key", "issuers:\n  - name: staff\n    issuer: https://a\n    hmac_secret_file: " + secret + "\n    algorithms: [RS256]\n", 2, "no key for the allowed algorithms RS256"},
+		{"missing key file", "issuers:\n  - name: staff\n    issuer: https://a\n    key_file: /nonexistent/keys.json\n", 2, "/nonexistent/keys.json"},
+		{"jwks url not http", "issuers:\n  - name: staff\n    issuer: https://a\n    jwks_url: ftp://a/jwks\n", 2, "scheme"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeIssuers(t, tt.yaml)
+			f, err := auth.LoadIssuersFile(t.Context(), path, auth.SourceOptions{})
+			if err == nil {
+				_, err = auth.NewVerifier(auth.Options{}, f.Issuers()...)
+				err = f.Explain(err)
+			}
+			var fe *auth.FileError
+			if !errors.As(err, &fe) {
+				t.Fatalf("load %q = %v; want a *FileError", tt.yaml, err)
+			}
+			if fe.File != path || fe.Line != tt.line || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("load %q = %q (line %d); want line %d and %q", tt.yaml, err, fe.Line, tt.line, tt.want)
+			}
+			if tt.line > 0 && !strings.HasPrefix(err.Error(), fmt.Sprintf("%s:%d: ", path, tt.line)) {
+				t.Errorf("error %q does not start with FILE:LINE", err)
+			}
+		})
+	}
+}
+
+// twoIssuers serves two issuers' JWKS that publish the same kid for
+// different keys, and an issuers file naming both.
+type twoIssuers struct {
+	staffKey, custKey authtest.Key
+	staffSrv, custSrv *authtest.Server
+	path              string
+	v                 *auth.Verifier
+	f                 *auth.IssuersFile
+	reg               *prometheus.Registry
+	m                 *auth.Metrics // on reg, as the sources' are
+}
+
+const (
+	staffIss = "https://sso.example.com/realms/staff"
+	custIss  = "https://sso.example.com/realms/customers"
+)
+
+func newTwoIssuers(t testing.TB) *twoIssuers {
+	t.Helper()
+	ti := &twoIssuers{
+		staffKey: authtest.NewKeyID(t, "ES256", "shared-kid"),
+		custKey:  authtest.NewKeyID(t, "ES256", "shared-kid"),
+		reg:      prometheus.NewRegistry(),
+	}
+	ti.staffSrv = authtest.NewServer(t, authtest.JWKS(t, ti.staffKey))
+	ti.custSrv = authtest.NewServer(t, authtest.JWKS(t, ti.custKey))
+	ti.path = writeIssuers(t, fmt.Sprintf(`issuers:
+  - name: staff
+    issuer: %s
+    jwks_url: %s
+    audiences: [plantstore]
+    groups_claim: realm_access.roles
+  - name: customers
+    issuer: %s
+    jwks_url: %s
+    audiences: [plantstore]
+`, staffIss, ti.staffSrv.URL, custIss, ti.custSrv.URL))
+	ti.m = auth.NewMetrics(ti.reg)
+	f, err := auth.LoadIssuersFile(t.Context(), ti.path, auth.SourceOptions{MinRefresh: time.Millisecond, Metrics: ti.m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ti.f = f
+	if ti.v, err = auth.NewVerifier(auth.Options{}, f.Issuers()...); err != nil {
+		t.Fatal(err)
+	}
+	srcWait(t, "both issuers' keys", func() bool { return ti.v.Ready() == nil })
+	return ti
+}
+
+func (ti *twoIssuers) token(t testing.TB, k authtest.Key, iss, sub string, groups []string) string {
+	t.Helper()
+	c := authtest.Claims(map[string]any{"iss": iss, "aud": "plantstore", "sub": sub})
+	if iss == staffIss {
+		c["realm_access"] = map[string]any{"roles": groups}
+	} else {
+		c["groups"] = groups
+	}
+	return authtest.Token(t, k, nil, c)
+}
+
+// TestIssuersRouting covers routing by iss: each issuer's tokens verify
+// with its keys and rules only, even when both publish the same kid, and
+// the same subject in two issuers is two callers.
+func TestIssuersRouting(t *testing.T) {
+	ti := newTwoIssuers(t)
+	tests := []struct {
+		name       string
+		token      string
+		wantIssuer string
+		wantGroups string
+		want       auth.Reason
+	}{
+		{name: "staff token", token: ti.token(t, ti.staffKey, staffIss, "alice", []string{"gardeners"}), wantIssuer: "staff", wantGroups: "[gardeners]"},
+		{name: "customers token, same sub", token: ti.token(t, ti.custKey, custIss, "alice", []string{"gardeners"}), wantIssuer: "customers", wantGroups: "[gardeners]"},
+		{name: "groups at the other issuer's claim are not groups", token: authtest.Token(t, ti.custKey, nil, authtest.Claims(map[string]any{"iss": custIss, "aud": "plantstore", "realm_access": map[string]any{"roles": []string{"admins"}}})), wantIssuer: "customers", wantGroups: "[]"},
+		{name: "iss spoof: customers' key, staff's iss, shared kid", token: ti.token(t, ti.custKey, staffIss, "alice", nil), want: auth.ReasonBadSignature},
+		{name: "iss spoof: staff's key, customers' iss", token: ti.token(t, ti.staffKey, custIss, "alice", nil), want: auth.ReasonBadSignature},
+		{name: "unknown iss", token: ti.token(t, ti.staffKey, "https://evil.example.com", "alice", nil), want: auth.ReasonUnknownIssuer},
+		{name: "iss with a trailing slash is another iss", token: ti.token(t, ti.staffKey, staffIss+"/", "alice", nil), want: auth.ReasonUnknownIssuer},
+		{name: "no iss", token: authtest.Token(t, ti.staffKey, nil, authtest.Claims(map[string]any{"aud": "plantstore"})), want: auth.ReasonUnknownIssuer},
+		{name: "iss not a string", token: authtest.Token(t, ti.staffKey, nil, authtest.Claims(map[string]any{"iss": 7, "aud": "plantstore"})), want: auth.ReasonMalformed},
+		{name: "wrong audience for the issuer", token: authtest.Token(t, ti.staffKey, nil, authtest.Claims(map[string]any{"iss": staffIss, "aud": "other"})), want: auth.ReasonAudience},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for range 2 { // the second time from the cache
+				id, err := ti.v.Verify(t.Context(), tt.token)
+				if got := reasonOf(t, err); got != tt.want {
+					t.Fatalf("Verify = %v, %v; want reason %q", id, err, tt.want)
+				}
+				if err == nil && (id.Issuer != tt.wantIssuer || fmt.Sprint(id.Groups) != tt.wantGroups && !(tt.wantGroups == "[]" && len(id.Groups) == 0)) {
+					t.Errorf("Verify = %+v; want issuer %q and groups %s", id, tt.wantIssuer, tt.wantGroups)
+				}
+			}
+		})
+	}
+}
+
+// TestUnknownIssuersCostNothing sends tokens with 1,000 random iss values:
+// each is refused at once, no JWKS endpoint sees a request, and the
+// metrics gain no series.
+func TestUnknownIssuersCostNothing(t *testing.T) {
+	ti := newTwoIssuers(t)
+	e := gin.New()
+	e.Use(observability.Middleware(nil, observability.NewHTTPMetrics(ti.reg), nil, nil), renderErrors)
+	e.GET("/plants", auth.Middleware(ti.v, ti.m), func(c *gin.Context) { c.Status(http.StatusOK) })
+	send := func(tok string) int {
+		req := httptest.NewRequest(http.MethodGet, "/plants", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	random := func(i int) string {
+		return authtest.Token(t, ti.staffKey, map[string]any{"kid": fmt.Sprintf("kid-%d", i)}, authtest.Claims(map[string]any{"iss": fmt.Sprintf("https://random-%d.example", i)}))
+	}
+	series := func() int {
+		mfs, err := ti.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, mf := range mfs {
+			n += len(mf.GetMetric())
+		}
+		return n
+	}
+	// One of each answer first, so that their series exist.
+	if code := send(ti.token(t, ti.staffKey, staffIss, "alice", nil)); code != http.StatusOK {
+		t.Fatalf("staff token: %d", code)
+	}
+	if code := send(random(-1)); code != http.StatusUnauthorized {
+		t.Fatalf("unknown issuer: %d", code)
+	}
+	hits := ti.staffSrv.Hits.Load() + ti.custSrv.Hits.Load()
+	before := series()
+	failures := func() float64 {
+		return metricstest.Sum(t, ti.reg, "plantstore_auth_failures_total", map[string]string{"issuer": "unknown", "reason": "unknown_issuer"})
+	}
+	f0 := failures()
+	for i := range 1000 {
+		if code := send(random(i)); code != http.StatusUnauthorized {
+			t.Fatalf("token %d of an unknown issuer: %d, want 401", i, code)
+		}
+	}
+	if n := ti.staffSrv.Hits.Load() + ti.custSrv.Hits.Load(); n != hits {
+		t.Errorf("the JWKS endpoints got %d requests for unknown issuers; want none", n-hits)
+	}
+	if n := series(); n != before {
+		t.Errorf("metrics series went from %d to %d", before, n)
+	}
+	if got := failures() - f0; got != 1000 {
+		t.Errorf("failures{issuer=unknown,reason=unknown_issuer} grew by %v, want 1000", got)
+	}
+}
+
+// TestIssuerJWKSDown takes one issuer's JWKS down: its tokens with a kid
+// it does not know are refused, /readyz-style readiness names it before
+// its first fetch, and the other issuer keeps serving.
+func TestIssuerJWKSDown(t *testing.T) {
+	ti := newTwoIssuers(t)
+	ti.custSrv.Set(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusBadGateway) })
+	if _, err := ti.v.Verify(t.Context(), ti.token(t, ti.staffKey, staffIss, "alice", nil)); err != nil {
+		t.Errorf("staff token while customers' JWKS is down: %v", err)
+	}
+	rotated := authtest.NewKeyID(t, "ES256", "new-kid")
+	if _, err := ti.v.Verify(t.Context(), ti.token(t, rotated, custIss, "bob", nil)); reasonOf(t, err) != auth.ReasonUnknownKey {
+		t.Errorf("customers token with a new kid while its JWKS is down = %v, want unknown_key", err)
+	}
+	if _, err := ti.v.Verify(t.Context(), ti.token(t, ti.custKey, custIss, "bob", nil)); err != nil {
+		t.Errorf("customers token of the last good key: %v", err)
+	}
+	if err := ti.v.Ready(); err != nil {
+		t.Errorf("Ready() = %v; the last good keys serve", err)
+	}
+
+	// A third issuer whose JWKS was never up: readiness names it.
+	down := authtest.NewServer(t, nil)
+	down.Set(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })
+	path := writeIssuers(t, fmt.Sprintf("issuers:\n  - name: staff\n    issuer: %s\n    jwks_url: %s\n  - name: partners\n    issuer: https://partners.example\n    jwks_url: %s\n", staffIss, ti.staffSrv.URL, down.URL))
+	f, err := auth.LoadIssuersFile(t.Context(), path, auth.SourceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := auth.NewVerifier(auth.Options{}, f.Issuers()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcWait(t, "the staff keys", func() bool {
+		err := v.Ready()
+		return err != nil && !strings.Contains(err.Error(), "issuer staff")
+	})
+	if err := v.Ready(); err == nil || !strings.Contains(err.Error(), "issuer partners") {
+		t.Errorf("Ready() = %v; want it to name issuer partners", err)
+	}
+}
+
+// TestIssuerRotation rotates one issuer's key: its new kid is fetched on
+// first sight, the other issuer's endpoint sees nothing.
+func TestIssuerRotation(t *testing.T) {
+	ti := newTwoIssuers(t)
+	staffHits := ti.staffSrv.Hits.Load()
+	next := authtest.NewKeyID(t, "ES256", "next")
+	ti.custSrv.Serve(authtest.JWKS(t, ti.custKey, next))
+	tok := ti.token(t, next, custIss, "bob", nil)
+	// The new kid is fetched on sight, once the last fetch is older than
+	// the (1 ms) minimum refresh.
+	srcWait(t, "the new key to verify", func() bool { _, err := ti.v.Verify(t.Context(), tok); return err == nil })
+	if n := ti.staffSrv.Hits.Load(); n != staffHits {
+		t.Errorf("staff's JWKS got %d requests when customers rotated; want none", n-staffHits)
+	}
+}
+
+// TestIssuersReloadUnderLoad adds and removes an issuer by reloading the
+// file while requests of both kinds flow: the staff issuer never fails,
+// the customers issuer is refused as unknown once removed and accepted
+// again once added back.
+func TestIssuersReloadUnderLoad(t *testing.T) {
+	ti := newTwoIssuers(t)
+	staffOnly := writeIssuers(t, fmt.Sprintf("issuers:\n  - name: staff\n    issuer: %s\n    jwks_url: %s\n    audiences: [plantstore]\n    groups_claim: realm_access.roles\n", staffIss, ti.staffSrv.URL))
+	full, err := os.ReadFile(ti.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	staffTok := ti.token(t, ti.staffKey, staffIss, "alice", nil)
+	custTok := ti.token(t, ti.custKey, custIss, "bob", nil)
+	var failed atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := ti.v.Verify(t.Context(), staffTok); err != nil {
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	apply := func(is []auth.Issuer) error { return ti.v.SetIssuers(is...) }
+	for round := range 5 {
+		staff, _ := os.ReadFile(staffOnly)
+		if err := os.WriteFile(ti.path, staff, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		added, removed, err := ti.f.Reload(apply)
+		if err != nil || len(added) != 0 || fmt.Sprint(removed) != "[customers]" {
+			t.Fatalf("round %d: reload without customers = %v, %v, %v", round, added, removed, err)
+		}
+		if _, err := ti.v.Verify(t.Context(), custTok); reasonOf(t, err) != auth.ReasonUnknownIssuer {
+			t.Fatalf("round %d: customers token after its removal = %v, want unknown_issuer", round, err)
+		}
+		if err := os.WriteFile(ti.path, full, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		added, removed, err = ti.f.Reload(apply)
+		if err != nil || fmt.Sprint(added) != "[customers]" || len(removed) != 0 {
+			t.Fatalf("round %d: reload with customers = %v, %v, %v", round, added, removed, err)
+		}
+		srcWait(t, "the customers keys", func() bool { _, err := ti.v.Verify(t.Context(), custTok); return err == nil })
+	}
+	// A bad file is refused; the last good issuers keep serving.
+	if err := os.WriteFile(ti.path, []byte("issuers:\n  - name: staff\n    bogus: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ti.f.Reload(apply); err == nil {
+		t.Error("reload of a bad file succeeded")
+	}
+	if _, err := ti.v.Verify(t.Context(), custTok); err != nil {
+		t.Errorf("customers token after a refused reload: %v", err)
+	}
+	close(stop)
+	wg.Wait()
+	if n := failed.Load(); n != 0 {
+		t.Errorf("%d staff verifications failed during the reloads; want none", n)
+	}
+}

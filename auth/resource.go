@@ -1,0 +1,79 @@
+package auth
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/plantstore/plantstore/observability"
+)
+
+// ResourceMetadataPath is where the protected resource metadata of RFC 9728
+// is served, on the API listener.
+const ResourceMetadataPath = "/.well-known/oauth-protected-resource"
+
+// ResourceMetadata is the protected resource metadata document (RFC 9728
+// §2): what a client needs to know to get a token this service accepts.
+type ResourceMetadata struct {
+	Resource                      string   `json:"resource"`
+	AuthorizationServers          []string `json:"authorization_servers,omitempty"`
+	ScopesSupported               []string `json:"scopes_supported,omitempty"`
+	BearerMethodsSupported        []string `json:"bearer_methods_supported"`
+	DPoPSigningAlgValuesSupported []string `json:"dpop_signing_alg_values_supported,omitempty"`
+	DPoPBoundAccessTokensRequired bool     `json:"dpop_bound_access_tokens_required"`
+}
+
+// Metadata returns the protected resource metadata as a request r sees it:
+// the resource is -public-url, or the scheme and host r came with; the
+// authorization servers are the configured issuers' iss values; the scopes
+// their required scopes; DPoP is described unless every issuer has it off,
+// and required when every issuer requires it.
+func (v *Verifier) Metadata(r *http.Request) ResourceMetadata {
+	md := ResourceMetadata{Resource: v.resource(r), BearerMethodsSupported: []string{"header"}}
+	required, off := true, true
+	for _, is := range v.issuers.Load().all {
+		if is.cfg.Issuer != "" && !slices.Contains(md.AuthorizationServers, is.cfg.Issuer) {
+			md.AuthorizationServers = append(md.AuthorizationServers, is.cfg.Issuer)
+		}
+		if s := is.cfg.RequiredScope; s != "" && !slices.Contains(md.ScopesSupported, s) {
+			md.ScopesSupported = append(md.ScopesSupported, s)
+		}
+		required = required && is.cfg.DPoP == DPoPRequired
+		off = off && is.cfg.DPoP == DPoPOff
+	}
+	if !off {
+		md.DPoPSigningAlgValuesSupported = DPoPAlgorithms()
+	}
+	md.DPoPBoundAccessTokensRequired = required
+	return md
+}
+
+// resource returns the resource identifier: -public-url without a
+// trailing "/", or the origin r came to.
+func (v *Verifier) resource(r *http.Request) string {
+	if u := v.opts.PublicURL; u != nil {
+		return strings.TrimSuffix(u.Scheme+"://"+u.Host+u.EscapedPath(), "/")
+	}
+	scheme, host := observability.Origin(r, v.opts.TrustedProxies)
+	return scheme + "://" + host
+}
+
+// MetadataURL returns the URL of the metadata document for r (RFC 9728
+// §3.1): the well-known path between the resource's host and its path.
+func (v *Verifier) MetadataURL(r *http.Request) string {
+	if u := v.opts.PublicURL; u != nil {
+		return u.Scheme + "://" + u.Host + ResourceMetadataPath + strings.TrimSuffix(u.EscapedPath(), "/")
+	}
+	scheme, host := observability.Origin(r, v.opts.TrustedProxies)
+	return scheme + "://" + host + ResourceMetadataPath
+}
+
+// bearerAccepted reports whether some issuer takes bearer tokens.
+func (v *Verifier) bearerAccepted() bool {
+	for _, is := range v.issuers.Load().all {
+		if is.cfg.DPoP != DPoPRequired {
+			return true
+		}
+	}
+	return false
+}

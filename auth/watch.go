@@ -1,0 +1,125 @@
+package auth
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"go.uber.org/zap"
+)
+
+// How a watched key file is read again: settle after the last change
+// event, since one update is several events (a Kubernetes volume update
+// writes a new directory, then swaps a link to it), and every pollEvery in
+// any case, for file systems that send no events.
+const (
+	watchSettle = 100 * time.Millisecond
+	pollEvery   = time.Minute
+)
+
+// Watch reads f again whenever what it was read from changes after Watch
+// returns, until ctx is done, and returns a channel closed once it has
+// stopped. It watches the
+// directory of the path and that of the file a link resolves to, which
+// sees the link swap by which Kubernetes updates a mounted Secret or
+// ConfigMap as well as an edit in place, and reads the file every minute
+// besides. Each read is a [KeyFile.Reload]: the same bytes change nothing,
+// new keys are logged, and a bad file is logged while the keys serving
+// stay.
+func (f *KeyFile) Watch(ctx context.Context, log *zap.Logger) <-chan struct{} {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	log = log.With(zap.Stringer("source", f))
+	done := make(chan struct{})
+	var events <-chan fsnotify.Event
+	var errs <-chan error
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		log.Warn("cannot watch for changes; reading every minute and on SIGHUP", zap.Error(err))
+	} else {
+		// Before Watch returns: a change made after it is seen.
+		f.watchDirs(w, log)
+		events, errs = w.Events, w.Errors
+	}
+	go func() {
+		defer close(done)
+		if w != nil {
+			defer w.Close()
+		}
+		poll := time.NewTicker(pollEvery)
+		defer poll.Stop()
+		settle := time.NewTimer(watchSettle)
+		settle.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-events:
+				if !ok {
+					events = nil
+				} else if ev.Op != fsnotify.Chmod {
+					settle.Reset(watchSettle)
+				}
+			case err, ok := <-errs:
+				if !ok {
+					errs = nil
+				} else {
+					log.Warn("watching for changes", zap.Error(err))
+				}
+			case <-settle.C:
+				_, _ = f.ReloadLogged(log)
+				if w != nil {
+					f.watchDirs(w, log)
+				}
+			case <-poll.C:
+				_, _ = f.ReloadLogged(log)
+			}
+		}
+	}()
+	return done
+}
+
+// watchDirs adds to w the directories whose events can mean that f
+// changed: the path's own (and the path itself when it is a directory),
+// and the same for where its links lead now.
+func (f *KeyFile) watchDirs(w *fsnotify.Watcher, log *zap.Logger) {
+	paths := []string{f.path}
+	if resolved, err := filepath.EvalSymlinks(f.path); err == nil && resolved != f.path {
+		paths = append(paths, resolved)
+	}
+	var dirs []string
+	for _, p := range paths {
+		dirs = append(dirs, filepath.Dir(p))
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			dirs = append(dirs, p)
+		}
+	}
+	watching := w.WatchList()
+	for _, d := range dirs {
+		if slices.Contains(watching, d) {
+			continue
+		}
+		if err := w.Add(d); err != nil {
+			log.Warn("cannot watch for changes", zap.String("dir", d), zap.Error(err))
+			continue
+		}
+		watching = append(watching, d)
+	}
+}
+
+// ReloadLogged reloads f ([KeyFile.Reload]) and logs a change or a
+// refusal, naming the source; it returns what Reload returned.
+func (f *KeyFile) ReloadLogged(log *zap.Logger) (changed bool, err error) {
+	changed, err = f.Reload()
+	switch {
+	case err != nil:
+		log.Error("key reload refused; the previous keys keep serving", zap.Stringer("source", f), zap.Error(err))
+	case changed:
+		log.Info("keys reloaded", zap.Stringer("source", f), zap.Int("keys", f.keys.Load().Len()))
+	}
+	return changed, err
+}

@@ -1,0 +1,540 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/plantstore/plantstore/plants"
+	"github.com/plantstore/plantstore/plants/postgres/pgtest"
+)
+
+// TestServeUsage checks that every bad flag value stops the start with one
+// line and errUsage (exit status 2), before anything listens.
+func TestServeUsage(t *testing.T) {
+	dev := []string{"-dev"}
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string // substring of the message
+	}{
+		{"unknown flag", append(dev, "-nope"), nil, "-nope"},
+		{"bad duration", append(dev, "-jwt-leeway", "soon"), nil, "-jwt-leeway"},
+		{"negative leeway", append(dev, "-jwt-leeway", "-1s"), nil, "-jwt-leeway"},
+		{"bad addr", append(dev, "-addr", "8080"), nil, "-addr"},
+		{"bad admin addr", append(dev, "-admin-addr", "localhost"), nil, "-admin-addr"},
+		{"bad log level", append(dev, "-log-level", "loud"), nil, "-log-level"},
+		{"bad log format", append(dev, "-log-format", "xml"), nil, "-log-format"},
+		{"bad algorithm", append(dev, "-jwt-algorithms", "RS256,none"), nil, "none"},
+		{"bad trusted proxies", append(dev, "-trusted-proxies", "10.0.0.0/33"), nil, "-trusted-proxies"},
+		{"bad jwks url", []string{"-jwt-jwks-url", "ftp://x/jwks"}, nil, "-jwt-jwks-url"},
+		{"issuer not a URL for discovery", []string{"-jwt-issuer", "plantstore"}, nil, "-jwt-issuer"},
+		{"JWKS URL with secrets, bad scheme", []string{"-jwt-jwks-url", "ftp://u:s3cret@x/jwks?k=secret-value"}, nil, `"ftp://xxxxx@x/jwks?xxxxx" for flag -jwt-jwks-url`},
+		{"issuer with secrets, bad scheme", []string{"-jwt-issuer", "ftp://u:s3cret@x/r?k=secret-value"}, nil, `"ftp://xxxxx@x/r?xxxxx" for flag -jwt-issuer`},
+		{"negative JWKS refresh", []string{"-jwt-jwks-url", "http://127.0.0.1:1/jwks", "-jwks-refresh", "-1s"}, nil, "for flag -jwks-refresh"},
+		{"negative JWKS min refresh from env", []string{"-jwt-issuer", "http://127.0.0.1:1/r"}, map[string]string{"PLANTSTORE_JWKS_MIN_REFRESH": "-2s"}, "for PLANTSTORE_JWKS_MIN_REFRESH"},
+		{"negative database query timeout", []string{"-jwt-hmac-secret-file", hmacSecretFile(t), "-database-url", "postgres://127.0.0.1/x", "-db-query-timeout", "-1s"}, nil, "for flag -db-query-timeout"},
+		{"negative database connect timeout", []string{"-jwt-hmac-secret-file", hmacSecretFile(t), "-database-url", "postgres://127.0.0.1/x", "-db-connect-timeout", "-1s"}, nil, "for flag -db-connect-timeout"},
+		{"bad env value", dev, map[string]string{"PLANTSTORE_JWT_LEEWAY": "x"}, "PLANTSTORE_JWT_LEEWAY"},
+		{"no key source", nil, nil, "-jwt-issuer"},
+		{"PLANTSTORE_DEV is not a flag", nil, map[string]string{"PLANTSTORE_DEV": "true"}, "no key source"},
+		{"stray argument", append(dev, "extra"), nil, "extra"},
+		{"two stores", []string{"-jwt-key-file", "k", "-data", "x.json", "-database-url", "postgres://x"}, nil, "-database-url"},
+		{"bad db pool", append(dev, "-db-max-conns", "0"), nil, "-db-max-conns"},
+		{"duration without unit", append(dev, "-jwt-leeway", "30"), nil, "missing unit"},
+		{"duration without unit from env", dev, map[string]string{"PLANTSTORE_JWT_LEEWAY": "30"}, "PLANTSTORE_JWT_LEEWAY: missing unit"},
+		{"negative leeway from env", dev, map[string]string{"PLANTSTORE_JWT_LEEWAY": "-5s"}, "PLANTSTORE_JWT_LEEWAY"},
+		{"blank audience", append(dev, "-jwt-audience", ","), nil, "-jwt-audience"},
+		{"blank audience item", append(dev, "-jwt-audience", "a, ,b"), nil, "-jwt-audience"},
+		{"blank audiences from env", dev, map[string]string{"PLANTSTORE_JWT_AUDIENCE": " , "}, "PLANTSTORE_JWT_AUDIENCE"},
+		{"blank algorithms", append(dev, "-jwt-algorithms", " "), nil, "-jwt-algorithms"},
+		{"max groups zero", append(dev, "-jwt-max-groups", "0"), nil, "-jwt-max-groups"},
+		{"max groups not a number", append(dev, "-jwt-max-groups", "many"), nil, "-jwt-max-groups"},
+		{"cache size", append(dev, "-jwt-cache-bytes", "32MB"), nil, "-jwt-cache-bytes"},
+		{"bad groups claim", append(dev, "-jwt-groups-claim", "a..b"), nil, "-jwt-groups-claim"},
+		{"bad required scope", append(dev, "-jwt-required-scope", "two words"), nil, "-jwt-required-scope"},
+		{"negative rate limit", append(dev, "-rate-limit", "-1"), nil, "-rate-limit"},
+		{"NaN rate limit", append(dev, "-rate-limit", "NaN"), nil, "-rate-limit"},
+		{"infinite rate limit", append(dev, "-rate-limit", "+Inf"), nil, "-rate-limit"},
+		{"burst zero", append(dev, "-rate-limit", "5", "-rate-burst", "0"), nil, "-rate-burst"},
+		{"negative write timeout", append(dev, "-write-timeout", "-1s"), nil, "-write-timeout"},
+		{"bad DPoP mode", append(dev, "-jwt-dpop", "always"), nil, "-jwt-dpop"},
+		{"bad DPoP mode from env", dev, map[string]string{"PLANTSTORE_JWT_DPOP": "yes"}, "PLANTSTORE_JWT_DPOP"},
+		{"negative DPoP window", append(dev, "-dpop-window", "-1s"), nil, "-dpop-window"},
+		{"public URL not http", append(dev, "-public-url", "ftp://plants.example.com"), nil, "-public-url"},
+		{"public URL with a query", append(dev, "-public-url", "https://plants.example.com/?k=secret-value"), nil, "-public-url"},
+		{"HMAC secret without HS algorithms", []string{"-jwt-hmac-secret-file", hmacSecretFile(t), "-jwt-algorithms", "RS256,ES256"}, nil, "no key for the allowed algorithms RS256,ES256"},
+		{"key file without fitting keys", []string{"-jwt-key-file", edKeyFile(t), "-jwt-algorithms", "RS256"}, nil, "no key for the allowed algorithms RS256"},
+		{"-dev with a database", append(dev, "-database-url", "postgres://127.0.0.1/x"), nil, "-database-url"},
+		{"-dev with a database from env", dev, map[string]string{"PLANTSTORE_DATABASE_URL": "postgres://127.0.0.1/x"}, "PLANTSTORE_DATABASE_URL"},
+		{"-dev with a key file", append(dev, "-jwt-key-file", edKeyFile(t)), nil, "-jwt-key-file"},
+		{"-dev with an HMAC secret", append(dev, "-jwt-hmac-secret-file", hmacSecretFile(t)), nil, "-jwt-hmac-secret-file"},
+		{"-dev with a JWKS URL", append(dev, "-jwt-jwks-url", "http://127.0.0.1:1/jwks"), nil, "-jwt-jwks-url"},
+		{"-dev with DPoP required (its bearer tokens would all be refused)", append(dev, "-jwt-dpop", "required"), nil, "-jwt-dpop required"},
+		{"port out of range", append(dev, "-addr", "127.0.0.1:99999"), nil, "-addr"},
+		{"port not a number", append(dev, "-admin-addr", "127.0.0.1:abc"), nil, "-admin-addr"},
+		{"host not an IP", append(dev, "-addr", "999.1.1.1:80"), nil, "-addr"},
+		{"malformed DSN", []string{"-jwt-hmac-secret-file", hmacSecretFile(t), "-database-url", "mysql://u:s3cret@x/y"}, nil, "-database-url"},
+		{"malformed DSN from env", []string{"-jwt-hmac-secret-file", hmacSecretFile(t)}, map[string]string{"PLANTSTORE_DATABASE_URL": "postgres://%zz"}, "-database-url"},
+		{"database poll not a duration", []string{"-jwt-hmac-secret-file", hmacSecretFile(t), "-database-url", "postgres://127.0.0.1:1/x", "-database-poll", "often"}, nil, "-database-poll"},
+		{"database poll too short", []string{"-jwt-hmac-secret-file", hmacSecretFile(t), "-database-url", "postgres://127.0.0.1:1/x", "-database-poll", "1ms"}, nil, "flag -database-poll: 1ms is shorter than 10ms"},
+		{"database poll too short from env", []string{"-jwt-hmac-secret-file", hmacSecretFile(t), "-database-url", "postgres://127.0.0.1:1/x"}, map[string]string{"PLANTSTORE_DATABASE_POLL": "-1s"}, "PLANTSTORE_DATABASE_POLL"},
+		{"database poll too short, per request", []string{"-jwt-hmac-secret-file", hmacSecretFile(t), "-database-url", "postgres://127.0.0.1:1/x", "-database-snapshot=false", "-database-poll", "1ms"}, nil, "-database-poll"},
+		{"database snapshot not a bool", []string{"-jwt-hmac-secret-file", hmacSecretFile(t), "-database-url", "postgres://127.0.0.1:1/x"}, map[string]string{"PLANTSTORE_DATABASE_SNAPSHOT": "sometimes"}, "PLANTSTORE_DATABASE_SNAPSHOT"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			args := append([]string{"serve", "-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0"}, tt.args...)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err := run(ctx, args, envOf(tt.env), nil, &stdout, &stderr)
+			if !errors.Is(err, errUsage) {
+				t.Fatalf("run(%q) = %v, want a usage error", tt.args, err)
+			}
+			if msg := err.Error(); strings.Contains(msg, "\n") || !strings.Contains(msg, tt.want) {
+				t.Errorf("run(%q) message %q: want one line containing %q", tt.args, msg, tt.want)
+			}
+			if strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "secret-value") {
+				t.Errorf("run(%q) message %q repeats the DSN's password", tt.args, err)
+			}
+			if strings.Contains(stderr.String(), "listening") {
+				t.Errorf("run(%q) started listening before refusing", tt.args)
+			}
+		})
+	}
+}
+
+// TestServeEnv checks the PLANTSTORE_* fallback and that the flag wins.
+func TestServeEnv(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want func(serveConfig) bool
+	}{
+		{"env sets", []string{"-dev"}, map[string]string{"PLANTSTORE_JWT_LEEWAY": "5s", "PLANTSTORE_JWT_AUDIENCE": "a, b"},
+			func(c serveConfig) bool {
+				return c.Verify.Leeway == 5*time.Second && slices.Equal(c.JWT.Audiences, []string{"a", "b"})
+			}},
+		{"flag wins", []string{"-dev", "-jwt-leeway", "7s"}, map[string]string{"PLANTSTORE_JWT_LEEWAY": "5s"},
+			func(c serveConfig) bool { return c.Verify.Leeway == 7*time.Second }},
+		{"bool from env", []string{"-dev"}, map[string]string{"PLANTSTORE_PPROF": "true"},
+			func(c serveConfig) bool { return c.Pprof }},
+		{"dev only by flag", nil, map[string]string{"PLANTSTORE_DEV": "true", "PLANTSTORE_JWT_KEY_FILE": "k.json"},
+			func(c serveConfig) bool { return !c.Dev && c.KeyFile == "k.json" }},
+		{"defaults", []string{"-jwt-key-file", "k"}, nil,
+			func(c serveConfig) bool {
+				return c.Addr == ":8080" && c.AdminAddr == ":9090" && c.Verify.Leeway == 30*time.Second &&
+					c.Verify.MaxGroups == 256 && c.Verify.CacheBytes == 32<<20 &&
+					c.JWKSRefresh == 15*time.Minute && c.JWKSMinRefresh == 30*time.Second &&
+					c.ShutdownDelay == 5*time.Second && c.ShutdownTimeout == 20*time.Second &&
+					c.JWT.GroupsClaim == "groups" && c.LogFormat == "json" && c.LogLevel == "info" && !c.Pprof &&
+					c.DatabaseSnapshot && c.DB.Poll == 10*time.Second
+			}},
+		{"database modes from env", []string{"-jwt-key-file", "k"}, map[string]string{"PLANTSTORE_DATABASE_SNAPSHOT": "false", "PLANTSTORE_DATABASE_POLL": "2s"},
+			func(c serveConfig) bool { return !c.DatabaseSnapshot && c.DB.Poll == 2*time.Second }},
+		{"-dev listens on loopback and stops at once", []string{"-dev"}, nil,
+			func(c serveConfig) bool {
+				return c.Addr == "127.0.0.1:8080" && c.AdminAddr == "127.0.0.1:9090" && c.ShutdownDelay == 0 && c.ShutdownTimeout == 20*time.Second
+			}},
+		{"-dev keeps what is set", []string{"-dev", "-addr", ":8081", "-shutdown-delay", "2s"}, map[string]string{"PLANTSTORE_ADMIN_ADDR": "0.0.0.0:9091"},
+			func(c serveConfig) bool {
+				return c.Addr == ":8081" && c.AdminAddr == "0.0.0.0:9091" && c.ShutdownDelay == 2*time.Second
+			}},
+		{"sizes and counts", []string{"-dev", "-jwt-cache-bytes", "512KiB", "-jwt-max-groups", "10"}, nil,
+			func(c serveConfig) bool { return c.Verify.CacheBytes == 512<<10 && c.Verify.MaxGroups == 10 }},
+		{"cache off", []string{"-dev", "-jwt-cache-bytes", "0"}, nil,
+			func(c serveConfig) bool { return c.Verify.CacheBytes < 0 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := parseServeFlags(tt.args, newEnv(envOf(tt.env)), io.Discard)
+			if err != nil {
+				t.Fatalf("parseServeFlags(%q, %v) = %v", tt.args, tt.env, err)
+			}
+			if !tt.want(cfg) {
+				t.Errorf("parseServeFlags(%q, %v) = %+v: not what the row wants", tt.args, tt.env, cfg)
+			}
+		})
+	}
+}
+
+// TestServeCannotRun checks exit status 1 (not a usage error) when the
+// service cannot run.
+func TestServeCannotRun(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte(`[{"name":"Fern","readers":["*"]},{"name":"","readers":["*"]}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"bad catalog", []string{"-dev", "-data", bad}, []string{"bad.json", "1"}},
+		{"missing catalog", []string{"-dev", "-data", filepath.Join(dir, "none.json")}, []string{"none.json"}},
+		{"address in use", []string{"-dev", "-addr", busy.Addr().String()}, []string{busy.Addr().String()}},
+		{"missing key file", []string{"-jwt-key-file", filepath.Join(dir, "none.jwks")}, []string{"none.jwks"}},
+		{"missing HMAC secret file", []string{"-jwt-hmac-secret-file", filepath.Join(dir, "none.secret")}, []string{"none.secret"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"serve", "-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0"}, tt.args...)
+			err := run(context.Background(), args, envOf(nil), nil, io.Discard, io.Discard)
+			if err == nil || errors.Is(err, errUsage) {
+				t.Fatalf("run(%q) = %v, want a non-usage error", tt.args, err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("run(%q) = %q, want it to mention %q", tt.args, err, w)
+				}
+			}
+		})
+	}
+}
+
+// mintTestToken makes a key pair with keygen and a token with the token
+// command, and returns the token and the public JWKS path.
+func mintTestToken(t testing.TB, alg string, tokenArgs ...string) (token, jwksPath string) {
+	t.Helper()
+	prefix := filepath.Join(t.TempDir(), "key")
+	if err := run(context.Background(), []string{"keygen", "-alg", alg, "-out", prefix}, envOf(nil), nil, io.Discard, io.Discard); err != nil {
+		t.Fatalf("keygen -alg %s: %v", alg, err)
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), append([]string{"token", "-key", prefix + ".key"}, tokenArgs...), envOf(nil), nil, &out, io.Discard); err != nil {
+		t.Fatalf("token %q: %v", tokenArgs, err)
+	}
+	token = strings.TrimSuffix(out.String(), "\n")
+	if strings.Contains(token, "\n") || token == "" {
+		t.Fatalf("token printed %q, want one line", out.String())
+	}
+	return token, prefix + ".jwks.json"
+}
+
+// TestKeygenAndToken checks that keys and tokens made by the CLI verify in
+// the service, for every keygen algorithm.
+func TestKeygenAndToken(t *testing.T) {
+	for _, alg := range []string{"RS256", "ES256", "EdDSA"} {
+		t.Run(alg, func(t *testing.T) {
+			token, jwks := mintTestToken(t, alg, "-sub", "bob", "-groups", "gardeners", "-aud", "plants-api", "-iss", "https://idp.example", "-scope", "plants:read other", "-ttl", "5m")
+			in := startServe(t, nil, "-jwt-key-file", jwks, "-jwt-issuer", "https://idp.example",
+				"-jwt-audience", "plants-api", "-jwt-required-scope", "plants:read")
+			status, body, _ := get(t, in.api+"/plants", token)
+			if status != http.StatusOK {
+				t.Fatalf("GET /plants with a %s token from the token command = %d %s, want 200", alg, status, body)
+			}
+			want := expectedPlants(plants.SampleCatalog(), plants.Caller{Subject: "bob", Groups: []string{"gardeners"}})
+			var got []wirePlant
+			if err := json.Unmarshal(body, &got); err != nil || !slices.Equal(got, want) {
+				t.Errorf("GET /plants = %s (%v), want %v", body, err, want)
+			}
+		})
+	}
+	t.Run("keygen refuses to overwrite", func(t *testing.T) {
+		prefix := filepath.Join(t.TempDir(), "k")
+		args := []string{"keygen", "-alg", "EdDSA", "-out", prefix}
+		if err := run(context.Background(), args, envOf(nil), nil, io.Discard, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		before, _ := os.ReadFile(prefix + ".key")
+		if err := run(context.Background(), args, envOf(nil), nil, io.Discard, io.Discard); err == nil {
+			t.Errorf("second keygen -out %s succeeded, want an error", prefix)
+		}
+		after, _ := os.ReadFile(prefix + ".key")
+		if !bytes.Equal(before, after) {
+			t.Errorf("second keygen changed %s.key", prefix)
+		}
+	})
+	t.Run("usage", func(t *testing.T) {
+		for _, args := range [][]string{
+			{"token", "-sub", "x"},
+			{"token", "-key", "k"},
+			{"token", "-key", "k", "-sub", "x", "-ttl", "0s"},
+			{"keygen", "-alg", "HS256", "-out", "x"},
+			{"keygen"},
+			{"nosuchcommand"},
+			{"version", "extra"},
+		} {
+			if err := run(context.Background(), args, envOf(nil), nil, io.Discard, io.Discard); !errors.Is(err, errUsage) {
+				t.Errorf("run(%q) = %v, want a usage error", args, err)
+			}
+		}
+	})
+}
+
+// hmacSecretFile writes a 32-byte HMAC secret and returns its path.
+func hmacSecretFile(t testing.TB) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(path, []byte(strings.Repeat("k", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// edKeyFile writes a JWKS file with one Ed25519 key and returns its path.
+func edKeyFile(t testing.TB) string {
+	t.Helper()
+	_, jwks := mintTestToken(t, "EdDSA", "-sub", "x")
+	return jwks
+}
+
+// TestUnknownEnvWarned: a PLANTSTORE_* variable that names no flag is
+// named in one warning line at start; Kubernetes service links and the
+// known variables are not.
+func TestUnknownEnvWarned(t *testing.T) {
+	in := startServe(t, map[string]string{
+		"PLANTSTORE_JWT_AUDIANCE":          "x", // a typo
+		"PLANTSTORE_LOG_LEVEL":             "info",
+		"PLANTSTORE_SERVICE_HOST":          "10.0.0.1",
+		"PLANTSTORE_SERVICE_PORT":          "8080",
+		"PLANTSTORE_SERVICE_PORT_HTTP":     "8080",
+		"PLANTSTORE_PORT":                  "tcp://10.0.0.1:8080",
+		"PLANTSTORE_PORT_8080_TCP_ADDR":    "10.0.0.1",
+		"PLANTSTORE_METRICS_SERVICE_HOST":  "10.0.0.2",
+		"PLANTSTORE_METRICS_PORT_9090_TCP": "tcp://10.0.0.2:9090",
+		"PLANTSTORE_DEV":                   "true",
+		"OTHER_VARIABLE":                   "x",
+	}, "-dev")
+	var warnings []map[string]any
+	for _, l := range logLines(t, in.stderr.String()) {
+		if l["level"] == "warn" {
+			warnings = append(warnings, l)
+		}
+	}
+	if len(warnings) != 1 {
+		t.Fatalf("%d warning lines at start, want 1:\n%s", len(warnings), in.stderr)
+	}
+	var names []string
+	for _, n := range warnings[0]["names"].([]any) {
+		names = append(names, n.(string))
+	}
+	slices.Sort(names)
+	if want := []string{"PLANTSTORE_DEV", "PLANTSTORE_JWT_AUDIANCE"}; !slices.Equal(names, want) {
+		t.Errorf("warning names %q, want %q", names, want)
+	}
+}
+
+// TestTokenCommand checks what the token command's flags put in a token:
+// an expired or not-yet-valid token, groups at a nested claim, a token
+// signed with the HMAC secret file the service verifies with.
+func TestTokenCommand(t *testing.T) {
+	secret := hmacSecretFile(t)
+	mint := func(args ...string) map[string]any {
+		t.Helper()
+		var out bytes.Buffer
+		if err := run(context.Background(), append([]string{"token"}, args...), nil, nil, &out, io.Discard); err != nil {
+			t.Fatalf("token %q: %v", args, err)
+		}
+		parts := strings.Split(strings.TrimSpace(out.String()), ".")
+		if len(parts) != 3 {
+			t.Fatalf("token %q printed %q", args, out.String())
+		}
+		payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c map[string]any
+		if err := json.Unmarshal(payload, &c); err != nil {
+			t.Fatal(err)
+		}
+		c["_raw"] = strings.TrimSpace(out.String())
+		return c
+	}
+	now := float64(time.Now().Unix())
+	expired := mint("-hmac-secret-file", secret, "-sub", "a", "-ttl", "-1h")
+	if exp := expired["exp"].(float64); exp > now-3500 || exp < now-3700 {
+		t.Errorf("-ttl -1h: exp %v, want an hour ago", exp)
+	}
+	later := mint("-hmac-secret-file", secret, "-sub", "a", "-nbf", "10m")
+	if nbf := later["nbf"].(float64); nbf < now+590 || nbf > now+610 {
+		t.Errorf("-nbf 10m: nbf %v, want ten minutes from now", nbf)
+	}
+	nested := mint("-hmac-secret-file", secret, "-sub", "a", "-groups", "x,y", "-groups-claim", "realm_access.roles")
+	if ra, _ := nested["realm_access"].(map[string]any); fmt.Sprint(ra["roles"]) != "[x y]" || nested["groups"] != nil {
+		t.Errorf("-groups-claim realm_access.roles: claims %v", nested)
+	}
+	in := startServe(t, nil, "-jwt-hmac-secret-file", secret, "-jwt-groups-claim", "realm_access.roles")
+	for _, tt := range []struct {
+		name   string
+		token  any
+		status int
+	}{
+		{"signed with the secret file", nested["_raw"], http.StatusOK},
+		{"expired", expired["_raw"], http.StatusUnauthorized},
+		{"not yet valid", later["_raw"], http.StatusUnauthorized},
+	} {
+		if status, body, _ := get(t, in.api+"/plants", tt.token.(string)); status != tt.status {
+			t.Errorf("%s: GET /plants = %d %s, want %d", tt.name, status, body, tt.status)
+		}
+	}
+	for _, args := range [][]string{
+		{"-sub", "a"},
+		{"-sub", "a", "-key", "k", "-hmac-secret-file", secret},
+		{"-hmac-secret-file", secret, "-sub", "a", "-ttl", "0s"},
+		{"-hmac-secret-file", secret, "-sub", "a", "-ttl", "10"},
+		{"-hmac-secret-file", secret, "-sub", "a", "-alg", "RS256"},
+	} {
+		if err := run(context.Background(), append([]string{"token"}, args...), nil, nil, io.Discard, io.Discard); !errors.Is(err, errUsage) {
+			t.Errorf("token %q = %v, want a usage error", args, err)
+		}
+	}
+}
+
+// TestVersion checks the version command and --version.
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}, {"-version"}} {
+		var out bytes.Buffer
+		if err := run(context.Background(), args, nil, nil, &out, io.Discard); err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		if !strings.HasPrefix(out.String(), "plantstore ") || !strings.Contains(out.String(), "go1.") {
+			t.Errorf("%q printed %q, want \"plantstore <version> (revision <rev>, go...)\"", args, out.String())
+		}
+	}
+}
+
+// TestHelp checks that plantstore -h lists the commands and that -h
+// prints each command's flags, with their defaults, the variables serve's
+// flags read and the arguments after the flags, and succeeds.
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"help"}} {
+		var stdout bytes.Buffer
+		if err := run(context.Background(), args, nil, nil, &stdout, io.Discard); err != nil {
+			t.Errorf("%q = %v, want nil (exit 0)", args, err)
+		}
+		for _, cmd := range []string{"serve", "token", "proof", "keygen", "migrate", "import", "version"} {
+			if !strings.Contains(stdout.String(), "\n  "+cmd+" ") {
+				t.Errorf("%q does not list %s:\n%s", args, cmd, stdout.String())
+			}
+		}
+	}
+	tests := []struct {
+		cmd  string
+		want []string
+		not  []string
+	}{
+		{"serve", []string{"usage: plantstore serve [flags]", "-jwt-leeway", `default "30s"`, "env PLANTSTORE_JWT_LEEWAY", "env PLANTSTORE_DATABASE_URL", `default "32MiB"`}, []string{"PLANTSTORE_DEV"}},
+		{"token", []string{"usage: plantstore token [flags]", "-hmac-secret-file", "-groups-claim", "-nbf"}, []string{"env PLANTSTORE_"}},
+		{"keygen", []string{"usage: plantstore keygen [flags]", `default "RS256"`}, nil},
+		{"proof", []string{"usage: plantstore proof [flags]", "-url", "-token", `default "GET"`}, []string{"env PLANTSTORE_"}},
+		{"migrate", []string{"usage: plantstore migrate [flags]", "-status", "env PLANTSTORE_DATABASE_URL"}, []string{"PLANTSTORE_STATUS"}},
+		{"import", []string{"usage: plantstore import [flags] FILE", "-replace", "env PLANTSTORE_DATABASE_URL"}, []string{"PLANTSTORE_REPLACE"}},
+	}
+	for _, tt := range tests {
+		var stderr bytes.Buffer
+		if err := run(context.Background(), []string{tt.cmd, "-h"}, nil, nil, io.Discard, &stderr); err != nil {
+			t.Errorf("%s -h = %v, want nil (exit 0)", tt.cmd, err)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(stderr.String(), w) {
+				t.Errorf("%s -h lacks %q:\n%s", tt.cmd, w, stderr.String())
+			}
+		}
+		for _, n := range tt.not {
+			if strings.Contains(stderr.String(), n) {
+				t.Errorf("%s -h mentions %q:\n%s", tt.cmd, n, stderr.String())
+			}
+		}
+	}
+}
+
+// migratedDatabase returns the DSN of a fresh schema, migrated with the
+// migrate command.
+func migratedDatabase(t *testing.T) string {
+	t.Helper()
+	dsn := pgtest.NewSchema(t)
+	if err := run(context.Background(), []string{"migrate", "-database-url", dsn}, nil, nil, io.Discard, io.Discard); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return dsn
+}
+
+// TestPostgresCommands runs migrate and import from the command line, then
+// serves from the database and checks that each sample user gets what the
+// memory store gives.
+func TestPostgresCommands(t *testing.T) {
+	dsn := pgtest.NewSchema(t)
+	ctx := context.Background()
+	cmd := func(args []string, env map[string]string) (string, error) {
+		var out bytes.Buffer
+		err := run(ctx, args, envOf(env), nil, &out, io.Discard)
+		return out.String(), err
+	}
+	if out, err := cmd([]string{"migrate", "-status", "-database-url", dsn}, nil); !errors.Is(err, errPending) || !strings.Contains(out, "schema version 0") || !strings.Contains(out, "pending: versions 1 and 2") {
+		t.Errorf("migrate -status before migrating = %q, %v; want version 0, versions 1 and 2 pending, exit 1", out, err)
+	}
+	if out, err := cmd([]string{"migrate", "-database-url", dsn}, nil); err != nil || out != "applied versions 1 and 2\nschema version 2\n" {
+		t.Fatalf("first migrate = %q, %v; want the version it applied", out, err)
+	}
+	if out, err := cmd([]string{"migrate"}, map[string]string{"PLANTSTORE_DATABASE_URL": dsn}); err != nil || out != "schema version 2 is up to date; nothing applied\n" {
+		t.Fatalf("migrate again, DSN from PLANTSTORE_DATABASE_URL = %q, %v; want nothing applied", out, err)
+	}
+	if out, err := cmd([]string{"migrate", "-status", "-database-url", dsn}, nil); err != nil || !strings.Contains(out, "up to date") {
+		t.Errorf("migrate -status after migrating = %q, %v; want up to date, exit 0", out, err)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	if err := os.WriteFile(bad, []byte(`[{"name":"Fern","readers":["*"]},{"name":"Fig","readers":[]}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cmd([]string{"import", "-database-url", dsn, bad}, nil); err == nil || !strings.Contains(err.Error(), "bad.json: entry 2:") {
+		t.Fatalf("import of a bad file = %v, want an error naming it and entry 2 (counted from 1)", err)
+	}
+	sample := filepath.Join("plants", "sample_catalog.json")
+	if out, err := cmd([]string{"import", "-database-url", dsn, sample, "-replace"}, nil); err != nil || out != fmt.Sprintf("imported %d plants\n", plants.SampleCatalog().Len()) {
+		t.Fatalf("import -replace = %q, %v", out, err)
+	}
+	for _, args := range [][]string{{"import", sample}, {"import", "-database-url", dsn}, {"import", "-database-url", dsn, sample, sample}, {"migrate", "-database-url", dsn, "x"}, {"migrate", "-database-url", "mysql://x/y"}} {
+		if _, err := cmd(args, nil); !errors.Is(err, errUsage) {
+			t.Errorf("run(%q) = %v, want a usage error", args, err)
+		}
+	}
+
+	secret := hmacSecretFile(t)
+	in := startServe(t, nil, "-jwt-hmac-secret-file", secret, "-database-url", dsn)
+	waitReady(t, in, http.StatusOK)
+	for _, u := range plants.SampleUsers() {
+		out, err := cmd([]string{"token", "-hmac-secret-file", secret, "-sub", u.Subject, "-groups", strings.Join(u.Groups, ",")}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		status, body, _ := get(t, in.api+"/plants", strings.TrimSpace(out))
+		var got []wirePlant
+		if err := json.Unmarshal(body, &got); status != http.StatusOK || err != nil {
+			t.Fatalf("%s: GET /plants = %d %s", u.Subject, status, body)
+		}
+		if want := expectedPlants(plants.SampleCatalog(), u); !slices.Equal(got, want) {
+			t.Errorf("%s from PostgreSQL: got %v, want %v", u.Subject, got, want)
+		}
+	}
+}
+
+// TestNoCommandIsServe checks that flags alone run serve, as "go run ."
+// does (SPEC §6): a serve flag's bad value is serve's usage error.
+func TestNoCommandIsServe(t *testing.T) {
+	err := run(t.Context(), []string{"-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0", "-dev", "-jwt-leeway", "soon"}, nil, nil, io.Discard, io.Discard)
+	if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "serve: invalid value \"soon\" for flag -jwt-leeway") {
+		t.Errorf("run(flags only) = %v; want serve's usage error for -jwt-leeway", err)
+	}
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// cli runs a plantstore command and returns what it printed, failing t on
+// an error.
+func cli(t testing.TB, args ...string) string {
+	t.Helper()
+	var out bytes.Buffer
+	if err := run(context.Background(), args, nil, nil, &out, io.Discard); err != nil {
+		t.Fatalf("plantstore %q: %v", args, err)
+	}
+	return strings.TrimSpace(out.String())
+}
+
+// TestDPoPServe walks the DPoP path from the command line: a client key, a
+// token bound to it (token -dpop-key), a proof per request (proof), served
+// by the service; the same proof twice, the token as Bearer and a proof
+// for another URL are refused.
+func TestDPoPServe(t *testing.T) {
+	dir := t.TempDir()
+	cli(t, "keygen", "-alg", "RS256", "-out", filepath.Join(dir, "issuer"))
+	cli(t, "keygen", "-alg", "ES256", "-out", filepath.Join(dir, "client"))
+	token := cli(t, "token", "-key", filepath.Join(dir, "issuer.key"), "-sub", "alice", "-groups", "gardeners",
+		"-iss", "https://idp.example", "-dpop-key", filepath.Join(dir, "client.key"))
+	in := startServe(t, nil, "-jwt-key-file", filepath.Join(dir, "issuer.jwks.json"), "-jwt-issuer", "https://idp.example")
+	waitReady(t, in, http.StatusOK)
+	url := in.api + "/plants"
+	do := func(scheme, proof string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		req.Header.Set("Authorization", scheme+" "+token)
+		if proof != "" {
+			req.Header.Set("DPoP", proof)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("WWW-Authenticate") + " " + string(body)
+	}
+	p := cli(t, "proof", "-key", filepath.Join(dir, "client.key"), "-url", url, "-token", token)
+	if status, body := do("DPoP", p); status != http.StatusOK || !strings.Contains(body, "Boston fern") {
+		t.Fatalf("GET /plants with a DPoP proof = %d %s, want alice's plants", status, body)
+	}
+	for _, tt := range []struct {
+		name, scheme, proof, want string
+	}{
+		{"the same proof again", "DPoP", p, `error="invalid_dpop_proof"`},
+		{"the bound token as Bearer", "Bearer", "", `error="invalid_token"`},
+		{"a proof for another URL", "DPoP", cli(t, "proof", "-key", filepath.Join(dir, "client.key"), "-url", in.api+"/other", "-token", token), `error="invalid_dpop_proof"`},
+		{"a proof for another method", "DPoP", cli(t, "proof", "-key", filepath.Join(dir, "client.key"), "-method", "POST", "-url", url, "-token", token), `error="invalid_dpop_proof"`},
+	} {
+		if status, body := do(tt.scheme, tt.proof); status != http.StatusUnauthorized || !strings.Contains(body, tt.want) || !strings.Contains(body, `resource_metadata="`+in.api+`/.well-known/oauth-protected-resource"`) {
+			t.Errorf("%s: %d %s; want 401 with %s and the resource metadata", tt.name, status, body, tt.want)
+		}
+	}
+}
+
+// TestResourceMetadataServe fetches the protected resource metadata from
+// the API listener without a credential, and checks that another method
+// there is a 405 counted under its route.
+func TestResourceMetadataServe(t *testing.T) {
+	in := startServe(t, nil, "-jwt-hmac-secret-file", hmacSecretFile(t), "-jwt-issuer", "https://idp.example",
+		"-jwt-required-scope", "plants:read", "-public-url", "https://plants.example.com", "-jwt-dpop", "required")
+	status, body, h := get(t, in.api+"/.well-known/oauth-protected-resource", "")
+	var md map[string]any
+	if status != http.StatusOK || h.Get("Content-Type") != "application/json; charset=utf-8" || json.Unmarshal(body, &md) != nil {
+		t.Fatalf("GET metadata = %d %v %s", status, h, body)
+	}
+	want := `{"authorization_servers":["https://idp.example"],"bearer_methods_supported":["header"],"dpop_bound_access_tokens_required":true,"dpop_signing_alg_values_supported":["ES256","ES384","ES512","EdDSA","Ed25519","PS256","PS384","PS512","RS256","RS384","RS512"],"resource":"https://plants.example.com","scopes_supported":["plants:read"]}`
+	if got, _ := json.Marshal(md); string(got) != want {
+		t.Errorf("metadata = %s\nwant %s", got, want)
+	}
+	req, _ := http.NewRequest(http.MethodPost, in.api+"/.well-known/oauth-protected-resource", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET, HEAD" {
+		t.Errorf("POST metadata = %d, Allow %q; want 405 with GET, HEAD", resp.StatusCode, resp.Header.Get("Allow"))
+	}
+	status, _, h = get(t, in.api+"/plants", "")
+	if status != http.StatusUnauthorized || h.Get("WWW-Authenticate") != `DPoP realm="plantstore", algs="ES256 ES384 ES512 EdDSA Ed25519 PS256 PS384 PS512 RS256 RS384 RS512", resource_metadata="https://plants.example.com/.well-known/oauth-protected-resource"` {
+		t.Errorf("GET /plants without a credential where DPoP is required: %d %q", status, h.Get("WWW-Authenticate"))
+	}
+	_, metrics, _ := get(t, in.admin+"/metrics", "")
+	for _, w := range []string{
+		`plantstore_http_requests_total{code="200",method="GET",route="/.well-known/oauth-protected-resource"} 1`,
+		`plantstore_http_requests_total{code="405",method="POST",route="/.well-known/oauth-protected-resource"} 1`,
+	} {
+		if !strings.Contains(string(metrics), w) {
+			t.Errorf("/metrics lacks %s", w)
+		}
+	}
+}

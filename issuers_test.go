@@ -1,0 +1,161 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/plantstore/plantstore/auth/authtest"
+)
+
+// TestIssuersFileServe serves two issuers from an issuers file, with a
+// catalog whose readers name them: the same subject of each issuer sees
+// its own plants, the access line and the metrics name the issuer, and a
+// SIGHUP that removes an issuer refuses its tokens from then on.
+func TestIssuersFileServe(t *testing.T) {
+	dir := t.TempDir()
+	staff, cust := authtest.NewKeyID(t, "ES256", "same-kid"), authtest.NewKeyID(t, "EdDSA", "same-kid")
+	staffKeys, custKeys := authtest.WriteJWKS(t, staff), authtest.WriteJWKS(t, cust)
+	issuers := filepath.Join(dir, "issuers.yaml")
+	write := func(yaml string) {
+		t.Helper()
+		if err := os.WriteFile(issuers, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	both := fmt.Sprintf(`issuers:
+  - name: staff
+    issuer: https://sso.example/realms/staff
+    key_file: %s
+    groups_claim: realm_access.roles
+  - name: customers
+    issuer: https://sso.example/realms/customers
+    key_file: %s
+    required_scope: plants:read
+`, staffKeys, custKeys)
+	write(both)
+	catalog := filepath.Join(dir, "catalog.json")
+	if err := os.WriteFile(catalog, []byte(`[
+		{"name": "Open to all", "readers": ["*"]},
+		{"name": "Staff alice's", "readers": ["user@staff:alice"]},
+		{"name": "Staff gardeners'", "readers": ["group@staff:gardeners"]},
+		{"name": "Any customer's", "readers": ["*@customers"]},
+		{"name": "Customer alice's", "readers": ["user@customers:alice"]},
+		{"name": "Unnamed alice's", "readers": ["user:alice"]}
+	]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in := startServe(t, nil, "-jwt-issuers-file", issuers, "-data", catalog)
+	waitReady(t, in, http.StatusOK)
+
+	staffTok := authtest.Token(t, staff, nil, authtest.Claims(map[string]any{"iss": "https://sso.example/realms/staff", "realm_access": map[string]any{"roles": []string{"gardeners"}}}))
+	custTok := authtest.Token(t, cust, nil, authtest.Claims(map[string]any{"iss": "https://sso.example/realms/customers", "scope": "plants:read", "groups": []string{"gardeners"}}))
+	unscoped := authtest.Token(t, cust, nil, authtest.Claims(map[string]any{"iss": "https://sso.example/realms/customers"}))
+	spoof := authtest.Token(t, cust, nil, authtest.Claims(map[string]any{"iss": "https://sso.example/realms/staff"}))
+	names := func(token string) (int, []string) {
+		status, body, _ := get(t, in.api+"/plants", token)
+		var ps []wirePlant
+		_ = json.Unmarshal(body, &ps)
+		var out []string
+		for _, p := range ps {
+			out = append(out, p.Name)
+		}
+		return status, out
+	}
+	for _, tt := range []struct {
+		name   string
+		token  string
+		status int
+		want   []string
+	}{
+		{"staff alice", staffTok, 200, []string{"Open to all", "Staff alice's", "Staff gardeners'"}},
+		{"customer alice", custTok, 200, []string{"Any customer's", "Customer alice's", "Open to all"}},
+		{"customer without the scope the customers issuer requires", unscoped, 403, nil},
+		{"customers' key, staff's iss", spoof, 401, nil},
+	} {
+		status, got := names(tt.token)
+		if status != tt.status || !slices.Equal(got, tt.want) {
+			t.Errorf("%s: %d %q; want %d %q", tt.name, status, got, tt.status, tt.want)
+		}
+	}
+	line := in.stderr.WaitLine(t, "for the access line of a customer", func(l map[string]any) bool {
+		return l["msg"] == "request" && l["iss"] == "customers" && l["sub"] == "alice"
+	})
+	if line["status"] != 200.0 {
+		t.Errorf("access line %v", line)
+	}
+	_, metrics, _ := get(t, in.admin+"/metrics", "")
+	for _, want := range []string{
+		`plantstore_auth_failures_total{issuer="staff",reason="unknown_key"} 1`,
+		`plantstore_auth_failures_total{issuer="customers",reason="insufficient_scope"} 1`,
+		`plantstore_jwks_keys{issuer="staff"} 1`,
+		`plantstore_jwks_keys{issuer="customers"} 1`,
+	} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
+	// Remove the customers issuer and reload.
+	write(strings.Split(both, "  - name: customers")[0])
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	in.stderr.WaitLine(t, "for the reload", func(l map[string]any) bool { return l["msg"] == "issuers file reloaded" })
+	if status, _ := names(custTok); status != 401 {
+		t.Errorf("customer after its issuer was removed: %d, want 401", status)
+	}
+	if status, got := names(staffTok); status != 200 || len(got) != 3 {
+		t.Errorf("staff after the reload: %d %q", status, got)
+	}
+	_, metrics, _ = get(t, in.admin+"/metrics", "")
+	if regexp.MustCompile(`plantstore_jwks_keys\{issuer="customers"\}`).Match(metrics) {
+		t.Errorf("/metrics still counts the removed issuer's keys")
+	}
+	// A bad file keeps the last good issuers.
+	write("issuers:\n  - name: staff\n    unknown_key: 1\n")
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	in.stderr.WaitLine(t, "for the refusal", func(l map[string]any) bool {
+		return l["msg"] == "issuers file reload refused; the previous issuers keep serving"
+	})
+	if status, _ := names(staffTok); status != 200 {
+		t.Errorf("staff after a refused reload: %d, want 200", status)
+	}
+}
+
+// TestIssuersFileUsage checks that the file excludes the per-issuer flags
+// and -dev, and that what the file says wrong is a usage error naming its
+// line.
+func TestIssuersFileUsage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "issuers.yaml")
+	if err := os.WriteFile(path, []byte("issuers:\n  - name: staff\n    issuer: https://a\n    audiance: [x]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"-jwt-issuers-file", path}, nil, path + `:4: unknown key "audiance"`},
+		// The whole refusal is matched: the file's own error names
+		// -jwt-issuers-file, which holds "-jwt-issuer" too.
+		{[]string{"-jwt-issuers-file", path, "-jwt-audience", "x"}, nil, "-jwt-audience (PLANTSTORE_JWT_AUDIENCE) belongs to one issuer"},
+		{[]string{"-jwt-issuers-file", path}, map[string]string{"PLANTSTORE_JWT_GROUPS_CLAIM": "roles"}, "(PLANTSTORE_JWT_GROUPS_CLAIM) belongs to one issuer"},
+		{[]string{"-jwt-issuers-file", path, "-jwt-issuer", "https://a"}, nil, "-jwt-issuer (PLANTSTORE_JWT_ISSUER) belongs to one issuer"},
+		{[]string{"-dev", "-jwt-issuers-file", path}, nil, "cannot be combined with -jwt-issuers-file"},
+	} {
+		err := run(t.Context(), append([]string{"serve", "-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0"}, tt.args...), envOf(tt.env), nil, nil, nil)
+		if !isUsage(err) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("serve %q = %v; want a usage error containing %q", tt.args, err, tt.want)
+		}
+	}
+}

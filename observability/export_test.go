@@ -1,0 +1,5 @@
+package observability
+
+// NewTracingWith returns the Tracing of an SDK provider the test built,
+// with its own span processor.
+var NewTracingWith = newTracing

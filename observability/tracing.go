@@ -1,0 +1,241 @@
+package observability
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/contrib/exporters/autoexport"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+	"go.uber.org/zap"
+)
+
+// ErrTracingConfig is wrapped by the errors of [NewTracing] about the
+// OTEL_* variables.
+var ErrTracingConfig = errors.New("tracing configuration")
+
+// Tracing is the service's OpenTelemetry tracing: a tracer provider for
+// the packages that make spans, the W3C trace context propagator, and the
+// exporter's lifecycle. A nil *Tracing, or one made with tracing off, makes
+// no spans and costs the request path one nil check.
+type Tracing struct {
+	provider trace.TracerProvider
+	tracer   trace.Tracer // the server spans of Middleware
+	prop     propagation.TextMapPropagator
+	sdk      *sdktrace.TracerProvider // nil when off
+	subject  bool
+
+	serverSpan []trace.SpanStartOption // made once: an option costs an allocation
+	names      sync.Map                // method + route -> span name, bounded as the routes are
+}
+
+// TracingOptions configures [NewTracing].
+type TracingOptions struct {
+	// Getenv reads the OTEL_* variables that decide whether tracing is on;
+	// nil means none is set. The exporter, sampler, batch and resource
+	// settings are read by the OpenTelemetry SDK from the process
+	// environment, as everywhere the SDK runs.
+	Getenv func(string) string
+	// Version is the service.version resource attribute.
+	Version string
+	// Subject puts the caller's subject (enduser.id) and issuer name on
+	// server spans (-trace-subject). Off, spans carry neither.
+	Subject bool
+	// Log receives the SDK's errors (an unreachable collector, say), at
+	// most one line a minute. Nil logs nothing.
+	Log *zap.Logger
+}
+
+// exportErrorGap is the least time between two logged SDK errors: a
+// collector that is down fails every batch.
+const exportErrorGap = time.Minute
+
+// TracingOn reports whether the OTEL_* variables read by getenv turn
+// tracing on (SPEC §12): OTEL_EXPORTER_OTLP_ENDPOINT,
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_TRACES_EXPORTER set, unless
+// OTEL_SDK_DISABLED is true or OTEL_TRACES_EXPORTER is none.
+func TracingOn(getenv func(string) string) bool {
+	if getenv == nil {
+		return false
+	}
+	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
+		return false
+	}
+	exporter := strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER"))
+	if exporter == "none" {
+		return false
+	}
+	return exporter != "" ||
+		strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_ENDPOINT")) != "" ||
+		strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")) != ""
+}
+
+// NewTracing returns the service's tracing. When [TracingOn] says no, it
+// returns a Tracing that makes no spans and starts nothing. Otherwise it
+// builds the exporter that the standard variables name
+// (OTEL_TRACES_EXPORTER otlp or console, OTEL_EXPORTER_OTLP_PROTOCOL
+// http/protobuf or grpc, endpoint, headers, timeout, certificates), a batch
+// span processor (OTEL_BSP_*: spans wait in a bounded queue and are dropped,
+// never waited for, when it is full), the sampler of OTEL_TRACES_SAMPLER
+// (parentbased_always_on by default) and a resource named plantstore
+// (OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES override). Exporting runs
+// in the background: a slow or absent collector never blocks or fails a
+// request. A value the SDK does not know is an error wrapping
+// [ErrTracingConfig].
+func NewTracing(ctx context.Context, o TracingOptions) (*Tracing, error) {
+	t := &Tracing{
+		provider: noop.NewTracerProvider(),
+		prop:     propagation.TraceContext{},
+		subject:  o.Subject,
+	}
+	if !TracingOn(o.Getenv) {
+		return t, nil
+	}
+	exp, err := autoexport.NewSpanExporter(ctx)
+	if err != nil {
+		var set []string
+		for _, k := range []string{"OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"} {
+			if v := o.Getenv(k); v != "" {
+				set = append(set, k+"="+strconv.Quote(v))
+			}
+		}
+		return nil, fmt.Errorf("%w: %w (%s)", ErrTracingConfig, err, strings.Join(set, ", "))
+	}
+	// The defaults first: the variables override them.
+	res, err := resource.New(ctx,
+		resource.WithAttributes(semconv.ServiceName("plantstore"), semconv.ServiceVersion(o.Version)),
+		resource.WithTelemetrySDK(),
+		resource.WithFromEnv(),
+	)
+	if err != nil {
+		_ = exp.Shutdown(ctx)
+		return nil, fmt.Errorf("%w: resource: %w", ErrTracingConfig, err)
+	}
+	if o.Log != nil {
+		otel.SetErrorHandler(rateLimitedErrors(o.Log, exportErrorGap))
+	}
+	return newTracing(sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), o.Subject), nil
+}
+
+// newTracing returns the Tracing of tp.
+func newTracing(tp *sdktrace.TracerProvider, subject bool) *Tracing {
+	return &Tracing{
+		provider:   tp,
+		tracer:     tp.Tracer(instrumentationName),
+		prop:       propagation.TraceContext{},
+		sdk:        tp,
+		subject:    subject,
+		serverSpan: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)},
+	}
+}
+
+// instrumentationName names the tracer of the server spans.
+const instrumentationName = "github.com/plantstore/plantstore/observability"
+
+// Enabled reports whether t makes spans.
+func (t *Tracing) Enabled() bool { return t != nil && t.sdk != nil }
+
+// Provider returns the tracer provider for the packages that make child
+// spans (key fetches, store queries): a no-op provider when tracing is off.
+func (t *Tracing) Provider() trace.TracerProvider {
+	if t == nil {
+		return noop.NewTracerProvider()
+	}
+	return t.provider
+}
+
+// Shutdown exports the spans still queued and stops the exporter, giving
+// up when ctx ends: a collector that is down does not hold the exit.
+func (t *Tracing) Shutdown(ctx context.Context) error {
+	if !t.Enabled() {
+		return nil
+	}
+	return t.sdk.Shutdown(ctx)
+}
+
+// rateLimitedErrors logs the SDK's errors at Warn, at most one per gap,
+// with the count of those left out.
+func rateLimitedErrors(log *zap.Logger, gap time.Duration) otel.ErrorHandler {
+	var next atomic.Int64
+	var dropped atomic.Int64
+	return otel.ErrorHandlerFunc(func(err error) {
+		now := time.Now().UnixNano()
+		n := next.Load()
+		if now < n || !next.CompareAndSwap(n, now+int64(gap)) {
+			dropped.Add(1)
+			return
+		}
+		log.Warn("tracing: the OpenTelemetry SDK reported an error", zap.Error(err), zap.Int64("errors_not_logged", dropped.Swap(0)))
+	})
+}
+
+// startServerSpan starts the server span of a request, the child of the
+// caller's traceparent when it carries a valid one. name is the span name
+// ("GET /plants", or the method alone for an unmatched path).
+func (t *Tracing) startServerSpan(ctx context.Context, carrier propagation.TextMapCarrier, name string) (context.Context, trace.Span) {
+	ctx = t.prop.Extract(ctx, carrier)
+	return t.tracer.Start(ctx, name, t.serverSpan...)
+}
+
+// spanName returns the server span name of method and route (see the
+// function spanName), made once per combination. Methods come from a
+// closed set and routes from the route table, so the cache is bounded.
+func (t *Tracing) spanName(method, route string) string {
+	type key struct{ method, route string }
+	k := key{methodLabel(method), route}
+	if name, ok := t.names.Load(k); ok {
+		return name.(string)
+	}
+	name := spanName(method, route)
+	t.names.Store(k, name)
+	return name
+}
+
+// traceHeaders is the carrier of a request's W3C trace context headers.
+// It reads them by their canonical names directly, which saves
+// http.Header.Get canonicalizing the propagator's lower-case names on
+// every request.
+type traceHeaders http.Header
+
+func (h traceHeaders) Get(key string) string {
+	var vs []string
+	switch key {
+	case "traceparent":
+		vs = h["Traceparent"]
+	case "tracestate":
+		vs = h["Tracestate"]
+	default:
+		vs = http.Header(h).Values(key)
+	}
+	if len(vs) == 0 {
+		return ""
+	}
+	return vs[0]
+}
+
+// Set is never called: the service only extracts.
+func (h traceHeaders) Set(key, value string) { http.Header(h).Set(key, value) }
+
+// Keys returns the header names.
+func (h traceHeaders) Keys() []string { return propagation.HeaderCarrier(h).Keys() }
+
+// The attribute keys of server spans that semconv does not name.
+const (
+	requestIDKey   = attribute.Key("plantstore.request_id")
+	issuerKey      = attribute.Key("plantstore.issuer")
+	authFailureKey = attribute.Key("plantstore.auth_failure")
+	plantsKey      = attribute.Key("plantstore.plants")
+)

@@ -1,0 +1,239 @@
+// Package pgtest gives tests a real PostgreSQL: a fresh schema per test on
+// the server at TEST_DATABASE_URL (default the local test database), and a
+// TCP proxy that can cut the connection to it.
+//
+// Tests skip when the server cannot be reached, unless TEST_REQUIRE_DB=1,
+// which .ci/run sets: then they fail.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// DefaultDSN is the server tests use unless TEST_DATABASE_URL names
+// another.
+const DefaultDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+// BaseDSN returns the test server's DSN. It skips the test when the server
+// cannot be reached, unless TEST_REQUIRE_DB=1, which makes that a failure.
+func BaseDSN(t testing.TB) string {
+	t.Helper()
+	dsn := os.Getenv("TEST_DATABASE_URL")
+	if dsn == "" {
+		dsn = DefaultDSN
+	}
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		if os.Getenv("TEST_REQUIRE_DB") == "1" {
+			t.Fatalf("test database unreachable (TEST_REQUIRE_DB=1): %v", err)
+		}
+		t.Skipf("test database unreachable (set TEST_DATABASE_URL): %v", err)
+	}
+	conn.Close(context.Background())
+	return dsn
+}
+
+// NewSchema creates an empty schema for this test only, dropped when the
+// test ends, and returns a DSN whose search_path selects it.
+func NewSchema(t testing.TB) string {
+	t.Helper()
+	dsn := BaseDSN(t)
+	b := make([]byte, 6)
+	rand.Read(b)
+	schema := "plantstore_test_" + hex.EncodeToString(b)
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(t.Context(), "CREATE SCHEMA "+schema); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), dsn)
+		if err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(context.Background())
+		if _, err := conn.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	return WithParam(t, dsn, "search_path", schema)
+}
+
+// WithParam returns dsn with a connection parameter set, in URL or
+// key=value form.
+func WithParam(t testing.TB, dsn, key, value string) string {
+	t.Helper()
+	if !strings.Contains(dsn, "://") {
+		return dsn + " " + key + "=" + value
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatalf("parse test DSN: %v", err)
+	}
+	q := u.Query()
+	q.Set(key, value)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// WithHost returns dsn pointed at addr (host:port) instead of its server.
+func WithHost(t testing.TB, dsn, addr string) string {
+	t.Helper()
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(dsn, "://") {
+		return dsn + " host=" + host + " port=" + port
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatalf("parse test DSN: %v", err)
+	}
+	u.Host = addr
+	return u.String()
+}
+
+// ServerAddr returns the host:port of dsn's server.
+func ServerAddr(t testing.TB, dsn string) string {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatalf("parse test DSN: %v", err)
+	}
+	return net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+}
+
+// Proxy is a TCP proxy to a server that a test can cut and restore, to
+// simulate the database going down and coming back without touching the
+// shared server.
+type Proxy struct {
+	ln       net.Listener
+	upstream string
+
+	// FromServer and ToServer count the bytes each way.
+	FromServer, ToServer atomic.Int64
+
+	mu         sync.Mutex
+	onToServer func(total int64) // called as bytes go to the server
+	down       bool
+	conns      map[net.Conn]struct{}
+	wg         sync.WaitGroup
+}
+
+// NewProxy returns a proxy on 127.0.0.1 to upstream (host:port), stopped
+// when the test ends.
+func NewProxy(t testing.TB, upstream string) *Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{ln: ln, upstream: upstream, conns: make(map[net.Conn]struct{})}
+	p.wg.Add(1)
+	go p.serve()
+	t.Cleanup(func() {
+		ln.Close()
+		p.Cut()
+		p.wg.Wait()
+	})
+	return p
+}
+
+// Addr returns the proxy's host:port.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+func (p *Proxy) serve() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.down {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		u, err := net.Dial("tcp", p.upstream)
+		if err != nil {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		p.conns[c] = struct{}{}
+		p.conns[u] = struct{}{}
+		p.wg.Add(2)
+		p.mu.Unlock()
+		go p.pipe(c, u, &p.FromServer, nil)
+		go p.pipe(u, c, &p.ToServer, p.onToServer)
+	}
+}
+
+func (p *Proxy) pipe(dst, src net.Conn, count *atomic.Int64, onData func(int64)) {
+	defer p.wg.Done()
+	buf := make([]byte, 32*1024)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			total := count.Add(int64(n))
+			if onData != nil {
+				onData(total)
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	dst.Close()
+	src.Close()
+	p.mu.Lock()
+	delete(p.conns, dst)
+	delete(p.conns, src)
+	p.mu.Unlock()
+}
+
+// Cut closes every proxied connection and refuses new ones until Restore.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = true
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
+// WatchToServer sets a function called with the running total of bytes sent
+// to the server, for connections accepted from now on.
+func (p *Proxy) WatchToServer(f func(total int64)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.onToServer = f
+}
+
+// Restore lets new connections through again.
+func (p *Proxy) Restore() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = false
+}

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"crypto"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/plantstore/plantstore/auth"
+)
+
+// mintToken implements "plantstore token": it signs a JWT with a private
+// key file (or the HMAC secret file the service verifies with) and prints
+// it followed by a newline.
+func mintToken(args []string, stdout, stderr io.Writer) error {
+	var (
+		keyPath, secretPath, alg, sub, scope, iss, kid, groupsClaim, dpopKey string
+		groups, aud                                                          []string
+		ttl, nbf                                                             time.Duration
+	)
+	ttl = time.Hour
+	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	fs.StringVar(&keyPath, "key", "", "private key file: PKCS#8 PEM or JWK (this or -hmac-secret-file)")
+	fs.StringVar(&secretPath, "hmac-secret-file", "", "HMAC secret file, as serve reads it (signs HS256 unless -alg says HS384 or HS512)")
+	fs.StringVar(&alg, "alg", "", "signing algorithm (default: RS256, ES256/ES384/ES512 or EdDSA from the key; HS256 for a secret)")
+	fs.StringVar(&sub, "sub", "", "subject (required)")
+	fs.Var(listFlag{&groups, true}, "groups", "groups, comma list")
+	fs.StringVar(&groupsClaim, "groups-claim", "groups", "claim the groups go in; dotted path for nested claims (realm_access.roles)")
+	fs.StringVar(&scope, "scope", "", "scopes, space-separated")
+	fs.Var(listFlag{&aud, true}, "aud", "audiences, comma list")
+	fs.StringVar(&iss, "iss", "", "issuer")
+	fs.Var(durationFlag{&ttl}, "ttl", "lifetime from now; negative for a token that has already expired")
+	fs.Var(durationFlag{&nbf}, "nbf", "not valid before now plus this (nbf claim); 0 for no nbf")
+	fs.StringVar(&kid, "kid", "", "key ID (default: the key's RFC 7638 thumbprint; none for a secret)")
+	fs.StringVar(&dpopKey, "dpop-key", "", "client private key file (PKCS#8 PEM or JWK) the token is bound to (cnf.jkt, RFC 9449): it is then accepted only with DPoP proofs of that key; see \"plantstore proof\"")
+	if _, err := parseFlags(fs, args, nil, stderr); err != nil {
+		return err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usagef("token: unexpected argument %q", fs.Arg(0))
+	case (keyPath == "") == (secretPath == ""):
+		return usagef("token: set one of -key and -hmac-secret-file")
+	case sub == "":
+		return usagef("token: -sub is required")
+	case ttl == 0:
+		return usagef("token: invalid value 0s for flag -ttl: want a lifetime, negative for an expired token")
+	}
+	var key any
+	if secretPath != "" {
+		secret, err := auth.ReadHMACSecret(secretPath)
+		if err != nil {
+			return fmt.Errorf("token: %w", err)
+		}
+		key = secret
+	} else {
+		var err error
+		if key, err = readPrivateKey(keyPath); err != nil {
+			return fmt.Errorf("token: %w", err)
+		}
+	}
+	now := time.Now()
+	c := auth.MintClaims{
+		Subject: sub, Issuer: iss, Audience: aud, Groups: groups, GroupsClaim: groupsClaim,
+		Scope: scope, TTL: ttl, KeyID: kid, Now: now,
+	}
+	if nbf != 0 {
+		c.NotBefore = now.Add(nbf)
+	}
+	if dpopKey != "" {
+		k, err := readPrivateKey(dpopKey)
+		if err != nil {
+			return fmt.Errorf("token: %w", err)
+		}
+		signer, ok := k.(crypto.Signer)
+		if !ok {
+			return usagef("token: -dpop-key %s: not an asymmetric private key", dpopKey)
+		}
+		c.BoundTo = signer.Public()
+	}
+	token, err := auth.Mint(key, alg, c)
+	if err != nil {
+		return usagef("token: %v", err)
+	}
+	_, err = fmt.Fprintln(stdout, token)
+	return err
+}
+
+// readPrivateKey reads a private key file: PKCS#8 PEM or JWK.
+func readPrivateKey(path string) (crypto.PrivateKey, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	key, err := auth.ParsePrivateKey(data)
+	if err != nil {
+		return nil, fmt.Errorf("key file %s: %w", path, err)
+	}
+	return key, nil
+}
+
+// proof implements "plantstore proof": it prints a DPoP proof (RFC 9449)
+// for one request, signed with the client key a token is bound to.
+func proof(args []string, stdout, stderr io.Writer) error {
+	var keyPath, alg, method, uri, token string
+	fs := flag.NewFlagSet("proof", flag.ContinueOnError)
+	fs.StringVar(&keyPath, "key", "", "client private key file: PKCS#8 PEM or JWK (required; the key of token -dpop-key)")
+	fs.StringVar(&alg, "alg", "", "signing algorithm (default: ES256/ES384/ES512, EdDSA or RS256 from the key)")
+	fs.StringVar(&method, "method", "GET", "HTTP method of the request (htm)")
+	fs.StringVar(&uri, "url", "", "URL of the request, as the service is reached (htu; query and fragment do not count) (required)")
+	fs.StringVar(&token, "token", "", "access token the request presents (ath)")
+	if _, err := parseFlags(fs, args, nil, stderr); err != nil {
+		return err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usagef("proof: unexpected argument %q", fs.Arg(0))
+	case keyPath == "":
+		return usagef("proof: -key is required")
+	case uri == "":
+		return usagef("proof: -url is required")
+	}
+	key, err := readPrivateKey(keyPath)
+	if err != nil {
+		return fmt.Errorf("proof: %w", err)
+	}
+	p, err := auth.Proof(key, alg, method, uri, token)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	_, err = fmt.Fprintln(stdout, p)
+	return err
+}
+
+// keygen implements "plantstore keygen": PREFIX.key (PKCS#8 PEM, mode 0600)
+// and PREFIX.jwks.json (the public JWKS). Existing files are never
+// overwritten.
+func keygen(args []string, stdout, stderr io.Writer) error {
+	var alg, out string
+	fs := flag.NewFlagSet("keygen", flag.ContinueOnError)
+	fs.StringVar(&alg, "alg", "RS256", "RS256, ES256 or EdDSA")
+	fs.StringVar(&out, "out", "", "output prefix: writes PREFIX.key and PREFIX.jwks.json (required)")
+	if _, err := parseFlags(fs, args, nil, stderr); err != nil {
+		return err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usagef("keygen: unexpected argument %q", fs.Arg(0))
+	case out == "":
+		return usagef("keygen: -out is required")
+	case alg != "RS256" && alg != "ES256" && alg != "EdDSA":
+		return usagef("keygen: invalid value %q for flag -alg: want RS256, ES256 or EdDSA", alg)
+	}
+	priv, jwks, err := auth.GenerateKey(alg)
+	if err != nil {
+		return fmt.Errorf("keygen: %w", err)
+	}
+	pemBytes, err := auth.MarshalPrivateKey(priv)
+	if err != nil {
+		return fmt.Errorf("keygen: %w", err)
+	}
+	if err := writeNew(out+".key", pemBytes, 0o600); err != nil {
+		return fmt.Errorf("keygen: %w", err)
+	}
+	if err := writeNew(out+".jwks.json", jwks, 0o644); err != nil {
+		_ = os.Remove(out + ".key")
+		return fmt.Errorf("keygen: %w", err)
+	}
+	kid, err := auth.Thumbprint(priv.Public())
+	if err != nil {
+		return fmt.Errorf("keygen: %w", err)
+	}
+	fmt.Fprintf(stdout, "wrote %s.key (private, PKCS#8 PEM) and %s.jwks.json (public JWKS); alg %s, kid %s\n", out, out, alg, kid)
+	return nil
+}
+
+// writeNew writes data to a file that must not exist yet.
+func writeNew(path string, data []byte, perm os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(path)
+		return err
+	}
+	return f.Close()
+}
