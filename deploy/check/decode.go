@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
@@ -51,6 +52,12 @@ func newObject(apiVersion, kind string) runtime.Object {
 		return &networkingv1.Ingress{}
 	case "gateway.networking.k8s.io/v1 HTTPRoute":
 		return &gatewayv1.HTTPRoute{}
+	case "monitoring.coreos.com/v1 ServiceMonitor":
+		return &monitoringv1.ServiceMonitor{}
+	case "monitoring.coreos.com/v1 PodMonitor":
+		return &monitoringv1.PodMonitor{}
+	case "monitoring.coreos.com/v1 PrometheusRule":
+		return &monitoringv1.PrometheusRule{}
 	}
 	return nil
 }

@@ -1,37 +1,46 @@
 #!/usr/bin/env bash
-# Builds the top-level Dockerfile for real and runs the image, offline:
-# Debian's docker.io engine on a private socket (no bridge, no iptables),
-# and base images made locally and passed through the build arguments,
-# since no registry is reachable:
-#   local/golang   the host's Go toolchain, busybox for /bin/sh, CA certificates
-#   local/static   /etc/passwd with nonroot (65532), CA certificates (what
-#                  distroless static:nonroot holds)
+# Builds the top-level Dockerfile for real with BuildKit and runs the image,
+# offline: Debian's docker.io engine on a private socket (no bridge, no
+# iptables), a private registry on 127.0.0.1 (Debian's docker-registry), and
+# base images made locally, pushed there and passed to the build pinned by
+# digest, as a release build passes the public ones:
+#   golang:1.26.8-bookworm            the host's Go toolchain, busybox for /bin/sh,
+#                                     CA certificates
+#   distroless/static-debian12:nonroot /etc/passwd with nonroot (65532), CA
+#                                     certificates (what distroless holds)
 # The build stage downloads modules through the host's network (GOPROXY).
-# Then the container must answer /readyz with 200 and an authenticated
-# GET /plants with 200, run as 65532, and carry the OCI labels.
+# Checked: a digest the registry does not hold fails the build; the image
+# answers /readyz with 200 and an authenticated GET /plants with 200, runs
+# as 65532 and carries the OCI labels; a rebuild after a source change
+# reuses the module and build caches (timed); a linux/arm64 build
+# cross-compiles an aarch64 binary without emulation.
 #
-#   deploy/check/image.sh   (needs root: dockerd; apt-get installs docker.io
-#                            and busybox-static when missing)
+#   deploy/check/image.sh   (needs root: dockerd; apt-get installs docker.io,
+#                            docker-registry and busybox-static when missing)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
 fail() { printf 'image: FAIL: %s\n' "$*" >&2; exit 1; }
 
-if ! [ -x /usr/sbin/dockerd ] || ! [ -x /bin/busybox ]; then
+if ! [ -x /usr/sbin/dockerd ] || ! [ -x /bin/busybox ] || ! [ -x /usr/bin/docker-registry ]; then
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker.io busybox-static >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker.io docker-registry busybox-static >/dev/null
 fi
+# Debian's client: it drives the engine's own BuildKit without buildx.
 docker=/usr/bin/docker
+export DOCKER_BUILDKIT=1
+
+port() { node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
 
 d="$(mktemp -d)"
-dockerd_pid=""
-cid=""
+dockerd_pid="" registry_pid="" cid=""
 cleanup() {
-  [ -n "$cid" ] && DOCKER_HOST="unix://$d/docker.sock" "$docker" rm -f "$cid" >/dev/null 2>&1 || true
-  if [ -n "$dockerd_pid" ]; then
-    kill "$dockerd_pid" 2>/dev/null || true
-    wait "$dockerd_pid" 2>/dev/null || true
-  fi
+  [ -n "$cid" ] && "$docker" rm -f "$cid" >/dev/null 2>&1 || true
+  for pid in "$dockerd_pid" "$registry_pid"; do
+    [ -n "$pid" ] || continue
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
   # dockerd leaves its network namespace mounted under exec-root.
   umount "$d/exec/netns/default" 2>/dev/null || true
   rm -rf "$d"
@@ -39,42 +48,77 @@ cleanup() {
 trap cleanup EXIT
 export DOCKER_HOST="unix://$d/docker.sock"
 
+reg="127.0.0.1:$(port)"
+cat > "$d/registry.yml" <<EOF
+version: 0.1
+log: {level: warn}
+storage: {filesystem: {rootdirectory: $d/registry}}
+http: {addr: $reg}
+EOF
+/usr/bin/docker-registry serve "$d/registry.yml" > "$d/registry.log" 2>&1 &
+registry_pid=$!
 /usr/sbin/dockerd --data-root="$d/root" --exec-root="$d/exec" --pidfile="$d/dockerd.pid" -H "$DOCKER_HOST" \
   --bridge=none --iptables=false --ip6tables=false > "$d/dockerd.log" 2>&1 &
 dockerd_pid=$!
-for _ in $(seq 1 60); do "$docker" version >/dev/null 2>&1 && break; sleep 0.5; done
+for _ in $(seq 1 60); do "$docker" version >/dev/null 2>&1 && curl -sf "http://$reg/v2/" >/dev/null && break; sleep 0.5; done
 "$docker" version --format 'docker engine {{.Server.Version}}' || { tail -20 "$d/dockerd.log"; fail "dockerd did not start"; }
+curl -sf "http://$reg/v2/" >/dev/null || { cat "$d/registry.log"; fail "the registry did not start"; }
 
-# local/golang: GOROOT, a static busybox as /bin/sh, CA certificates.
+# push IMAGE:TAG from a directory and print IMAGE:TAG@sha256:DIGEST, the
+# form a release build passes (127.0.0.1 registries need no TLS).
+push() {
+  local dir="$1" ref="$reg/$2"; shift 2
+  tar -C "$dir" -c . | "$docker" import "$@" - "$ref" >/dev/null
+  "$docker" push -q "$ref" >/dev/null || fail "docker push $ref"
+  local digest
+  digest="$("$docker" image inspect "$ref" --format '{{index .RepoDigests 0}}')"
+  echo "$ref@${digest#*@}"
+}
+
+# The Go toolchain image: GOROOT, a static busybox as /bin/sh, CA certificates.
 goroot="$(go env GOROOT)"
 g="$d/golang"
 mkdir -p "$g/usr/local" "$g/bin" "$g/etc/ssl/certs" "$g/tmp" "$g/go" "$g/root"
 cp -a "$goroot" "$g/usr/local/go"
+rm -rf "$g/usr/local/go/test" "$g/usr/local/go/api"
 cp /bin/busybox "$g/bin/busybox"
 for tool in sh mkdir rm ls cat; do ln -s busybox "$g/bin/$tool"; done
 cp /etc/ssl/certs/ca-certificates.crt "$g/etc/ssl/certs/"
 printf 'root:x:0:0:root:/root:/bin/sh\n' > "$g/etc/passwd"
 chmod 1777 "$g/tmp"
-tar -C "$g" -c . | "$docker" import \
+go_image="$(push "$g" golang:1.26.8-bookworm \
   -c 'ENV PATH=/go/bin:/usr/local/go/bin:/bin' -c 'ENV GOPATH=/go' -c 'ENV HOME=/root' \
-  -c "ENV GOPROXY=$(go env GOPROXY)" -c "ENV GOSUMDB=$(go env GOSUMDB)" \
-  - local/golang:host >/dev/null
+  -c "ENV GOPROXY=$(go env GOPROXY)" -c "ENV GOSUMDB=$(go env GOSUMDB)")"
 
-# local/static: the distroless static:nonroot layout.
+# The runtime image: the distroless static:nonroot layout.
 s="$d/static"
 mkdir -p "$s/etc/ssl/certs" "$s/tmp" "$s/home/nonroot"
 cp /etc/ssl/certs/ca-certificates.crt "$s/etc/ssl/certs/"
 printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' > "$s/etc/passwd"
 printf 'root:x:0:\nnonroot:x:65532:\n' > "$s/etc/group"
 chmod 1777 "$s/tmp"
-tar -C "$s" -c . | "$docker" import - local/static:nonroot >/dev/null
+runtime_image="$(push "$s" distroless/static-debian12:nonroot)"
+echo "base images: $go_image"
+echo "             $runtime_image"
+# Only the registry holds them from here on: the build must pull by digest.
+"$docker" image rm -f "${go_image%@*}" "${runtime_image%@*}" >/dev/null
 
 version=v0.0.0-ci revision="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
+build() {
+  "$docker" build -q --network host --build-arg GO_IMAGE="$go_image" --build-arg VERSION="$version" --build-arg REVISION="$revision" "$@" .
+}
+
+# A digest the registry does not hold must fail the build, not fall back
+# to the tag.
+wrong="${runtime_image%@*}@sha256:$(printf 'not the image' | sha256sum | cut -c1-64)"
+if build --build-arg RUNTIME_IMAGE="$wrong" -t plantstore:wrong > "$d/wrong.log" 2>&1; then
+  fail "the build succeeded with RUNTIME_IMAGE=$wrong"
+fi
+grep -q "not found" "$d/wrong.log" || { cat "$d/wrong.log"; fail "the build with a wrong digest failed for another reason"; }
+echo "a wrong digest fails the build: $(grep -o 'sha256:[0-9a-f]*: not found' "$d/wrong.log" | head -1)"
+
 start=$(date +%s)
-DOCKER_BUILDKIT=0 "$docker" build -q --network host \
-  --build-arg GO_IMAGE=local/golang:host --build-arg RUNTIME_IMAGE=local/static:nonroot \
-  --build-arg VERSION="$version" --build-arg REVISION="$revision" \
-  -t plantstore:ci . > "$d/build.log" 2>&1 || { cat "$d/build.log"; fail "docker build"; }
+build --build-arg RUNTIME_IMAGE="$runtime_image" -t plantstore:ci > "$d/build.log" 2>&1 || { cat "$d/build.log"; fail "docker build"; }
 echo "docker build: $(( $(date +%s) - start )) s, $("$docker" image inspect plantstore:ci --format '{{.Size}}') bytes"
 
 [ "$("$docker" image inspect plantstore:ci --format '{{.Config.User}}')" = 65532:65532 ] || fail "image user is not 65532:65532"
@@ -89,7 +133,6 @@ chmod 644 "$keys/ci.jwks.json"
 printf '[{"name":"Aloe vera","tag":"succulent","readers":["user:ci"]}]\n' > "$keys/catalog.json"
 chmod 644 "$keys/catalog.json"
 token="$(go run . token -key "$keys/ci.key" -sub ci -aud plantstore -ttl 5m)"
-port() { node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
 api="$(port)" admin="$(port)"
 
 cid="$("$docker" run -d --network host --read-only --cap-drop ALL --security-opt no-new-privileges \
@@ -112,3 +155,25 @@ code="$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$api/plants")"
 echo "container GET /plants without a token: 401"
 [ "$("$docker" top "$cid" -o pid,uid | awk 'NR == 2 {print $2}')" = 65532 ] || fail "the process does not run as 65532"
 "$docker" run --rm plantstore:ci version
+
+# A source change reruns the compile step only, on warm module and build
+# caches (the cache mounts), not the module download.
+start=$(date +%s)
+build --build-arg RUNTIME_IMAGE="$runtime_image" --build-arg VERSION=v0.0.1-ci -t plantstore:ci2 > "$d/build2.log" 2>&1 ||
+  { cat "$d/build2.log"; fail "docker build (second)"; }
+echo "docker build after a change of VERSION: $(( $(date +%s) - start )) s (cache mounts warm)"
+
+# linux/arm64 from this amd64 builder: the build stage runs natively and
+# cross-compiles; the binary in the image must be an aarch64 ELF.
+start=$(date +%s)
+build --platform linux/arm64 --build-arg RUNTIME_IMAGE="$runtime_image" -t plantstore:arm64 > "$d/build3.log" 2>&1 ||
+  { cat "$d/build3.log"; fail "docker build --platform linux/arm64"; }
+[ "$("$docker" image inspect plantstore:arm64 --format '{{.Os}}/{{.Architecture}}')" = linux/arm64 ] ||
+  fail "plantstore:arm64 is $("$docker" image inspect plantstore:arm64 --format '{{.Os}}/{{.Architecture}}')"
+arm="$("$docker" create --platform linux/arm64 plantstore:arm64)"
+"$docker" cp "$arm:/plantstore" "$d/plantstore-arm64"
+"$docker" rm "$arm" >/dev/null
+# ELF e_machine (2 bytes at offset 18): 183 is AArch64, 62 x86-64.
+machine="$(od -An -t u2 -j 18 -N 2 "$d/plantstore-arm64" | tr -d ' ')"
+[ "$machine" = 183 ] || fail "the linux/arm64 image holds an ELF for machine $machine, want 183 (AArch64)"
+echo "docker build --platform linux/arm64: $(( $(date +%s) - start )) s, an AArch64 binary"

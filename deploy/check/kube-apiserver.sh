@@ -6,7 +6,7 @@
 # wrapper module replaces each with its published v0.36.3.
 set -euo pipefail
 k8s=1.36.3
-cache="${1:-${PLANTSTORE_CI_CACHE:-/var/cache/plantstore-ci}}"
+cache="${1:-${TEST_CI_CACHE:-/var/cache/plantstore-ci}}"
 bin="$cache/kube-apiserver-v$k8s"
 if [ -x "$bin" ]; then echo "$bin"; exit 0; fi
 mkdir -p "$cache"

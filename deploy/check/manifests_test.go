@@ -2,18 +2,26 @@ package check_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -21,11 +29,11 @@ import (
 	"github.com/plantstore/plantstore/deploy/check"
 )
 
-// kustomize returns the command that builds an overlay: $PLANTSTORE_KUSTOMIZE
+// kustomize returns the command that builds an overlay: $TEST_KUSTOMIZE
 // (e.g. "kustomize build"), else kustomize or kubectl kustomize from PATH.
 func kustomize(t testing.TB) []string {
 	t.Helper()
-	if s := os.Getenv("PLANTSTORE_KUSTOMIZE"); s != "" {
+	if s := os.Getenv("TEST_KUSTOMIZE"); s != "" {
 		return strings.Fields(s)
 	}
 	if _, err := exec.LookPath("kustomize"); err == nil {
@@ -34,7 +42,7 @@ func kustomize(t testing.TB) []string {
 	if _, err := exec.LookPath("kubectl"); err == nil {
 		return []string{"kubectl", "kustomize"}
 	}
-	t.Fatal("neither kustomize nor kubectl is on PATH (set PLANTSTORE_KUSTOMIZE)")
+	t.Fatal("neither kustomize nor kubectl is on PATH (set TEST_KUSTOMIZE)")
 	return nil
 }
 
@@ -80,18 +88,46 @@ func TestOverlaysPassPolicy(t *testing.T) {
 			for _, o := range objs {
 				kinds[reflect.TypeOf(o).Elem().Name()]++
 			}
-			for _, want := range []string{"Namespace", "ConfigMap", "Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget", "NetworkPolicy"} {
+			for _, want := range []string{"ConfigMap", "Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget", "NetworkPolicy"} {
 				if kinds[want] == 0 {
 					t.Errorf("%s: no %s; got %v", dir, want, kinds)
 				}
+			}
+			if kinds["ServiceMonitor"]+kinds["PodMonitor"] != 1 {
+				t.Errorf("%s: want one ServiceMonitor or PodMonitor; got %v", dir, kinds)
 			}
 		})
 	}
 }
 
+// TestNamespaces checks deploy/namespaces, which holds the overlays'
+// namespaces outside the overlays: one Namespace per overlay namespace,
+// each enforcing the Pod Security "restricted" profile.
+func TestNamespaces(t *testing.T) {
+	want := map[string]bool{}
+	for _, dir := range overlays(t) {
+		want[deployment(t, build(t, dir)).Namespace] = true
+	}
+	got := map[string]bool{}
+	for _, o := range build(t, filepath.Join("..", "namespaces")) {
+		ns, ok := o.(*corev1.Namespace)
+		if !ok {
+			t.Errorf("deploy/namespaces: %T, want Namespaces only", o)
+			continue
+		}
+		got[ns.Name] = true
+		if l := ns.Labels["pod-security.kubernetes.io/enforce"]; l != "restricted" {
+			t.Errorf("Namespace %s: pod-security.kubernetes.io/enforce = %q, want restricted", ns.Name, l)
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("deploy/namespaces holds %v, want the overlays' %v", got, want)
+	}
+}
+
 // TestOverlayStores checks what tells the overlays apart: dev serves the
-// embedded catalog, prod reads PostgreSQL with the DSN from a Secret and
-// migrates before the service starts.
+// embedded catalog, prod reads PostgreSQL with the serving DSN from a
+// Secret and migrates in a Job with the schema owner's.
 func TestOverlayStores(t *testing.T) {
 	tests := []struct {
 		overlay  string
@@ -103,23 +139,148 @@ func TestOverlayStores(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.overlay, func(t *testing.T) {
-			d := deployment(t, build(t, filepath.Join("..", "overlays", tt.overlay)))
-			spec := d.Spec.Template.Spec
-			dsn := func(c corev1.Container) bool {
-				for _, e := range c.Env {
-					if e.Name == "PLANTSTORE_DATABASE_URL" && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
-						return true
-					}
+			objs := build(t, filepath.Join("..", "overlays", tt.overlay))
+			spec := deployment(t, objs).Spec.Template.Spec
+			if got := secretOf(spec.Containers[0]); (got == "plantstore-database") != tt.database {
+				t.Errorf("%s: DSN from Secret %q, want plantstore-database: %v", tt.overlay, got, tt.database)
+			}
+			if len(spec.InitContainers) > 0 {
+				t.Errorf("%s: init containers %v, want none", tt.overlay, spec.InitContainers)
+			}
+			var jobs []string
+			for _, o := range objs {
+				if j, ok := o.(*batchv1.Job); ok {
+					jobs = append(jobs, j.Name+" "+secretOf(j.Spec.Template.Spec.Containers[0]))
 				}
-				return false
 			}
-			if got := dsn(spec.Containers[0]); got != tt.database {
-				t.Errorf("%s: DSN from a Secret = %v, want %v", tt.overlay, got, tt.database)
+			want := []string(nil)
+			if tt.database {
+				want = []string{"plantstore-migrate plantstore-database-owner"}
 			}
-			migrates := len(spec.InitContainers) == 1 && dsn(spec.InitContainers[0]) &&
-				len(spec.InitContainers[0].Args) == 1 && spec.InitContainers[0].Args[0] == "migrate"
-			if migrates != tt.database {
-				t.Errorf("%s: migrate init container = %v, want %v", tt.overlay, migrates, tt.database)
+			if !reflect.DeepEqual(jobs, want) {
+				t.Errorf("%s: Jobs (name, DSN Secret) %q, want %q", tt.overlay, jobs, want)
+			}
+		})
+	}
+}
+
+func secretOf(c corev1.Container) string {
+	for _, e := range c.Env {
+		if e.Name == "PLANTSTORE_DATABASE_URL" && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			return e.ValueFrom.SecretKeyRef.Name
+		}
+	}
+	return ""
+}
+
+// apiPeers lists who may reach the API port, as "namespace/pod labels".
+func apiPeers(objs []runtime.Object) []string {
+	var out []string
+	for _, o := range objs {
+		np, ok := o.(*networkingv1.NetworkPolicy)
+		if !ok {
+			continue
+		}
+		for _, r := range np.Spec.Ingress {
+			api := false
+			for _, p := range r.Ports {
+				api = api || p.Port != nil && p.Port.String() == check.APIPortName
+			}
+			for _, f := range r.From {
+				if !api {
+					continue
+				}
+				peer := ""
+				if f.NamespaceSelector != nil {
+					peer = f.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"]
+				}
+				if f.PodSelector != nil {
+					peer += "/" + labels.Set(f.PodSelector.MatchLabels).String()
+				}
+				out = append(out, peer)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestGatewayPeers checks that each overlay opens the API port to the
+// gateway its route needs, and only to it: the Gateway API's data plane
+// namespace for an HTTPRoute, the ingress-nginx controller for its
+// Ingress. Before the fix, the base opened it to gateway-system whatever
+// the overlay, so prod-ingress dropped every request ingress-nginx sent.
+func TestGatewayPeers(t *testing.T) {
+	tests := []struct {
+		name    string
+		objs    func(t *testing.T) []runtime.Object
+		want    []string
+		wantErr bool
+	}{
+		{"dev", overlay("dev"), []string{"gateway-system"}, false},
+		{"prod", overlay("prod"), []string{"gateway-system"}, false},
+		{"prod-ingress", overlay("prod-ingress"), []string{"ingress-nginx/app.kubernetes.io/name=ingress-nginx"}, false},
+		{"testdata/before/prod-ingress.yaml", before("prod-ingress"), []string{"ingress-nginx/app.kubernetes.io/name=ingress-nginx"}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := apiPeers(tt.objs(t))
+			if ok := reflect.DeepEqual(got, tt.want); ok == tt.wantErr {
+				t.Errorf("%s: the API port is open to %q; want %q: %v", tt.name, got, tt.want, !tt.wantErr)
+			}
+		})
+	}
+}
+
+func overlay(name string) func(t *testing.T) []runtime.Object {
+	return func(t *testing.T) []runtime.Object { return build(t, filepath.Join("..", "overlays", name)) }
+}
+
+func before(name string) func(t *testing.T) []runtime.Object {
+	return func(t *testing.T) []runtime.Object {
+		b, err := os.ReadFile(filepath.Join("testdata", "before", name+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := check.Decode(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return objs
+	}
+}
+
+// TestBeforeFixRejected runs the policy on the overlays as rendered before
+// issue 17 (testdata/before, kustomize output of that commit): each defect
+// the issue names must be reported.
+func TestBeforeFixRejected(t *testing.T) {
+	tests := []struct {
+		defect, overlay, want string
+	}{
+		{"Ingress without namespace", "prod-ingress", `Ingress plantstore: namespace "", want the Deployment's "plantstore"`},
+		{"Ingress without labels", "prod-ingress", `Ingress plantstore: label app.kubernetes.io/name = ""`},
+		{"gateway hard-coded in the base NetworkPolicy", "prod", "NetworkPolicy plantstore opens both the API and the admin port"},
+		{"replicas fights the HPA (base)", "dev", "replicas is 2 while HorizontalPodAutoscaler plantstore scales it"},
+		{"replicas fights the HPA (prod)", "prod", "replicas is 3 while HorizontalPodAutoscaler plantstore scales it"},
+		{"GOMEMLIMIT 100 % of the limit", "prod", "GOMEMLIMIT is 100 % of the memory limit"},
+		{"readiness timeout within the check budget", "prod", "readinessProbe timeoutSeconds 2s is not above the 5s"},
+		{"service links on", "prod", "enableServiceLinks must be false"},
+		{"trusted proxies IPv4 only", "prod", "covers no IPv6 range"},
+		{"namespace in the app overlay", "dev", "Namespace plantstore-dev is in the app's manifests"},
+		{"namespace in the app overlay (prod)", "prod", "Namespace plantstore is in the app's manifests"},
+		{"both topology spreads soft", "prod", "every topology spread is ScheduleAnyway"},
+		{"egress open", "prod", "no NetworkPolicy limits the pods' egress"},
+		{"migrations in an init container", "prod", "init container migrate runs migrate on every pod start"},
+		{"no migration Job", "prod", "no Job runs plantstore migrate"},
+		{"10 pods x 10 connections", "prod", "= 112 PostgreSQL connections, over the budget of 97"},
+		{"resource metadata not routed", "prod", "no Exact match of /.well-known/oauth-protected-resource"},
+		{"resource metadata not routed (Ingress)", "prod-ingress", "no Exact path /.well-known/oauth-protected-resource"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.defect, func(t *testing.T) {
+			got := check.Violations(before(tt.overlay)(t))
+			if !slices.ContainsFunc(got, func(v string) bool { return strings.Contains(v, tt.want) }) {
+				t.Errorf("Violations(testdata/before/%s.yaml): got\n  %s\nwant one containing %q", tt.overlay, strings.Join(got, "\n  "), tt.want)
 			}
 		})
 	}
@@ -127,13 +288,7 @@ func TestOverlayStores(t *testing.T) {
 
 func deployment(t testing.TB, objs []runtime.Object) *appsv1.Deployment {
 	t.Helper()
-	for _, o := range objs {
-		if d, ok := o.(*appsv1.Deployment); ok {
-			return d
-		}
-	}
-	t.Fatal("no Deployment")
-	return nil
+	return find[*appsv1.Deployment](objs, "")
 }
 
 func TestDecodeRejects(t *testing.T) {
@@ -153,6 +308,8 @@ func TestDecodeRejects(t *testing.T) {
 		{"unexpected kind", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n", "unexpected kind"},
 		{"no name", "apiVersion: v1\nkind: ServiceAccount\nmetadata: {}\n", "metadata.name are required"},
 		{"unknown HTTPRoute field", "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r}\nspec:\n  rulez: []\n", `unknown field "rulez"`},
+		{"unknown ServiceMonitor field", "apiVersion: monitoring.coreos.com/v1\nkind: ServiceMonitor\nmetadata: {name: s}\nspec:\n  selector: {}\n  endpoints: [{port: metrics, intervall: 30s}]\n", `unknown field "intervall"`},
+		{"unknown PrometheusRule field", "apiVersion: monitoring.coreos.com/v1\nkind: PrometheusRule\nmetadata: {name: r}\nspec:\n  groups: [{name: g, rules: [{alert: A, exprr: up}]}]\n", `unknown field "exprr"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -176,16 +333,23 @@ func TestViolationsCatch(t *testing.T) {
 		want   string // "" when no violation is expected
 	}{
 		{"unchanged", func([]runtime.Object) {}, ""},
-		{"one replica", func(o []runtime.Object) { *dep(o).Spec.Replicas = 1 }, "replicas must be at least 2"},
+		{"replicas beside the HPA", func(o []runtime.Object) { dep(o).Spec.Replicas = ptr(int32(4)) }, "replicas is 4 while HorizontalPodAutoscaler plantstore scales it"},
 		{"latest tag", func(o []runtime.Object) { ctr(o).Image = "ghcr.io/plantstore/plantstore:latest" }, `tag "latest"`},
 		{"untagged image", func(o []runtime.Object) { ctr(o).Image = "registry:5000/plantstore" }, "no tag or digest"},
-		{"untagged init image", func(o []runtime.Object) { dep(o).Spec.Template.Spec.InitContainers[0].Image = "plantstore" }, "container migrate: image"},
+		{"untagged migration image", func(o []runtime.Object) { job(o).Spec.Template.Spec.Containers[0].Image = "plantstore" }, "container migrate: image"},
 		{"readiness on API port", func(o []runtime.Object) { ctr(o).ReadinessProbe.HTTPGet.Port = intstr.FromString("http") }, "readinessProbe port http"},
 		{"liveness on /readyz", func(o []runtime.Object) { ctr(o).LivenessProbe.HTTPGet.Path = "/readyz" }, `livenessProbe path "/readyz"`},
 		{"no readiness", func(o []runtime.Object) { ctr(o).ReadinessProbe = nil }, "readinessProbe must be an httpGet"},
+		{"readiness timeout at the check budget", func(o []runtime.Object) { ctr(o).ReadinessProbe.TimeoutSeconds = 5 }, "readinessProbe timeoutSeconds 5s is not above the 5s"},
+		{"readiness timeout defaulted", func(o []runtime.Object) { ctr(o).ReadinessProbe.TimeoutSeconds = 0 }, "readinessProbe timeoutSeconds 1s"},
+		{"readiness period below its timeout", func(o []runtime.Object) { ctr(o).ReadinessProbe.PeriodSeconds = 5 }, "readinessProbe periodSeconds 5s below its timeout 6s"},
 		{"root filesystem writable", func(o []runtime.Object) { *ctr(o).SecurityContext.ReadOnlyRootFilesystem = false }, "readOnlyRootFilesystem"},
 		{"privilege escalation", func(o []runtime.Object) { ctr(o).SecurityContext.AllowPrivilegeEscalation = nil }, "allowPrivilegeEscalation"},
 		{"capabilities kept", func(o []runtime.Object) { ctr(o).SecurityContext.Capabilities.Drop = nil }, "drop ALL"},
+		{"migration runs as root", func(o []runtime.Object) {
+			job(o).Spec.Template.Spec.SecurityContext.RunAsNonRoot = nil
+			job(o).Spec.Template.Spec.Containers[0].SecurityContext.RunAsNonRoot = nil
+		}, "container migrate: runAsNonRoot"},
 		{"runs as root", func(o []runtime.Object) {
 			ctr(o).SecurityContext.RunAsNonRoot = nil
 			dep(o).Spec.Template.Spec.SecurityContext.RunAsNonRoot = nil
@@ -197,52 +361,159 @@ func TestViolationsCatch(t *testing.T) {
 		{"short grace", func(o []runtime.Object) { *dep(o).Spec.Template.Spec.TerminationGracePeriodSeconds = 25 }, "terminationGracePeriodSeconds"},
 		{"default grace, longer delay", func(o []runtime.Object) {
 			dep(o).Spec.Template.Spec.TerminationGracePeriodSeconds = nil
-			configMap(o).Data["PLANTSTORE_SHUTDOWN_DELAY"] = "10s"
+			settings(o).Data["PLANTSTORE_SHUTDOWN_DELAY"] = "10s"
 		}, "terminationGracePeriodSeconds 30s"},
-		{"longer drain", func(o []runtime.Object) { configMap(o).Data["PLANTSTORE_SHUTDOWN_TIMEOUT"] = "60s" }, "shutdown delay + timeout (5s + 1m0s)"},
+		{"longer drain", func(o []runtime.Object) { settings(o).Data["PLANTSTORE_SHUTDOWN_TIMEOUT"] = "60s" }, "shutdown delay + timeout (5s + 1m0s)"},
 		{"no memory limit", func(o []runtime.Object) { delete(ctr(o).Resources.Limits, corev1.ResourceMemory) }, "memory request and limit"},
+		{"GOMEMLIMIT the whole limit", func(o []runtime.Object) {
+			setEnv(ctr(o), corev1.EnvVar{Name: "GOMEMLIMIT", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.memory", Divisor: resource.MustParse("1")}}})
+		}, "GOMEMLIMIT is 100 % of the memory limit"},
 		{"GOMEMLIMIT in MiB", func(o []runtime.Object) {
-			for i, e := range ctr(o).Env {
-				if e.Name == "GOMEMLIMIT" {
-					ctr(o).Env[i].ValueFrom.ResourceFieldRef.Divisor = resource.MustParse("1Mi")
-				}
-			}
+			setEnv(ctr(o), corev1.EnvVar{Name: "GOMEMLIMIT", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.memory", Divisor: resource.MustParse("1Mi")}}})
 		}, "GOMEMLIMIT divisor"},
-		{"no GOMAXPROCS", func(o []runtime.Object) {
-			var env []corev1.EnvVar
-			for _, e := range ctr(o).Env {
-				if e.Name != "GOMAXPROCS" {
-					env = append(env, e)
-				}
-			}
-			ctr(o).Env = env
-		}, "GOMAXPROCS must come from limits.cpu"},
+		{"GOMEMLIMIT 95 %", func(o []runtime.Object) { setEnv(ctr(o), corev1.EnvVar{Name: "GOMEMLIMIT", Value: "243MiB"}) }, "GOMEMLIMIT is 95 % of the memory limit"},
+		{"GOMEMLIMIT a quarter", func(o []runtime.Object) { setEnv(ctr(o), corev1.EnvVar{Name: "GOMEMLIMIT", Value: "64MiB"}) }, "GOMEMLIMIT is 25 % of the memory limit"},
+		{"GOMEMLIMIT in Kubernetes units", func(o []runtime.Object) { setEnv(ctr(o), corev1.EnvVar{Name: "GOMEMLIMIT", Value: "230Mi"}) }, `GOMEMLIMIT="230Mi"`},
+		{"limit raised, GOMEMLIMIT kept", func(o []runtime.Object) { ctr(o).Resources.Limits[corev1.ResourceMemory] = resource.MustParse("1Gi") }, "GOMEMLIMIT is 22 % of the memory limit 1Gi"},
+		{"no GOMEMLIMIT", func(o []runtime.Object) { dropEnv(ctr(o), "GOMEMLIMIT") }, "GOMEMLIMIT is not set"},
+		{"no GOMAXPROCS", func(o []runtime.Object) { dropEnv(ctr(o), "GOMAXPROCS") }, "GOMAXPROCS must come from limits.cpu"},
+		{"service links on", func(o []runtime.Object) { dep(o).Spec.Template.Spec.EnableServiceLinks = nil }, "Deployment plantstore: enableServiceLinks must be false: Kubernetes would set PLANTSTORE_METRICS_SERVICE_HOST"},
+		{"service links on in the migration", func(o []runtime.Object) { job(o).Spec.Template.Spec.EnableServiceLinks = ptr(true) }, "Job plantstore-migrate: enableServiceLinks must be false"},
+		{"unknown setting", func(o []runtime.Object) { settings(o).Data["PLANTSTORE_JWT_ISSUER_URL"] = "https://x" }, "PLANTSTORE_JWT_ISSUER_URL names no serve flag"},
+		{"PLANTSTORE_DEV", func(o []runtime.Object) {
+			ctr(o).Env = append(ctr(o).Env, corev1.EnvVar{Name: "PLANTSTORE_DEV", Value: "1"})
+		}, "PLANTSTORE_DEV names no serve flag"},
+		{"a setting of this round", func(o []runtime.Object) { settings(o).Data["PLANTSTORE_TRACE_SUBJECT"] = "true" }, ""},
 		{"dev flag", func(o []runtime.Object) { ctr(o).Args = append(ctr(o).Args, "-dev") }, "-dev is for development only"},
+		{"trusting everyone", func(o []runtime.Object) { settings(o).Data["PLANTSTORE_TRUSTED_PROXIES"] = "0.0.0.0/0,::/0" }, "0.0.0.0/0 trusts every address"},
+		{"trusted proxies IPv6 only", func(o []runtime.Object) { settings(o).Data["PLANTSTORE_TRUSTED_PROXIES"] = "fc00::/7" }, "covers no IPv4 range"},
+		{"trusted proxies not a CIDR", func(o []runtime.Object) {
+			settings(o).Data["PLANTSTORE_TRUSTED_PROXIES"] = "10.0.0.0/8,fc00::/7,gateway"
+		}, `"gateway" is not a CIDR`},
 		{"unnamed port", func(o []runtime.Object) { ctr(o).Ports[0].Name = "" }, "has no name"},
 		{"admin port on API Service", func(o []runtime.Object) {
 			s := service(o, "plantstore")
 			s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "admin", Port: 9090, TargetPort: intstr.FromString("admin")})
 		}, "exposes more than the API port"},
 		{"no topology spread", func(o []runtime.Object) { dep(o).Spec.Template.Spec.TopologySpreadConstraints = nil }, "topologySpreadConstraints"},
-		{"API open to all", func(o []runtime.Object) { netpol(o).Spec.Ingress[0].From = nil }, "allows every source"},
-		{"metrics from gateway", func(o []runtime.Object) {
-			netpol(o).Spec.Ingress[1].From[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] = "gateway-system"
-		}, "admin port is not open to namespace monitoring"},
+		{"soft spreads only", func(o []runtime.Object) {
+			for i := range dep(o).Spec.Template.Spec.TopologySpreadConstraints {
+				dep(o).Spec.Template.Spec.TopologySpreadConstraints[i].WhenUnsatisfiable = corev1.ScheduleAnyway
+			}
+		}, "every topology spread is ScheduleAnyway"},
+		{"spread selecting other pods", func(o []runtime.Object) {
+			dep(o).Spec.Template.Spec.TopologySpreadConstraints[1].LabelSelector.MatchLabels = map[string]string{"app": "other"}
+		}, "topology spread on kubernetes.io/hostname does not select the pods"},
+		{"Namespace in the overlay", func(o []runtime.Object) {}, ""},
+		{"object elsewhere", func(o []runtime.Object) { service(o, "plantstore-metrics").Namespace = "default" }, `Service plantstore-metrics: namespace "default"`},
+		{"object unlabelled", func(o []runtime.Object) {
+			delete(netpolNamed(o, "plantstore-gateway").Labels, "app.kubernetes.io/part-of")
+		}, "NetworkPolicy plantstore-gateway: label app.kubernetes.io/part-of"},
+		{"API open to all", func(o []runtime.Object) { netpolNamed(o, "plantstore-gateway").Spec.Ingress[0].From = nil }, "allows every source"},
+		{"API open to every namespace", func(o []runtime.Object) {
+			netpolNamed(o, "plantstore-gateway").Spec.Ingress[0].From[0].NamespaceSelector.MatchLabels = nil
+		}, "which is everyone"},
+		{"no gateway component", func(o []runtime.Object) { netpolNamed(o, "plantstore-gateway").Spec.Ingress = nil }, "nothing opens the API port"},
+		{"gateway policy opens the admin port", func(o []runtime.Object) {
+			r := &netpolNamed(o, "plantstore-gateway").Spec.Ingress[0]
+			p := intstr.FromString("admin")
+			r.Ports = append(r.Ports, networkingv1.NetworkPolicyPort{Port: &p})
+		}, "NetworkPolicy plantstore-gateway opens both the API and the admin port"},
+		{"metrics from the gateway", func(o []runtime.Object) {
+			netpolNamed(o, "plantstore").Spec.Ingress[0].From[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] = "gateway-system"
+		}, "may reach the admin port as well as the API"},
+		{"egress open", func(o []runtime.Object) {
+			netpolNamed(o, "plantstore").Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}
+			netpolNamed(o, "plantstore-tracing").Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}
+		}, "Deployment plantstore: no NetworkPolicy limits the pods' egress"},
+		{"no DNS", func(o []runtime.Object) { np := netpolNamed(o, "plantstore"); np.Spec.Egress = np.Spec.Egress[1:] }, "no egress rule reaches DNS (UDP port 53)"},
+		{"no IdP", func(o []runtime.Object) {
+			np := netpolNamed(o, "plantstore")
+			np.Spec.Egress = append(np.Spec.Egress[:1], np.Spec.Egress[2:]...)
+		}, "no egress rule reaches the identity provider (PLANTSTORE_JWT_ISSUER) (TCP port 443)"},
+		{"IdP on another port", func(o []runtime.Object) {
+			settings(o).Data["PLANTSTORE_JWT_ISSUER"] = "https://sso.example.com:8443/realms/plants"
+		}, "(TCP port 8443)"},
+		{"no PostgreSQL", func(o []runtime.Object) { np := netpolNamed(o, "plantstore"); np.Spec.Egress = np.Spec.Egress[:2] }, "Deployment plantstore: no egress rule reaches PostgreSQL"},
+		{"no trace collector", func(o []runtime.Object) { netpolNamed(o, "plantstore-tracing").Spec.Egress = nil }, "no egress rule reaches the trace collector (OTEL_EXPORTER_OTLP_ENDPOINT) (TCP port 4318)"},
+		{"trace collector over gRPC", func(o []runtime.Object) {
+			settings(o).Data["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://tempo.tempo.svc:14317"
+			settings(o).Data["OTEL_EXPORTER_OTLP_PROTOCOL"] = "grpc"
+		}, "the trace collector (OTEL_EXPORTER_OTLP_ENDPOINT) (TCP port 14317)"},
+		{"egress to every port", func(o []runtime.Object) {
+			np := netpolNamed(o, "plantstore")
+			np.Spec.Egress = append(np.Spec.Egress, networkingv1.NetworkPolicyEgressRule{})
+		}, "egress rule 3 allows every port"},
+		{"migration cannot reach PostgreSQL", func(o []runtime.Object) {
+			np := netpolNamed(o, "plantstore-migrate")
+			np.Spec.Egress = np.Spec.Egress[:1]
+		}, "Job plantstore-migrate: no egress rule reaches PostgreSQL"},
+		{"migrate init container", func(o []runtime.Object) {
+			m := job(o).Spec.Template.Spec.Containers[0]
+			dep(o).Spec.Template.Spec.InitContainers = []corev1.Container{m}
+		}, "init container migrate runs migrate on every pod start"},
+		{"no migration Job", func(o []runtime.Object) { job(o).Spec.Template.Spec.Containers[0].Args = []string{"version"} }, "no Job runs plantstore migrate"},
+		{"migration with the serving Secret", func(o []runtime.Object) {
+			job(o).Spec.Template.Spec.Containers[0].Env[0].ValueFrom.SecretKeyRef.Name = "plantstore-database"
+		}, "migrates with the serving Secret plantstore-database"},
+		{"migration not a PreSync hook", func(o []runtime.Object) { delete(job(o).Annotations, "argocd.argoproj.io/hook") }, "argocd.argoproj.io/hook must name PreSync"},
+		{"migration not a Helm-style hook", func(o []runtime.Object) { job(o).Annotations["helm.sh/hook"] = "post-install" }, "helm.sh/hook must name pre-install and pre-upgrade"},
+		{"migration reads the release's ConfigMap", func(o []runtime.Object) {
+			c := &job(o).Spec.Template.Spec.Containers[0]
+			c.EnvFrom = append(c.EnvFrom, corev1.EnvFromSource{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: settings(o).Name}}})
+		}, "which a pre-sync hook runs before"},
+		{"migration as the release's ServiceAccount", func(o []runtime.Object) { job(o).Spec.Template.Spec.ServiceAccountName = "plantstore" }, "serviceAccountName plantstore"},
+		{"migration without a deadline", func(o []runtime.Object) { job(o).Spec.ActiveDeadlineSeconds = nil }, "no activeDeadlineSeconds"},
+		{"DSN in the ConfigMap", func(o []runtime.Object) { settings(o).Data["PLANTSTORE_DATABASE_URL"] = "postgres://u:p@db/plants" }, "PLANTSTORE_DATABASE_URL is a literal value"},
+		{"pool over the budget", func(o []runtime.Object) { settings(o).Data["PLANTSTORE_DB_MAX_CONNS"] = "5" }, "(10 pods + 1 surging) x PLANTSTORE_DB_MAX_CONNS 5 + 2 for a migration = 57 PostgreSQL connections, over the budget of 50"},
+		{"HPA grown past the budget", func(o []runtime.Object) { hpa(o).Spec.MaxReplicas = 12 }, "(12 pods + 1 surging)"},
+		{"pool size unset", func(o []runtime.Object) { delete(settings(o).Data, "PLANTSTORE_DB_MAX_CONNS") }, "PLANTSTORE_DB_MAX_CONNS is not set"},
+		{"no budget annotation", func(o []runtime.Object) {
+			delete(dep(o).Annotations, check.ConnectionBudgetAnnotation)
+			settings(o).Data["PLANTSTORE_DB_MAX_CONNS"] = "9"
+		}, "= 101 PostgreSQL connections, over the budget of 97 (PostgreSQL's default"},
 		{"route to wrong port", func(o []runtime.Object) {
 			p := gatewayv1.PortNumber(8080)
 			route(o).Spec.Rules[0].BackendRefs[0].Port = &p
-		}, "no backendRef to Service plantstore port 80"},
-		{"HPA min 1", func(o []runtime.Object) {
-			for _, x := range o {
-				if h, ok := x.(*autoscalingv2.HorizontalPodAutoscaler); ok {
-					*h.Spec.MinReplicas = 1
-				}
-			}
-		}, "minReplicas must be at least 2"},
+		}, "no Exact match of /plants to Service plantstore port 80"},
+		{"resource metadata not routed", func(o []runtime.Object) { route(o).Spec.Rules[0].Matches = route(o).Spec.Rules[0].Matches[:1] }, "no Exact match of /.well-known/oauth-protected-resource"},
+		{"HPA min 1", func(o []runtime.Object) { *hpa(o).Spec.MinReplicas = 1 }, "minReplicas must be at least 2"},
+		{"key file through a subPath", func(o []runtime.Object) { mountKeys(o, "jwks.json") }, "PLANTSTORE_JWT_KEY_FILE=/etc/plantstore/jwt/jwks.json comes through the subPath mount"},
+		{"key file in a mounted directory", func(o []runtime.Object) { mountKeys(o, "") }, ""},
+		{"both monitors", func(o []runtime.Object) {}, ""},
+		{"ServiceMonitor on the API port", func(o []runtime.Object) { serviceMonitor(o).Spec.Endpoints[0].Port = "http" }, `endpoint port "http" is not Service plantstore-metrics's port to the admin port`},
+		{"ServiceMonitor job from another label", func(o []runtime.Object) { serviceMonitor(o).Spec.JobLabel = "app.kubernetes.io/component" }, `gives job="metrics", want "plantstore"`},
+		{"ServiceMonitor without classic buckets", func(o []runtime.Object) { serviceMonitor(o).Spec.ScrapeClassicHistograms = nil }, "scrapeClassicHistograms must be true"},
+		{"ServiceMonitor in every namespace", func(o []runtime.Object) { serviceMonitor(o).Spec.NamespaceSelector.Any = true }, "namespaceSelector reaches beyond"},
+		{"alert without runbook", func(o []runtime.Object) { delete(promRule(o).Spec.Groups[1].Rules[0].Annotations, "runbook_url") }, "alert PlantstoreAvailabilityBudgetBurnFast has no runbook_url"},
+		{"alert severity page", func(o []runtime.Object) { promRule(o).Spec.Groups[1].Rules[0].Labels["severity"] = "page" }, `severity "page"`},
+		{"dashboard over 256 KiB", func(o []runtime.Object) {
+			cm := configMapNamed(o, "plantstore-dashboard")
+			cm.Data["plantstore.json"] += strings.Repeat(" ", 256*1024)
+		}, "ConfigMap plantstore-dashboard"},
 	}
+	prod := build(t, filepath.Join("..", "overlays", "prod"))
+	dev := build(t, filepath.Join("..", "overlays", "dev"))
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			objs := build(t, filepath.Join("..", "overlays", "prod"))
+			objs := deepCopy(prod)
+			switch tt.name {
+			case "Namespace in the overlay":
+				objs = append(objs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "plantstore"}})
+				tt.want = "Namespace plantstore is in the app's manifests"
+			case "both monitors":
+				objs = append(objs, deepCopy(dev)...)
+				objs = slices.DeleteFunc(objs, func(o runtime.Object) bool {
+					_, isPM := o.(*monitoringv1.PodMonitor)
+					return !isPM && objNamespace(o) == "plantstore-dev"
+				})
+				for _, o := range objs {
+					if pm, ok := o.(*monitoringv1.PodMonitor); ok {
+						pm.Namespace = "plantstore"
+					}
+				}
+				tt.want = "both a ServiceMonitor and a PodMonitor"
+			}
 			tt.mutate(objs)
 			got := check.Violations(objs)
 			if tt.want == "" {
@@ -251,62 +522,106 @@ func TestViolationsCatch(t *testing.T) {
 				}
 				return
 			}
-			found := false
-			for _, v := range got {
-				found = found || strings.Contains(v, tt.want)
-			}
-			if !found {
-				t.Errorf("Violations after %s: got %q, want one containing %q", tt.name, got, tt.want)
+			if !slices.ContainsFunc(got, func(v string) bool { return strings.Contains(v, tt.want) }) {
+				t.Errorf("Violations after %s: got\n  %s\nwant one containing %q", tt.name, strings.Join(got, "\n  "), tt.want)
 			}
 		})
 	}
 }
 
-func dep(objs []runtime.Object) *appsv1.Deployment {
-	for _, o := range objs {
-		if d, ok := o.(*appsv1.Deployment); ok {
-			return d
-		}
+func ptr[T any](v T) *T { return &v }
+
+func deepCopy(objs []runtime.Object) []runtime.Object {
+	out := make([]runtime.Object, len(objs))
+	for i, o := range objs {
+		out[i] = o.DeepCopyObject()
 	}
-	panic("no Deployment")
+	return out
 }
+
+func dep(objs []runtime.Object) *appsv1.Deployment { return find[*appsv1.Deployment](objs, "") }
 
 func ctr(objs []runtime.Object) *corev1.Container {
 	return &dep(objs).Spec.Template.Spec.Containers[0]
 }
 
-func configMap(objs []runtime.Object) *corev1.ConfigMap {
-	for _, o := range objs {
-		if c, ok := o.(*corev1.ConfigMap); ok {
-			return c
-		}
+func job(objs []runtime.Object) *batchv1.Job { return find[*batchv1.Job](objs, "") }
+
+func hpa(objs []runtime.Object) *autoscalingv2.HorizontalPodAutoscaler {
+	return find[*autoscalingv2.HorizontalPodAutoscaler](objs, "")
+}
+
+// settings returns the ConfigMap the service takes its PLANTSTORE_*
+// settings from.
+func settings(objs []runtime.Object) *corev1.ConfigMap {
+	return configMapNamed(objs, ctr(objs).EnvFrom[0].ConfigMapRef.Name)
+}
+
+func configMapNamed(objs []runtime.Object, name string) *corev1.ConfigMap {
+	return find[*corev1.ConfigMap](objs, name)
+}
+
+func setEnv(c *corev1.Container, e corev1.EnvVar) {
+	dropEnv(c, e.Name)
+	c.Env = append(c.Env, e)
+}
+
+func dropEnv(c *corev1.Container, name string) {
+	c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == name })
+}
+
+// mountKeys mounts the Secret plantstore-jwt at /etc/plantstore/jwt (only
+// its jwks.json through a subPath when subPath is set) and points
+// PLANTSTORE_JWT_KEY_FILE at it.
+func mountKeys(objs []runtime.Object, subPath string) {
+	spec := &dep(objs).Spec.Template.Spec
+	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "jwt", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "plantstore-jwt"}}})
+	m := corev1.VolumeMount{Name: "jwt", MountPath: "/etc/plantstore/jwt", ReadOnly: true}
+	if subPath != "" {
+		m.MountPath += "/" + subPath
+		m.SubPath = subPath
 	}
-	panic("no ConfigMap")
+	ctr(objs).VolumeMounts = append(ctr(objs).VolumeMounts, m)
+	settings(objs).Data["PLANTSTORE_JWT_KEY_FILE"] = "/etc/plantstore/jwt/jwks.json"
 }
 
 func service(objs []runtime.Object, name string) *corev1.Service {
-	for _, o := range objs {
-		if s, ok := o.(*corev1.Service); ok && s.Name == name {
-			return s
-		}
-	}
-	panic("no Service " + name)
+	return find[*corev1.Service](objs, name)
 }
 
-func netpol(objs []runtime.Object) *networkingv1.NetworkPolicy {
-	for _, o := range objs {
-		if n, ok := o.(*networkingv1.NetworkPolicy); ok {
-			return n
-		}
-	}
-	panic("no NetworkPolicy")
+func netpolNamed(objs []runtime.Object, name string) *networkingv1.NetworkPolicy {
+	return find[*networkingv1.NetworkPolicy](objs, name)
 }
 
-func route(objs []runtime.Object) *gatewayv1.HTTPRoute {
+func route(objs []runtime.Object) *gatewayv1.HTTPRoute { return find[*gatewayv1.HTTPRoute](objs, "") }
+
+func serviceMonitor(objs []runtime.Object) *monitoringv1.ServiceMonitor {
+	return find[*monitoringv1.ServiceMonitor](objs, "")
+}
+
+func promRule(objs []runtime.Object) *monitoringv1.PrometheusRule {
+	return find[*monitoringv1.PrometheusRule](objs, "")
+}
+
+// find returns the first object of type T in objs, named name unless name
+// is empty; it panics when there is none, which fails the test.
+func find[T interface {
+	runtime.Object
+	GetName() string
+}](objs []runtime.Object, name string) T {
 	for _, o := range objs {
-		if r, ok := o.(*gatewayv1.HTTPRoute); ok {
-			return r
+		if v, ok := o.(T); ok && (name == "" || v.GetName() == name) {
+			return v
 		}
 	}
-	panic("no HTTPRoute")
+	var zero T
+	panic(fmt.Sprintf("no %T named %q", zero, name))
+}
+
+func objNamespace(o runtime.Object) string {
+	acc, err := meta.Accessor(o)
+	if err != nil {
+		return ""
+	}
+	return acc.GetNamespace()
 }

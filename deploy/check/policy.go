@@ -2,31 +2,39 @@ package check
 
 import (
 	"fmt"
-	"strings"
+	"reflect"
+	"sort"
 	"time"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
-// Ports, paths and namespaces the policy expects.
+// Ports and names the policy expects of the service.
 const (
-	APIPort          = 8080
-	AdminPort        = 9090
-	APIPortName      = "http"
-	AdminPortName    = "admin"
-	GatewayNamespace = "gateway-system"
-	MonitorNamespace = "monitoring"
+	APIPort       = 8080
+	AdminPort     = 9090
+	APIPortName   = "http"
+	AdminPortName = "admin"
+	// Job is the job label the rules and the dashboard select
+	// (job="plantstore"): the ServiceMonitor's or PodMonitor's jobLabel
+	// must give it.
+	Job = "plantstore"
 )
+
+// ReadyCheckBudget is the longest /readyz lets its checks (keys, store)
+// run: the service's readyTimeout in observability/admin.go.
+const ReadyCheckBudget = 5 * time.Second
 
 // The service's defaults for -shutdown-delay and -shutdown-timeout.
 const (
@@ -34,69 +42,100 @@ const (
 	defaultShutdownTimeout = 20 * time.Second
 )
 
+// The labels every object carries (deploy/base and each component).
+var commonLabels = []string{"app.kubernetes.io/name", "app.kubernetes.io/part-of"}
+
+// manifests are the objects of one overlay, by kind.
+type manifests struct {
+	all             []runtime.Object
+	deps            []*appsv1.Deployment
+	jobs            []*batchv1.Job
+	services        []*corev1.Service
+	configMaps      map[string]*corev1.ConfigMap
+	namespaces      []*corev1.Namespace
+	hpas            []*autoscalingv2.HorizontalPodAutoscaler
+	pdbs            []*policyv1.PodDisruptionBudget
+	netpols         []*networkingv1.NetworkPolicy
+	ingresses       []*networkingv1.Ingress
+	routes          []*gatewayv1.HTTPRoute
+	serviceMonitors []*monitoringv1.ServiceMonitor
+	podMonitors     []*monitoringv1.PodMonitor
+	rules           []*monitoringv1.PrometheusRule
+}
+
+func sortByKind(objs []runtime.Object) *manifests {
+	m := &manifests{all: objs, configMaps: map[string]*corev1.ConfigMap{}}
+	for _, o := range objs {
+		switch t := o.(type) {
+		case *appsv1.Deployment:
+			m.deps = append(m.deps, t)
+		case *batchv1.Job:
+			m.jobs = append(m.jobs, t)
+		case *corev1.Service:
+			m.services = append(m.services, t)
+		case *corev1.ConfigMap:
+			m.configMaps[t.Name] = t
+		case *corev1.Namespace:
+			m.namespaces = append(m.namespaces, t)
+		case *autoscalingv2.HorizontalPodAutoscaler:
+			m.hpas = append(m.hpas, t)
+		case *policyv1.PodDisruptionBudget:
+			m.pdbs = append(m.pdbs, t)
+		case *networkingv1.NetworkPolicy:
+			m.netpols = append(m.netpols, t)
+		case *networkingv1.Ingress:
+			m.ingresses = append(m.ingresses, t)
+		case *gatewayv1.HTTPRoute:
+			m.routes = append(m.routes, t)
+		case *monitoringv1.ServiceMonitor:
+			m.serviceMonitors = append(m.serviceMonitors, t)
+		case *monitoringv1.PodMonitor:
+			m.podMonitors = append(m.podMonitors, t)
+		case *monitoringv1.PrometheusRule:
+			m.rules = append(m.rules, t)
+		}
+	}
+	return m
+}
+
 // Violations returns every way the objects of one overlay break the
 // deployment policy, or nil. The objects are those Decode returns.
 func Violations(objs []runtime.Object) []string {
 	var v violations
-	var (
-		deps      []*appsv1.Deployment
-		services  []*corev1.Service
-		hpas      []*autoscalingv2.HorizontalPodAutoscaler
-		pdbs      []*policyv1.PodDisruptionBudget
-		netpols   []*networkingv1.NetworkPolicy
-		ingresses []*networkingv1.Ingress
-		routes    []*gatewayv1.HTTPRoute
-	)
-	configMaps := map[string]*corev1.ConfigMap{}
-	for _, o := range objs {
-		switch t := o.(type) {
-		case *appsv1.Deployment:
-			deps = append(deps, t)
-		case *corev1.Service:
-			services = append(services, t)
-		case *corev1.ConfigMap:
-			configMaps[t.Name] = t
-		case *autoscalingv2.HorizontalPodAutoscaler:
-			hpas = append(hpas, t)
-		case *policyv1.PodDisruptionBudget:
-			pdbs = append(pdbs, t)
-		case *networkingv1.NetworkPolicy:
-			netpols = append(netpols, t)
-		case *networkingv1.Ingress:
-			ingresses = append(ingresses, t)
-		case *gatewayv1.HTTPRoute:
-			routes = append(routes, t)
-		}
+	m := sortByKind(objs)
+	for _, ns := range m.namespaces {
+		v.add("Namespace %s is in the app's manifests: namespaces live in deploy/namespaces, so that deleting or pruning the app never deletes one", ns.Name)
 	}
-	if len(deps) != 1 {
-		v.add("want exactly one Deployment, got %d", len(deps))
+	if len(m.deps) != 1 {
+		v.add("want exactly one Deployment, got %d", len(m.deps))
 		return v
 	}
-	d := deps[0]
+	d := m.deps[0]
+	checkMetadata(m, d, &v)
 	pod := d.Spec.Template
 	podLabels := labels.Set(pod.Labels)
 	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
 	if err != nil || sel.Empty() || !sel.Matches(podLabels) {
 		v.add("Deployment %s: selector does not match the pod template labels", d.Name)
 	}
-	if d.Spec.Replicas == nil || *d.Spec.Replicas < 2 {
+	hpa := checkScaling(d, m.hpas, m.pdbs, podLabels, &v)
+	switch {
+	case hpa != nil && d.Spec.Replicas != nil:
+		v.add("Deployment %s: replicas is %d while HorizontalPodAutoscaler %s scales it: every apply would reset the count", d.Name, *d.Spec.Replicas, hpa.Name)
+	case hpa == nil && (d.Spec.Replicas == nil || *d.Spec.Replicas < 2):
 		v.add("Deployment %s: replicas must be at least 2", d.Name)
 	}
-	if len(pod.Spec.TopologySpreadConstraints) == 0 {
-		v.add("Deployment %s: no topologySpreadConstraints", d.Name)
-	}
-	if pod.Spec.AutomountServiceAccountToken == nil || *pod.Spec.AutomountServiceAccountToken {
-		v.add("Deployment %s: automountServiceAccountToken must be false", d.Name)
-	}
-	env := configEnv(pod.Spec.Containers, configMaps, &v)
+	env := configEnv(pod.Spec.Containers, m.configMaps, &v)
+	checkPodSpec("Deployment "+d.Name, pod.Spec, m.services, &v)
+	checkSettings(env, &v)
 	checkGrace(pod.Spec, env, &v)
+	checkTopology(d.Name, pod.Spec.TopologySpreadConstraints, podLabels, &v)
 	psc := pod.Spec.SecurityContext
 	if psc == nil {
 		psc = &corev1.PodSecurityContext{}
 	}
-	all := append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...)
-	for _, c := range all {
-		checkContainer(c, psc, env, &v)
+	for _, c := range append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		checkContainer(c, psc, &v)
 	}
 	var main *corev1.Container
 	for i := range pod.Spec.Containers {
@@ -108,11 +147,17 @@ func Violations(objs []runtime.Object) []string {
 		v.add("Deployment %s: no container named plantstore", d.Name)
 		return v
 	}
-	checkMain(main, &v)
-	apiService := checkServices(services, podLabels, &v)
-	checkRoutes(routes, ingresses, apiService, &v)
-	checkScaling(d, hpas, pdbs, podLabels, &v)
-	checkNetworkPolicies(netpols, podLabels, &v)
+	checkMain(main, env, &v)
+	checkMounts(main, pod.Spec, env, &v)
+	apiService := checkServices(m.services, podLabels, &v)
+	checkRoutes(m.routes, m.ingresses, apiService, &v)
+	checkNetworkPolicies(m.netpols, podLabels, &v)
+	checkEgress("Deployment "+d.Name, m.netpols, podLabels, egressNeeds(env), &v)
+	checkDatabase(m, d, main, env, hpa, &v)
+	checkMonitoring(m, podLabels, &v)
+	for _, cm := range m.configMaps {
+		checkConfigMapSize(cm, &v)
+	}
 	return v
 }
 
@@ -122,7 +167,43 @@ func (v *violations) add(format string, args ...any) {
 	*v = append(*v, fmt.Sprintf(format, args...))
 }
 
-// configEnv merges the ConfigMaps the containers take their environment from.
+// kindOf names an object's kind for messages.
+func kindOf(o runtime.Object) string {
+	if k := o.GetObjectKind().GroupVersionKind().Kind; k != "" {
+		return k
+	}
+	return reflect.TypeOf(o).Elem().Name()
+}
+
+// checkMetadata requires every object in the Deployment's namespace, with
+// the Deployment's common labels: an object a component adds above the
+// overlay that sets them would otherwise land in the default namespace
+// unlabelled.
+func checkMetadata(m *manifests, d *appsv1.Deployment, v *violations) {
+	if d.Namespace == "" {
+		v.add("Deployment %s: no namespace", d.Name)
+	}
+	for _, o := range m.all {
+		if _, ok := o.(*corev1.Namespace); ok {
+			continue
+		}
+		acc, err := meta.Accessor(o)
+		if err != nil {
+			continue
+		}
+		if acc.GetNamespace() != d.Namespace {
+			v.add("%s %s: namespace %q, want the Deployment's %q", kindOf(o), acc.GetName(), acc.GetNamespace(), d.Namespace)
+		}
+		for _, l := range commonLabels {
+			if want := d.Labels[l]; want == "" || acc.GetLabels()[l] != want {
+				v.add("%s %s: label %s = %q, want %q", kindOf(o), acc.GetName(), l, acc.GetLabels()[l], want)
+			}
+		}
+	}
+}
+
+// configEnv merges the ConfigMaps the containers take their environment
+// from and their literal env values.
 func configEnv(cs []corev1.Container, cms map[string]*corev1.ConfigMap, v *violations) map[string]string {
 	env := map[string]string{}
 	for _, c := range cs {
@@ -142,10 +223,27 @@ func configEnv(cs []corev1.Container, cms map[string]*corev1.ConfigMap, v *viola
 		for _, e := range c.Env {
 			if e.ValueFrom == nil {
 				env[e.Name] = e.Value
+			} else if _, ok := env[e.Name]; !ok {
+				env[e.Name] = ""
 			}
 		}
 	}
 	return env
+}
+
+// checkSettings refuses PLANTSTORE_* variables that name no serve flag:
+// the binary warns about them and they do nothing.
+func checkSettings(env map[string]string, v *violations) {
+	var unknown []string
+	for name := range env {
+		if len(name) > len("PLANTSTORE_") && name[:len("PLANTSTORE_")] == "PLANTSTORE_" && !knownVariable(name) {
+			unknown = append(unknown, name)
+		}
+	}
+	sort.Strings(unknown)
+	for _, name := range unknown {
+		v.add("%s names no serve flag: the binary warns about it and ignores it", name)
+	}
 }
 
 // checkGrace requires the grace period to cover the service's own drain:
@@ -171,256 +269,13 @@ func checkGrace(spec corev1.PodSpec, env map[string]string, v *violations) {
 	}
 }
 
-func checkContainer(c corev1.Container, psc *corev1.PodSecurityContext, env map[string]string, v *violations) {
-	if err := checkImage(c.Image); err != nil {
-		v.add("container %s: image %q: %v", c.Name, c.Image, err)
-	}
-	for _, arg := range append(append([]string{}, c.Command...), c.Args...) {
-		if arg == "-dev" || arg == "--dev" || strings.HasPrefix(arg, "-dev=") || strings.HasPrefix(arg, "--dev=") {
-			v.add("container %s: -dev is for development only", c.Name)
-		}
-	}
-	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-		req, okReq := c.Resources.Requests[r]
-		lim, okLim := c.Resources.Limits[r]
-		if !okReq || !okLim {
-			v.add("container %s: %s request and limit are both required", c.Name, r)
-			continue
-		}
-		if req.Cmp(lim) > 0 {
-			v.add("container %s: %s request %s above limit %s", c.Name, r, req.String(), lim.String())
-		}
-	}
-	sc := c.SecurityContext
-	if sc == nil {
-		sc = &corev1.SecurityContext{}
-	}
-	nonRoot := sc.RunAsNonRoot
-	if nonRoot == nil {
-		nonRoot = psc.RunAsNonRoot
-	}
-	if nonRoot == nil || !*nonRoot {
-		v.add("container %s: runAsNonRoot must be true", c.Name)
-	}
-	uid := sc.RunAsUser
-	if uid == nil {
-		uid = psc.RunAsUser
-	}
-	if uid != nil && *uid == 0 {
-		v.add("container %s: runAsUser 0", c.Name)
-	}
-	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
-		v.add("container %s: readOnlyRootFilesystem must be true", c.Name)
-	}
-	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
-		v.add("container %s: allowPrivilegeEscalation must be false", c.Name)
-	}
-	if sc.Privileged != nil && *sc.Privileged {
-		v.add("container %s: privileged", c.Name)
-	}
-	dropsAll := false
-	if sc.Capabilities != nil {
-		for _, cp := range sc.Capabilities.Drop {
-			dropsAll = dropsAll || cp == "ALL"
-		}
-		if len(sc.Capabilities.Add) > 0 {
-			v.add("container %s: adds capabilities %v", c.Name, sc.Capabilities.Add)
-		}
-	}
-	if !dropsAll {
-		v.add("container %s: capabilities must drop ALL", c.Name)
-	}
-	seccomp := sc.SeccompProfile
-	if seccomp == nil {
-		seccomp = psc.SeccompProfile
-	}
-	if seccomp == nil || seccomp.Type != corev1.SeccompProfileTypeRuntimeDefault {
-		v.add("container %s: seccompProfile must be RuntimeDefault", c.Name)
-	}
-}
-
-// checkImage refuses an image without a tag or digest and the latest tag.
-func checkImage(image string) error {
-	if image == "" {
-		return fmt.Errorf("empty")
-	}
-	if strings.Contains(image, "@sha256:") {
-		return nil
-	}
-	name := image[strings.LastIndex(image, "/")+1:]
-	i := strings.LastIndex(name, ":")
-	if i < 0 {
-		return fmt.Errorf("no tag or digest")
-	}
-	if tag := name[i+1:]; tag == "" || tag == "latest" {
-		return fmt.Errorf("tag %q is not a pinned version", tag)
-	}
-	return nil
-}
-
-// checkMain checks the service container: named ports, probes on the admin
-// port, the Go runtime sized from the limits.
-func checkMain(c *corev1.Container, v *violations) {
-	ports := map[string]int32{}
-	for _, p := range c.Ports {
-		if p.Name == "" {
-			v.add("container %s: port %d has no name", c.Name, p.ContainerPort)
-		}
-		ports[p.Name] = p.ContainerPort
-	}
-	if ports[APIPortName] != APIPort {
-		v.add("container %s: want port %s = %d", c.Name, APIPortName, APIPort)
-	}
-	if ports[AdminPortName] != AdminPort {
-		v.add("container %s: want port %s = %d", c.Name, AdminPortName, AdminPort)
-	}
-	checkProbe(c.Name, "readinessProbe", c.ReadinessProbe, "/readyz", v)
-	checkProbe(c.Name, "livenessProbe", c.LivenessProbe, "/healthz", v)
-	want := map[string]string{"GOMAXPROCS": "limits.cpu", "GOMEMLIMIT": "limits.memory"}
-	for _, e := range c.Env {
-		res, ok := want[e.Name]
-		if !ok {
-			continue
-		}
-		delete(want, e.Name)
-		if e.ValueFrom == nil || e.ValueFrom.ResourceFieldRef == nil || e.ValueFrom.ResourceFieldRef.Resource != res {
-			v.add("container %s: %s must come from %s (resourceFieldRef)", c.Name, e.Name, res)
-			continue
-		}
-		// GOMEMLIMIT reads a bare number as bytes: any other divisor would shrink it.
-		if div := e.ValueFrom.ResourceFieldRef.Divisor; res == "limits.memory" && !div.IsZero() && div.Cmp(resource.MustParse("1")) != 0 {
-			v.add("container %s: GOMEMLIMIT divisor must be 1 (bytes), got %s", c.Name, div.String())
-		}
-	}
-	for name, res := range want {
-		v.add("container %s: %s must come from %s (resourceFieldRef)", c.Name, name, res)
-	}
-	for _, e := range c.Env {
-		if e.Name == "PLANTSTORE_DEV" {
-			v.add("container %s: PLANTSTORE_DEV set", c.Name)
-		}
-	}
-}
-
-func checkProbe(container, which string, p *corev1.Probe, path string, v *violations) {
-	if p == nil || p.HTTPGet == nil {
-		v.add("container %s: %s must be an httpGet on %s", container, which, path)
-		return
-	}
-	if p.HTTPGet.Path != path {
-		v.add("container %s: %s path %q, want %q", container, which, p.HTTPGet.Path, path)
-	}
-	if !isPort(p.HTTPGet.Port, AdminPortName, AdminPort) {
-		v.add("container %s: %s port %s, want the admin port", container, which, p.HTTPGet.Port.String())
-	}
-}
-
-func isPort(p intstr.IntOrString, name string, number int32) bool {
-	if p.Type == intstr.String {
-		return p.StrVal == name
-	}
-	return p.IntVal == number
-}
-
-// checkServices requires one Service for the API port only and one for the
-// admin port only (for Prometheus), and returns the API Service.
-func checkServices(services []*corev1.Service, podLabels labels.Set, v *violations) *corev1.Service {
-	var api, metrics []*corev1.Service
-	for _, s := range services {
-		if len(s.Spec.Selector) == 0 || !labels.SelectorFromSet(s.Spec.Selector).Matches(podLabels) {
-			continue
-		}
-		if s.Spec.Type != "" && s.Spec.Type != corev1.ServiceTypeClusterIP {
-			v.add("Service %s: type %s, want ClusterIP", s.Name, s.Spec.Type)
-		}
-		var toAPI, toAdmin, other bool
-		for _, p := range s.Spec.Ports {
-			if p.Name == "" {
-				v.add("Service %s: port %d has no name", s.Name, p.Port)
-			}
-			switch {
-			case isPort(p.TargetPort, APIPortName, APIPort):
-				toAPI = true
-			case isPort(p.TargetPort, AdminPortName, AdminPort):
-				toAdmin = true
-			default:
-				other = true
-			}
-		}
-		switch {
-		case toAPI && (toAdmin || other):
-			v.add("Service %s: exposes more than the API port", s.Name)
-		case toAPI:
-			api = append(api, s)
-		case toAdmin && !other:
-			metrics = append(metrics, s)
-		default:
-			v.add("Service %s: targets neither the API nor the admin port alone", s.Name)
-		}
-	}
-	if len(metrics) != 1 {
-		v.add("want one Service for the admin port (metrics), got %d", len(metrics))
-	}
-	if len(api) != 1 {
-		v.add("want one Service for the API port, got %d", len(api))
-		return nil
-	}
-	return api[0]
-}
-
-// checkRoutes requires the gateway route (HTTPRoute or Ingress) to send
-// /plants to the API Service.
-func checkRoutes(routes []*gatewayv1.HTTPRoute, ingresses []*networkingv1.Ingress, api *corev1.Service, v *violations) {
-	if len(routes)+len(ingresses) == 0 {
-		v.add("no HTTPRoute or Ingress")
-		return
-	}
-	if api == nil {
-		return
-	}
-	port := api.Spec.Ports[0]
-	for _, r := range routes {
-		found := false
-		for _, rule := range r.Spec.Rules {
-			for _, b := range rule.BackendRefs {
-				if string(b.Name) == api.Name && b.Port != nil && int32(*b.Port) == port.Port {
-					found = true
-				}
-			}
-		}
-		if !found {
-			v.add("HTTPRoute %s: no backendRef to Service %s port %d", r.Name, api.Name, port.Port)
-		}
-		if len(r.Spec.ParentRefs) == 0 {
-			v.add("HTTPRoute %s: no parentRefs", r.Name)
-		}
-	}
-	for _, in := range ingresses {
-		found := false
-		for _, rule := range in.Spec.Rules {
-			if rule.HTTP == nil {
-				continue
-			}
-			for _, p := range rule.HTTP.Paths {
-				s := p.Backend.Service
-				if s != nil && s.Name == api.Name && (s.Port.Name == port.Name && port.Name != "" || s.Port.Number == port.Port) {
-					found = true
-				}
-			}
-		}
-		if !found {
-			v.add("Ingress %s: no path to Service %s port %s", in.Name, api.Name, port.Name)
-		}
-	}
-}
-
-func checkScaling(d *appsv1.Deployment, hpas []*autoscalingv2.HorizontalPodAutoscaler, pdbs []*policyv1.PodDisruptionBudget, podLabels labels.Set, v *violations) {
-	found := false
+func checkScaling(d *appsv1.Deployment, hpas []*autoscalingv2.HorizontalPodAutoscaler, pdbs []*policyv1.PodDisruptionBudget, podLabels labels.Set, v *violations) *autoscalingv2.HorizontalPodAutoscaler {
+	var found *autoscalingv2.HorizontalPodAutoscaler
 	for _, h := range hpas {
 		if h.Spec.ScaleTargetRef.Kind != "Deployment" || h.Spec.ScaleTargetRef.Name != d.Name {
 			continue
 		}
-		found = true
+		found = h
 		if h.Spec.MinReplicas == nil || *h.Spec.MinReplicas < 2 {
 			v.add("HorizontalPodAutoscaler %s: minReplicas must be at least 2", h.Name)
 		}
@@ -428,75 +283,30 @@ func checkScaling(d *appsv1.Deployment, hpas []*autoscalingv2.HorizontalPodAutos
 			v.add("HorizontalPodAutoscaler %s: maxReplicas %d below minReplicas", h.Name, h.Spec.MaxReplicas)
 		}
 	}
-	if !found {
+	if found == nil {
 		v.add("no HorizontalPodAutoscaler for Deployment %s", d.Name)
 	}
-	found = false
+	pdbFound := false
 	for _, p := range pdbs {
 		sel, err := metav1.LabelSelectorAsSelector(p.Spec.Selector)
 		if err == nil && !sel.Empty() && sel.Matches(podLabels) {
-			found = true
+			pdbFound = true
 		}
 	}
-	if !found {
+	if !pdbFound {
 		v.add("no PodDisruptionBudget selects the pods")
 	}
+	return found
 }
 
-// checkNetworkPolicies requires ingress to the pods to be limited to the API
-// port from the gateway namespace and the admin port from the monitoring
-// namespace, and nothing else.
-func checkNetworkPolicies(nps []*networkingv1.NetworkPolicy, podLabels labels.Set, v *violations) {
-	var gateway, monitoring, selected bool
-	for _, np := range nps {
-		sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
-		if err != nil || !sel.Matches(podLabels) {
-			continue
-		}
-		selected = true
-		hasIngress := false
-		for _, t := range np.Spec.PolicyTypes {
-			hasIngress = hasIngress || t == networkingv1.PolicyTypeIngress
-		}
-		if !hasIngress {
-			v.add("NetworkPolicy %s: policyTypes lacks Ingress", np.Name)
-		}
-		for i, rule := range np.Spec.Ingress {
-			if len(rule.From) == 0 || len(rule.Ports) == 0 {
-				v.add("NetworkPolicy %s: ingress rule %d allows every source or every port", np.Name, i)
-				continue
-			}
-			for _, from := range rule.From {
-				ns := namespaceOf(from)
-				for _, p := range rule.Ports {
-					switch {
-					case p.Port != nil && isPort(*p.Port, APIPortName, APIPort) && ns == GatewayNamespace:
-						gateway = true
-					case p.Port != nil && isPort(*p.Port, AdminPortName, AdminPort) && ns == MonitorNamespace:
-						monitoring = true
-					default:
-						v.add("NetworkPolicy %s: ingress rule %d allows port %v from %q", np.Name, i, p.Port, ns)
-					}
-				}
-			}
-		}
+// checkConfigMapSize keeps every ConfigMap (the dashboard's above all)
+// within what "kubectl apply" can record in its last-applied annotation.
+func checkConfigMapSize(cm *corev1.ConfigMap, v *violations) {
+	n := 0
+	for k, s := range cm.Data {
+		n += len(k) + len(s)
 	}
-	if !selected {
-		v.add("no NetworkPolicy selects the pods")
+	if n > 256*1024 {
+		v.add("ConfigMap %s: %d bytes, over the 262144 that kubectl apply keeps in its last-applied annotation", cm.Name, n)
 	}
-	if !gateway {
-		v.add("NetworkPolicy: the API port is not open to namespace %s", GatewayNamespace)
-	}
-	if !monitoring {
-		v.add("NetworkPolicy: the admin port is not open to namespace %s", MonitorNamespace)
-	}
-}
-
-// namespaceOf returns the namespace a peer names by its
-// kubernetes.io/metadata.name label, or "" for any other peer.
-func namespaceOf(p networkingv1.NetworkPolicyPeer) string {
-	if p.NamespaceSelector == nil || p.IPBlock != nil || len(p.NamespaceSelector.MatchExpressions) > 0 || len(p.NamespaceSelector.MatchLabels) != 1 {
-		return ""
-	}
-	return p.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"]
 }

@@ -8,11 +8,15 @@
 // The first key signs; every key is published at /jwks. Rotating means a
 // restart with the new key first and the old one after it.
 //
-// Clients: plantstore-ci (scope plants:read) and plantstore-writer (scope
-// plants:write only), both with secret ci-secret. Their tokens' sub is the
-// client_id.
+// The issuer is http://127.0.0.1:PORT, so providers on two ports are two
+// issuers (the check's "staff" and "customers"), even with the same kid.
+//
+// Clients, all with secret ci-secret, their tokens' sub the client_id:
+// plantstore-ci (scope plants:read), plantstore-writer (scope plants:write
+// only) and plantstore-dpop (plants:read, DPoP only, RFC 9449: its token
+// requests need a DPoP proof and its tokens carry cnf.jkt, the thumbprint
+// of the proof's key; dpop-client.mjs is such a client).
 import { readFile } from 'node:fs/promises';
-import Provider from 'oidc-provider';
 import { generateKeyPair, exportJWK } from 'jose';
 
 const [mode, arg1, arg2] = process.argv.slice(2);
@@ -22,6 +26,8 @@ if (mode === 'genkey') {
   const jwk = { ...(await exportJWK(privateKey)), kid: arg1, use: 'sig', alg: 'RS256' };
   process.stdout.write(JSON.stringify(jwk) + '\n');
 } else if (mode === 'serve') {
+  // Loaded here only: it takes over a second, and genkey does not need it.
+  const { default: Provider } = await import('oidc-provider');
   const port = Number(arg1);
   const jwks = JSON.parse(await readFile(arg2, 'utf8'));
   const issuer = `http://127.0.0.1:${port}`;
@@ -36,11 +42,18 @@ if (mode === 'genkey') {
   });
   const provider = new Provider(issuer, {
     jwks,
-    clients: [client('plantstore-ci', 'plants:read'), client('plantstore-writer', 'plants:write')],
+    clients: [
+      client('plantstore-ci', 'plants:read'),
+      client('plantstore-writer', 'plants:write'),
+      { ...client('plantstore-dpop', 'plants:read'), dpop_bound_access_tokens: true },
+    ],
     scopes: ['plants:read', 'plants:write'],
     features: {
       devInteractions: { enabled: false },
       clientCredentials: { enabled: true },
+      // On by default in oidc-provider 9; a DPoP proof at the token
+      // endpoint binds the token to the proof's key.
+      dPoP: { enabled: true },
       // JWT (not opaque) access tokens need resource indicators.
       resourceIndicators: {
         enabled: true,

@@ -1,0 +1,204 @@
+package check
+
+import (
+	"encoding/json"
+	"net/url"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// PostgresPort is the port the egress policy must open for the PostgreSQL
+// store.
+const PostgresPort = 5432
+
+// selecting returns the NetworkPolicies whose podSelector matches podLabels.
+func selecting(nps []*networkingv1.NetworkPolicy, podLabels labels.Set) []*networkingv1.NetworkPolicy {
+	var out []*networkingv1.NetworkPolicy
+	for _, np := range nps {
+		sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+		if err == nil && sel.Matches(podLabels) {
+			out = append(out, np)
+		}
+	}
+	return out
+}
+
+func hasType(np *networkingv1.NetworkPolicy, t networkingv1.PolicyType) bool {
+	for _, pt := range np.Spec.PolicyTypes {
+		if pt == t {
+			return true
+		}
+	}
+	return false
+}
+
+// checkNetworkPolicies requires ingress to the pods to be limited to the
+// API port from named peers (the gateway) and the admin port from other
+// named peers (Prometheus). The gateway's peers live in a NetworkPolicy of
+// their own, added by a gateway component, so that an overlay changes its
+// gateway by changing a component; no namespace is assumed here.
+func checkNetworkPolicies(nps []*networkingv1.NetworkPolicy, podLabels labels.Set, v *violations) {
+	selected := selecting(nps, podLabels)
+	if len(selected) == 0 {
+		v.add("no NetworkPolicy selects the pods")
+		return
+	}
+	hasIngress := false
+	apiPeers, adminPeers := map[string]string{}, map[string]string{}
+	for _, np := range selected {
+		hasIngress = hasIngress || hasType(np, networkingv1.PolicyTypeIngress)
+		var api, admin bool
+		for i, rule := range np.Spec.Ingress {
+			if len(rule.From) == 0 || len(rule.Ports) == 0 {
+				v.add("NetworkPolicy %s: ingress rule %d allows every source or every port", np.Name, i)
+				continue
+			}
+			for _, from := range rule.From {
+				key := peerKey(from)
+				if !specificPeer(from) {
+					v.add("NetworkPolicy %s: ingress rule %d admits %s, which is everyone", np.Name, i, key)
+				}
+				for _, p := range rule.Ports {
+					switch {
+					case p.Port != nil && isPort(*p.Port, APIPortName, APIPort):
+						api = true
+						apiPeers[key] = np.Name
+					case p.Port != nil && isPort(*p.Port, AdminPortName, AdminPort):
+						admin = true
+						adminPeers[key] = np.Name
+					default:
+						v.add("NetworkPolicy %s: ingress rule %d allows port %v", np.Name, i, p.Port)
+					}
+				}
+			}
+		}
+		if api && admin {
+			v.add("NetworkPolicy %s opens both the API and the admin port: the gateway's peers belong in a NetworkPolicy of their own, from a gateway component (deploy/components), so that changing the gateway leaves the rest alone", np.Name)
+		}
+	}
+	if !hasIngress {
+		v.add("no NetworkPolicy limits the pods' ingress (policyTypes lacks Ingress)")
+	}
+	if len(apiPeers) == 0 {
+		v.add("NetworkPolicy: nothing opens the API port: add a gateway component (deploy/components/gateway-namespace or ingress-nginx)")
+	}
+	if len(adminPeers) == 0 {
+		v.add("NetworkPolicy: nothing opens the admin port to Prometheus")
+	}
+	for key := range apiPeers {
+		if np, ok := adminPeers[key]; ok {
+			v.add("NetworkPolicy %s: %s may reach the admin port as well as the API", np, key)
+		}
+	}
+}
+
+// specificPeer reports whether a peer names its sources: some namespaces
+// by label, pods of the policy's namespace, or an address range short of
+// all addresses.
+func specificPeer(p networkingv1.NetworkPolicyPeer) bool {
+	if p.IPBlock != nil {
+		return p.IPBlock.CIDR != "0.0.0.0/0" && p.IPBlock.CIDR != "::/0"
+	}
+	if p.NamespaceSelector != nil {
+		return len(p.NamespaceSelector.MatchLabels)+len(p.NamespaceSelector.MatchExpressions) > 0
+	}
+	return p.PodSelector != nil
+}
+
+func peerKey(p networkingv1.NetworkPolicyPeer) string {
+	b, _ := json.Marshal(p)
+	return string(b)
+}
+
+// egressNeed is a destination port the pods must reach.
+type egressNeed struct {
+	port     int32
+	protocol corev1.Protocol
+	what     string
+}
+
+// egressNeeds returns what the service's settings make it call: DNS
+// always, the identity provider (discovery and JWKS) when its URL is set,
+// PostgreSQL when the store is, the trace collector when an OTLP endpoint
+// is (its port, else OTLP's 4318 for HTTP and 4317 for gRPC).
+func egressNeeds(env map[string]string) []egressNeed {
+	needs := []egressNeed{{53, corev1.ProtocolUDP, "DNS"}}
+	for _, name := range []string{"PLANTSTORE_JWT_JWKS_URL", "PLANTSTORE_JWT_ISSUER"} {
+		u, err := url.Parse(env[name])
+		if env[name] == "" || err != nil || u.Host == "" {
+			continue
+		}
+		port := 443
+		if u.Scheme == "http" {
+			port = 80
+		}
+		if p, err := strconv.Atoi(u.Port()); err == nil {
+			port = p
+		}
+		needs = append(needs, egressNeed{int32(port), corev1.ProtocolTCP, "the identity provider (" + name + ")"})
+		break
+	}
+	if _, ok := env["PLANTSTORE_DATABASE_URL"]; ok {
+		needs = append(needs, egressNeed{PostgresPort, corev1.ProtocolTCP, "PostgreSQL"})
+	}
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
+		u, err := url.Parse(env[name])
+		if env[name] == "" || err != nil || u.Host == "" {
+			continue
+		}
+		port := 4318
+		if env["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"] == "grpc" || env["OTEL_EXPORTER_OTLP_PROTOCOL"] == "grpc" {
+			port = 4317
+		}
+		if p, err := strconv.Atoi(u.Port()); err == nil {
+			port = p
+		}
+		needs = append(needs, egressNeed{int32(port), corev1.ProtocolTCP, "the trace collector (" + name + ")"})
+		break
+	}
+	return needs
+}
+
+// checkEgress requires the pods' egress to be limited, rule by rule to
+// named ports, and to reach each of needs.
+func checkEgress(owner string, nps []*networkingv1.NetworkPolicy, podLabels labels.Set, needs []egressNeed, v *violations) {
+	var rules []networkingv1.NetworkPolicyEgressRule
+	limited := false
+	for _, np := range selecting(nps, podLabels) {
+		if !hasType(np, networkingv1.PolicyTypeEgress) {
+			continue
+		}
+		limited = true
+		for i, r := range np.Spec.Egress {
+			if len(r.Ports) == 0 {
+				v.add("NetworkPolicy %s: egress rule %d allows every port", np.Name, i)
+			}
+			rules = append(rules, r)
+		}
+	}
+	if !limited {
+		v.add("%s: no NetworkPolicy limits the pods' egress: want DNS, the identity provider and PostgreSQL named", owner)
+		return
+	}
+	for _, n := range needs {
+		found := false
+		for _, r := range rules {
+			for _, p := range r.Ports {
+				proto := corev1.ProtocolTCP
+				if p.Protocol != nil {
+					proto = *p.Protocol
+				}
+				if p.Port != nil && p.Port.IntVal == n.port && proto == n.protocol {
+					found = true
+				}
+			}
+		}
+		if !found {
+			v.add("%s: no egress rule reaches %s (%s port %d)", owner, n.what, n.protocol, n.port)
+		}
+	}
+}
