@@ -15,7 +15,7 @@ fail() { printf 'contract: %s\n' "$*" >&2; exit 1; }
 
 export DEBIAN_FRONTEND=noninteractive
 # A missing tool fails the tests instead of skipping them.
-export PLANTSTORE_REQUIRE_TOOLS=1
+export TEST_REQUIRE_TOOLS=1
 export REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true
 export NPM_CONFIG_AUDIT=false NPM_CONFIG_FUND=false NPM_CONFIG_UPDATE_NOTIFIER=false
 
@@ -48,7 +48,7 @@ step "build"
 # -buildvcs=auto overrides a GOFLAGS=-buildvcs=false, so that
 # plantstore_build_info and "plantstore version" carry the commit.
 go build -buildvcs=auto -o "$tmp/plantstore" .
-export PLANTSTORE_BIN="$tmp/plantstore"
+export TEST_PLANTSTORE_BIN="$tmp/plantstore"
 
 step "go vet (.ci/contract)"
 (cd .ci/contract && go vet ./...)

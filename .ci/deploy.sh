@@ -1,22 +1,34 @@
 #!/usr/bin/env bash
-# Deploy checks (issue 5): builds every kustomize overlay in deploy/overlays,
-# validates each object strictly against the Kubernetes v1.36.3 API schema
-# (kubeconform with schemas generated from k8s.io/kubernetes' swagger.json and
-# the Gateway API HTTPRoute CRD), then runs the Go module deploy/check:
-# strict decoding into k8s.io/api types and the deployment policy, BuildKit's
-# lint rules on the Dockerfile, the gateway end to end (oidc-provider, nginx,
-# plantstore by OIDC discovery) and a real Prometheus on the shipped scrape
-# job. Each check is also shown to reject a broken input.
+# Deploy checks (issues 5 and 17): builds every kustomize overlay in
+# deploy/overlays and deploy/namespaces, validates each object strictly
+# against the Kubernetes v1.36.3 API schema (kubeconform with schemas
+# generated from k8s.io/kubernetes' swagger.json, the Gateway API HTTPRoute
+# CRD and the Prometheus Operator's ServiceMonitor, PodMonitor and
+# PrometheusRule CRDs), then runs the Go module deploy/check: strict
+# decoding and the deployment policy (also against the overlays as they
+# were before issue 17), promtool on the alerting rules and their unit
+# tests, the dashboard's queries against a real Prometheus holding those
+# rules after real traffic, BuildKit's lint rules on the Dockerfile, the
+# gateway end to end (oidc-provider, nginx, plantstore by OIDC discovery;
+# two providers as two issuers; a DPoP client made with oauth4webapi), the
+# tracing end to end (plantstore's spans through nginx to the OpenTelemetry
+# Collector's own OTLP receiver, .ci/otlpsink, over OTLP/HTTP and gRPC) and
+# a real Prometheus on the shipped scrape job. Each check is also shown to
+# reject a broken input. deploy/gateway's npm packages (package-lock.json)
+# are installed with npm ci whenever node_modules differs from the lock.
 #
 # Opt-in, slower steps:
-#   PLANTSTORE_APISERVER=1  server-side dry-run (dryRun=All, strict field
+#   TEST_APISERVER=1  server-side dry-run (dryRun=All, strict field
 #                           validation) against a real kube-apiserver + etcd;
 #                           the first run builds kube-apiserver (~7 min) into
-#                           $PLANTSTORE_CI_CACHE (default /var/cache/plantstore-ci).
+#                           $TEST_CI_CACHE (default /var/cache/plantstore-ci).
 #                           Runs by default once that binary is cached.
-#   PLANTSTORE_IMAGE=1      docker build of the Dockerfile with Debian's
-#                           docker.io on a private socket and locally made base
-#                           images, then /readyz and GET /plants in the container.
+#   TEST_IMAGE=1      BuildKit build of the Dockerfile with Debian's
+#                           docker.io on a private socket, locally made base
+#                           images pinned by digest in a private registry,
+#                           then /readyz and GET /plants in the container, a
+#                           rebuild on warm caches and a linux/arm64
+#                           cross-build (about 5 min).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -25,11 +37,14 @@ step() { printf '\n== deploy: %s\n' "$*"; }
 fail() { printf 'deploy: FAIL: %s\n' "$*" >&2; exit 1; }
 
 export DEBIAN_FRONTEND=noninteractive
-export PLANTSTORE_REQUIRE_TOOLS=1
+export TEST_REQUIRE_TOOLS=1
+# deploy/check's database test needs a PostgreSQL ($TEST_DATABASE_URL,
+# or postgres@127.0.0.1:5432/test as .ci/run starts it): fail, not skip.
+export TEST_REQUIRE_DB="${TEST_REQUIRE_DB:-1}"
 export NPM_CONFIG_AUDIT=false NPM_CONFIG_FUND=false NPM_CONFIG_UPDATE_NOTIFIER=false
 export PATH="$PATH:$(go env GOPATH)/bin"
 k8s_version=1.36.3
-cache="${PLANTSTORE_CI_CACHE:-/var/cache/plantstore-ci}"
+cache="${TEST_CI_CACHE:-/var/cache/plantstore-ci}"
 
 tmp="$(mktemp -d)"
 pids=()
@@ -57,6 +72,7 @@ step "tools"
 missing=()
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
 command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
+command -v psql >/dev/null 2>&1 || missing+=(postgresql-client)
 if ((${#missing[@]})); then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
@@ -70,9 +86,9 @@ else
   GOFLAGS= go install sigs.k8s.io/kustomize/kustomize/v5@v5.8.2
   kustomize=(kustomize build)
 fi
-export PLANTSTORE_KUSTOMIZE="${kustomize[*]}"
+export TEST_KUSTOMIZE="${kustomize[*]}"
 command -v kubeconform >/dev/null 2>&1 || GOFLAGS= go install github.com/yannh/kubeconform/cmd/kubeconform@v0.8.0
-command -v node >/dev/null 2>&1 || fail "node is not installed (Node 20 or later runs deploy/gateway/oidc.mjs)"
+command -v node >/dev/null 2>&1 || fail "node is not installed (Node 20 or later runs deploy/gateway/oidc.mjs and dpop-client.mjs)"
 lock=deploy/gateway/package-lock.json installed=deploy/gateway/node_modules/.package-lock.json
 if [ ! -f "$installed" ] || ! node -e '
   const fs = require("fs");
@@ -88,20 +104,38 @@ echo "kubeconform $(kubeconform -v), nginx $(nginx -v 2>&1 | cut -d/ -f2), node 
 
 step "kustomize build"
 mkdir -p "$tmp/manifests"
-for dir in deploy/overlays/*/; do
+for dir in deploy/overlays/*/ deploy/namespaces/; do
   name="$(basename "$dir")"
   "${kustomize[@]}" "$dir" > "$tmp/manifests/$name.yaml"
   echo "$name: $(grep -c '^kind:' "$tmp/manifests/$name.yaml") objects"
 done
 
-step "schemas from k8s.io/kubernetes@v$k8s_version and the HTTPRoute CRD"
+step "schemas from k8s.io/kubernetes@v$k8s_version, the HTTPRoute CRD and the Prometheus Operator CRDs"
 k8s_dir="$(go mod download -json "k8s.io/kubernetes@v$k8s_version" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
 (cd deploy/check && go mod download sigs.k8s.io/gateway-api)
 gw_dir="$(cd deploy/check && go list -m -f '{{.Dir}}' sigs.k8s.io/gateway-api)"
+# The CRDs ship in the operator's main module, at the version of the API
+# types deploy/check decodes with (its go.mod); only that module's zip is
+# fetched, not its dependency graph.
+po_version="$(cd deploy/check && go list -m -f '{{.Version}}' github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring)"
+po_dir="$(go mod download -json "github.com/prometheus-operator/prometheus-operator@$po_version" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+[ -d "$po_dir/example/prometheus-operator-crd" ] || fail "no CRDs in github.com/prometheus-operator/prometheus-operator@$po_version"
+crds=("$gw_dir/config/crd/standard/gateway.networking.k8s.io_httproutes.yaml")
+for kind in servicemonitors podmonitors prometheusrules; do
+  crds+=("$po_dir/example/prometheus-operator-crd/monitoring.coreos.com_$kind.yaml")
+done
+echo "prometheus-operator $po_version"
+# docs/deploy.md shows Argo CD and Flux objects; their CRDs come from the
+# projects' module zips (the newest versions built with this Go release).
+argocd_dir="$(go mod download -json github.com/argoproj/argo-cd/v3@v3.5.0 | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+kc_dir="$(go mod download -json github.com/fluxcd/kustomize-controller@v1.9.6 | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+sc_dir="$(go mod download -json github.com/fluxcd/source-controller@v1.9.6 | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+docs_crds=("$argocd_dir/manifests/crds/application-crd.yaml"
+  "$kc_dir/config/crd/bases/kustomize.toolkit.fluxcd.io_kustomizations.yaml"
+  "$sc_dir/config/crd/bases/source.toolkit.fluxcd.io_gitrepositories.yaml")
 schemas="$tmp/schemas"
 (cd deploy/check && go run ./k8sschema -out "$schemas/v$k8s_version-standalone-strict" \
-  -swagger "$k8s_dir/api/openapi-spec/swagger.json" \
-  "$gw_dir/config/crd/standard/gateway.networking.k8s.io_httproutes.yaml")
+  -swagger "$k8s_dir/api/openapi-spec/swagger.json" "${crds[@]}" "${docs_crds[@]}")
 
 step "kubeconform -strict (every kind needs a schema)"
 kubeconform_() {
@@ -114,17 +148,40 @@ if kubeconform_ deploy/check/testdata/broken.yaml > "$tmp/broken.out" 2>&1; then
 fi
 grep -q "containerPortt" "$tmp/broken.out" || { cat "$tmp/broken.out"; fail "kubeconform did not name containerPortt"; }
 echo "deploy/check/testdata/broken.yaml rejected, as it must be"
+if kubeconform_ deploy/check/testdata/broken-monitoring.yaml > "$tmp/broken.out" 2>&1; then
+  cat "$tmp/broken.out"; fail "kubeconform accepted deploy/check/testdata/broken-monitoring.yaml"
+fi
+for want in "ServiceMonitor broken is invalid.*'intervall' not allowed" "PodMonitor broken is invalid.*scrapeTimeout" "PrometheusRule broken is invalid.*missing property 'expr'"; do
+  grep -q "$want" "$tmp/broken.out" || { cat "$tmp/broken.out"; fail "kubeconform did not report: $want"; }
+done
+echo "deploy/check/testdata/broken-monitoring.yaml rejected (ServiceMonitor, PodMonitor, PrometheusRule), as it must be"
 
-step "build plantstore"
+step "kubeconform -strict on the Argo CD and Flux objects of docs/deploy.md"
+awk '/^```yaml$/ {f = 1; next} /^```$/ {if (f) print "---"; f = 0} f' docs/deploy.md > "$tmp/docs.yaml"
+grep -q '^kind: Application$' "$tmp/docs.yaml" && grep -q '^kind: Kustomization$' "$tmp/docs.yaml" ||
+  fail "docs/deploy.md shows no Argo CD Application or Flux Kustomization"
+kubeconform_ "$tmp/docs.yaml"
+sed 's/^  destination:$/  destinaton:/; s/^  dependsOn:$/  dependOn:/' "$tmp/docs.yaml" > "$tmp/docs-broken.yaml"
+if kubeconform_ "$tmp/docs-broken.yaml" > "$tmp/broken.out" 2>&1; then
+  cat "$tmp/broken.out"; fail "kubeconform accepted misspelled Application and Kustomization fields"
+fi
+for want in "Application plantstore-prod is invalid" "Kustomization plantstore-prod is invalid"; do
+  grep -q "$want" "$tmp/broken.out" || { cat "$tmp/broken.out"; fail "kubeconform did not report: $want"; }
+done
+echo "the same objects with a misspelled field are rejected, as they must be"
+
+step "build plantstore and the OTLP sink"
 go build -buildvcs=auto -o "$tmp/plantstore" .
-export PLANTSTORE_BIN="$tmp/plantstore"
+export TEST_PLANTSTORE_BIN="$tmp/plantstore"
+go build -C .ci/otlpsink -o "$tmp/otlpsink" .
+export TEST_OTLPSINK_BIN="$tmp/otlpsink"
 
 step "go vet and go test (deploy/check)"
 (cd deploy/check && go vet ./... && go test -count=1 -timeout 5m ./...)
 
 # --- server-side dry-run -------------------------------------------------
 kas="$cache/kube-apiserver-v$k8s_version"
-if [ "${PLANTSTORE_APISERVER:-}" = 1 ] || { [ "${PLANTSTORE_APISERVER:-}" != 0 ] && [ -x "$kas" ]; }; then
+if [ "${TEST_APISERVER:-}" = 1 ] || { [ "${TEST_APISERVER:-}" != 0 ] && [ -x "$kas" ]; }; then
   step "kube-apiserver v$k8s_version + etcd: server-side dry-run"
   command -v etcd >/dev/null 2>&1 || { apt-get update -qq; apt-get install -y -qq --no-install-recommends etcd-server >/dev/null; }
   kas="$(deploy/check/kube-apiserver.sh "$cache")"
@@ -157,12 +214,17 @@ KCFG
   done
   [ "$(curl -sk -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer admin-token' "https://127.0.0.1:$sp/readyz")" = 200 ] ||
     { tail -20 "$d/kas.log"; fail "kube-apiserver not ready"; }
-  # The HTTPRoute CRD and the overlays' namespaces exist for real; every
-  # other object is only dry-run.
-  kubectl apply -f "$gw_dir/config/crd/standard/gateway.networking.k8s.io_httproutes.yaml" 2>&1 | grep -v '^Warning: version difference' || true
-  kubectl wait --for=condition=Established --timeout=60s crd/httproutes.gateway.networking.k8s.io 2>&1 | grep -v '^Warning: version difference'
-  kubectl apply -f deploy/overlays/dev/namespace.yaml -f deploy/overlays/prod/namespace.yaml 2>&1 | grep -v '^Warning: version difference'
+  # The CRDs and deploy/namespaces exist for real; every other object is
+  # only dry-run.
+  for crd in "${crds[@]}"; do
+    kubectl apply --server-side -f "$crd" 2>&1 | grep -v '^Warning: version difference' || true
+  done
+  kubectl wait --for=condition=Established --timeout=60s crd/httproutes.gateway.networking.k8s.io \
+    crd/servicemonitors.monitoring.coreos.com crd/podmonitors.monitoring.coreos.com crd/prometheusrules.monitoring.coreos.com 2>&1 |
+    grep -v '^Warning: version difference'
+  kubectl apply -f "$tmp/manifests/namespaces.yaml" 2>&1 | grep -v '^Warning: version difference'
   for f in "$tmp"/manifests/*.yaml; do
+    [ "$(basename "$f")" = namespaces.yaml ] && continue
     echo "-- $(basename "$f")"
     kubectl apply --dry-run=server --validate=strict -f "$f" > "$d/out" 2>&1 || { cat "$d/out"; fail "server dry-run of $f"; }
     grep -v '^Warning: version difference' "$d/out" > "$d/out2" || true
@@ -170,25 +232,30 @@ KCFG
     if grep -q '^Warning' "$d/out2"; then cat "$d/out2"; fail "server dry-run of $f warned"; fi
     cat "$d/out2"
   done
-  for bad in deploy/check/testdata/broken.yaml deploy/check/testdata/selector-mismatch.yaml; do
-    if kubectl apply --dry-run=server --validate=strict -f "$bad" > "$d/out" 2>&1; then
-      cat "$d/out"; fail "the API server accepted $bad"
+  # Each broken file is rejected for its own reasons: every object of
+  # broken-monitoring.yaml is named, not just the first to fail.
+  for bad in "broken.yaml:containerPortt" "selector-mismatch.yaml:does not match template" \
+    "broken-monitoring.yaml:ServiceMonitor" "broken-monitoring.yaml:PodMonitor" "broken-monitoring.yaml:PrometheusRule"; do
+    file="deploy/check/testdata/${bad%%:*}" want="${bad#*:}"
+    if kubectl apply --dry-run=server --validate=strict -f "$file" > "$d/out" 2>&1; then
+      cat "$d/out"; fail "the API server accepted $file"
     fi
-    echo "$bad rejected: $(grep -v '^Warning: version difference' "$d/out" | head -1)"
+    grep -q "$want" "$d/out" || { cat "$d/out"; fail "the API server's refusal of $file does not name $want"; }
+    echo "$file rejected ($want): $(grep -v '^Warning: version difference' "$d/out" | grep -m1 "$want" | cut -c1-160)"
   done
   kubectl apply --dry-run=server --validate=strict -f deploy/check/testdata/not-restricted.yaml > "$d/out" 2>&1 || true
   grep -q 'would violate PodSecurity "restricted' "$d/out" || { cat "$d/out"; fail "no PodSecurity warning for testdata/not-restricted.yaml"; }
   echo "deploy/check/testdata/not-restricted.yaml warned: $(grep -m1 'would violate' "$d/out" | cut -c1-100)..."
 else
-  step "server-side dry-run skipped (PLANTSTORE_APISERVER=1 builds kube-apiserver into $cache once)"
+  step "server-side dry-run skipped (TEST_APISERVER=1 builds kube-apiserver into $cache once)"
 fi
 
 # --- the image, built and run --------------------------------------------
-if [ "${PLANTSTORE_IMAGE:-}" = 1 ]; then
+if [ "${TEST_IMAGE:-}" = 1 ]; then
   step "docker build and run (deploy/check/image.sh)"
   deploy/check/image.sh
 else
-  step "image build skipped (PLANTSTORE_IMAGE=1 runs deploy/check/image.sh, about 4 min)"
+  step "image build skipped (TEST_IMAGE=1 runs deploy/check/image.sh, about 5 min)"
 fi
 
 step "ok"

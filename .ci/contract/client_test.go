@@ -21,7 +21,7 @@ func clientDir(t testing.TB) string {
 }
 
 // npmTool returns .ci/client/node_modules/.bin/<name>; when it is missing
-// the test is skipped, or fails under PLANTSTORE_REQUIRE_TOOLS.
+// the test is skipped, or fails under TEST_REQUIRE_TOOLS.
 func npmTool(t testing.TB, name string) string {
 	t.Helper()
 	tool(t, "node")
@@ -30,7 +30,7 @@ func npmTool(t testing.TB, name string) string {
 		return p
 	}
 	msg := p + " is missing (run: npm ci --prefix .ci/client)"
-	if os.Getenv("PLANTSTORE_REQUIRE_TOOLS") != "" {
+	if os.Getenv("TEST_REQUIRE_TOOLS") != "" {
 		t.Fatal(msg)
 	}
 	t.Skip(msg)

@@ -130,6 +130,10 @@ func isRefTo(v any, name string) bool {
 // with the Error schema. 404 and 405 belong to no described operation and
 // are checked against the Error schema directly by
 // TestResponsesMatchDocument.
+// metadataPath is the protected resource metadata document (SPEC section
+// 11, RFC 9728), the one path of the API listener besides /plants.
+const metadataPath = "/.well-known/oauth-protected-resource"
+
 var errorStatuses = []string{"400", "401", "403", "429", "431", "500", "503"}
 
 // seedProblems lists every way the document departs from the seed's
@@ -151,8 +155,13 @@ func seedProblems(d jsonDoc) []string {
 	}
 
 	paths := d.at(d.root, "paths")
-	if got := slices.Sorted(maps.Keys(paths)); !slices.Equal(got, []string{"/plants"}) {
-		bad("paths: got %q, want only /plants", got)
+	// SPEC section 1: /plants and the protected resource metadata (section
+	// 11) are the only paths of the API listener.
+	if got := slices.Sorted(maps.Keys(paths)); !slices.Equal(got, []string{metadataPath, "/plants"}) {
+		bad("paths: got %q, want only /plants and %s", got, metadataPath)
+	}
+	if s, ok := d.at(paths, metadataPath, "get")["security"].([]any); !ok || len(s) != 0 {
+		bad("GET %s security: got %v, want [] (no credential needed)", metadataPath, d.at(paths, metadataPath, "get")["security"])
 	}
 	item := d.at(paths, "/plants")
 	for _, method := range []string{"put", "post", "delete", "options", "patch", "trace"} {
@@ -216,11 +225,26 @@ func seedProblems(d jsonDoc) []string {
 		}
 		return true
 	}
+	hasBearer := func(reqs any) bool {
+		list, _ := reqs.([]any)
+		bearer := false
+		for _, r := range list {
+			req, _ := r.(map[string]any)
+			if len(req) == 0 {
+				return false
+			}
+			bearer = bearer || isBearer([]any{req})
+		}
+		return bearer
+	}
 	if !isBearer(d.root["security"]) {
 		bad("security: got %v, want a bearer (type http, scheme bearer) requirement for the whole interface", d.root["security"])
 	}
-	if s, ok := op["security"]; ok && !isBearer(s) {
-		bad("GET /plants security: got %v, want the bearer requirement", s)
+	// GET /plants may name the DPoP scheme (SPEC section 11) beside the
+	// bearer one, never an empty requirement that makes the credential
+	// optional.
+	if s, ok := op["security"]; ok && !hasBearer(s) {
+		bad("GET /plants security: got %v, want the bearer requirement among its alternatives", s)
 	}
 
 	// Plant and Error exactly as the seed has them.
@@ -306,6 +330,13 @@ func TestServedDocumentKeepsSeedInterface(t *testing.T) {
 			d.at(d.root, "components", "schemas", "Error")["required"] = []any{"error"}
 		}, want: "Error.required"},
 		{name: "no security", mutate: func(d jsonDoc) { delete(d.root, "security") }, want: "security"},
+		{name: "credential optional on /plants", mutate: func(d jsonDoc) {
+			d.at(d.root, "paths", "/plants", "get")["security"] = []any{map[string]any{"bearerAuth": []any{}}, map[string]any{}}
+		}, want: "GET /plants security"},
+		{name: "metadata path undescribed", mutate: func(d jsonDoc) { delete(d.at(d.root, "paths"), metadataPath) }, want: "paths"},
+		{name: "metadata behind the credential", mutate: func(d jsonDoc) {
+			delete(d.at(d.root, "paths", metadataPath, "get"), "security")
+		}, want: "no credential needed"},
 		{name: "401 undescribed", mutate: func(d jsonDoc) {
 			delete(d.at(d.root, "paths", "/plants", "get", "responses"), "401")
 		}, want: "no 401 response"},

@@ -21,7 +21,7 @@ import (
 )
 
 // tool returns the path of an executable on PATH. When it is missing the
-// test is skipped, or fails when PLANTSTORE_REQUIRE_TOOLS is set (as
+// test is skipped, or fails when TEST_REQUIRE_TOOLS is set (as
 // .ci/run and .ci/contract.sh set it).
 func tool(t testing.TB, name string) string {
 	t.Helper()
@@ -30,7 +30,7 @@ func tool(t testing.TB, name string) string {
 		return p
 	}
 	msg := fmt.Sprintf("%s not on PATH (Debian: apt-get install -y --no-install-recommends prometheus)", name)
-	if os.Getenv("PLANTSTORE_REQUIRE_TOOLS") != "" {
+	if os.Getenv("TEST_REQUIRE_TOOLS") != "" {
 		t.Fatal(msg)
 	}
 	t.Skip(msg)
@@ -134,8 +134,8 @@ type prometheus struct {
 
 // startPrometheus runs Debian's prometheus on a free 127.0.0.1 port with
 // .ci/prometheus/prometheus.yml.in filled in for target, its TSDB in a
-// temporary directory, and stops it when the test ends.
-func startPrometheus(t testing.TB, target string) *prometheus {
+// temporary directory and flags added, and stops it when the test ends.
+func startPrometheus(t testing.TB, target string, flags ...string) *prometheus {
 	t.Helper()
 	bin := tool(t, "prometheus")
 	promtool := tool(t, "promtool")
@@ -159,11 +159,11 @@ func startPrometheus(t testing.TB, target string) *prometheus {
 		t.Fatal(err)
 	}
 	defer logFile.Close()
-	cmd := exec.Command(bin,
-		"--config.file="+config,
-		"--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
+	cmd := exec.Command(bin, append([]string{
+		"--config.file=" + config,
+		"--storage.tsdb.path=" + filepath.Join(dir, "tsdb"),
 		"--web.listen-address=127.0.0.1:0",
-		"--log.level=info")
+		"--log.level=info"}, flags...)...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -374,4 +374,53 @@ func TestPrometheusScrapesTraffic(t *testing.T) {
 			t.Logf("%s = %.6f s", q, v)
 		}
 	}
+}
+
+// TestPrometheusStoresExemplars runs the service with tracing on and has a
+// real Prometheus, with exemplar storage, scrape it: Prometheus asks for
+// OpenMetrics, and the exemplar of a sampled request's duration carries
+// the trace id the caller sent (SPEC §12). The exporter points at a
+// closed port: an unreachable collector changes nothing for requests.
+func TestPrometheusStoresExemplars(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+	s := startService(t, "-dev")
+	p := startPrometheus(t, s.AdminAddr, "--enable-feature=exemplar-storage")
+	p.waitScrapeAfter(t, time.Unix(0, 0))
+
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	start := time.Now()
+	h := bearer(s.Tokens[s.Users[0]])
+	h.Set("Traceparent", "00-"+traceID+"-00f067aa0ba902b7-01")
+	for range 5 {
+		if e := do(t, "GET", s.API+"/plants", h); e.Resp.StatusCode != 200 {
+			t.Fatalf("GET /plants with a traceparent: status %d", e.Resp.StatusCode)
+		}
+	}
+	p.waitScrapeAfter(t, time.Now())
+
+	q := url.Values{
+		"query": {`plantstore_http_request_duration_seconds_bucket{route="/plants"}`},
+		"start": {strconv.FormatInt(start.Add(-time.Minute).Unix(), 10)},
+		"end":   {strconv.FormatInt(time.Now().Add(time.Minute).Unix(), 10)},
+	}
+	body := get(t, p.URL+"/api/v1/query_exemplars?"+q.Encode(), nil)
+	var r struct {
+		Status string `json:"status"`
+		Data   []struct {
+			Exemplars []struct {
+				Labels map[string]string `json:"labels"`
+			} `json:"exemplars"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil || r.Status != "success" {
+		t.Fatalf("query_exemplars: %v, %s", err, body)
+	}
+	for _, series := range r.Data {
+		for _, e := range series.Exemplars {
+			if e.Labels["trace_id"] == traceID && len(e.Labels["span_id"]) == 16 {
+				return
+			}
+		}
+	}
+	t.Errorf("Prometheus holds no exemplar with trace_id %s; query_exemplars answered %s", traceID, body)
 }

@@ -19,7 +19,7 @@ import (
 	"time"
 )
 
-// binary is the plantstore executable under test: $PLANTSTORE_BIN, or one
+// binary is the plantstore executable under test: $TEST_PLANTSTORE_BIN, or one
 // built from ../.. by TestMain.
 var binary string
 
@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	binary = os.Getenv("PLANTSTORE_BIN")
+	binary = os.Getenv("TEST_PLANTSTORE_BIN")
 	if binary == "" {
 		dir, err := os.MkdirTemp("", "plantstore-contract-")
 		if err != nil {

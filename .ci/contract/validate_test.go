@@ -38,6 +38,9 @@ var (
 	// document requires one, and the point of the request is that it is
 	// missing.
 	noBearer = complaint{Type: "security", SubType: "bearer"}
+	// noDPoP is the same finding for the DPoP alternative GET /plants
+	// declares (SPEC section 11).
+	noDPoP = complaint{Type: "security", SubType: "DPoP"}
 	// badLimit is the request finding for a limit that is not an int32.
 	badLimit = complaint{Type: "parameter", SubType: "query", Param: "limit"}
 	// padding is the strict-mode request finding for the header that makes
@@ -152,6 +155,9 @@ const (
 	// HEAD /plants): no operation applies, so the body is checked against
 	// components.schemas.Error.
 	errorShape
+	// metadata: the protected resource metadata (SPEC section 11), checked
+	// as a described operation and for the members RFC 9728 asks for.
+	metadata
 )
 
 func TestResponsesMatchDocument(t *testing.T) {
@@ -215,18 +221,22 @@ func TestResponsesMatchDocument(t *testing.T) {
 		// parameter, so the validator takes the request as valid; the 400
 		// answer must still match the document.
 		{name: "400 limit twice", s: dev, method: "GET", target: "/plants?limit=1&limit=1", header: bearer(token), wantStatus: 400},
-		{name: "401 no token", s: dev, method: "GET", target: "/plants", wantStatus: 401, expect: []complaint{noBearer},
-			wantHeader: map[string]string{"WWW-Authenticate": `Bearer realm="plantstore"`}},
+		// SPEC sections 2 and 11: the challenge, then the metadata URL.
+		{name: "401 no token", s: dev, method: "GET", target: "/plants", wantStatus: 401, expect: []complaint{noBearer, noDPoP},
+			wantHeader: map[string]string{"WWW-Authenticate": `Bearer realm="plantstore", resource_metadata="` + dev.API + metadataPath + `"`}},
 		{name: "401 garbage token", s: dev, method: "GET", target: "/plants", header: bearer("garbage.not.jwt"), wantStatus: 401,
 			wantHeader: map[string]string{"WWW-Authenticate": `Bearer realm="plantstore", error="invalid_token", error_description="*`}},
 		{name: "401 Basic scheme", s: dev, method: "GET", target: "/plants", header: http.Header{"Authorization": {"Basic YTpi"}},
-			wantStatus: 401, expect: []complaint{noBearer},
+			wantStatus: 401, expect: []complaint{noBearer, noDPoP},
 			wantHeader: map[string]string{"WWW-Authenticate": `Bearer realm="plantstore", error="invalid_token"*`}},
 		{name: "401 two Authorization headers", s: dev, method: "GET", target: "/plants",
 			header: http.Header{"Authorization": {"Bearer " + token, "Bearer " + token}}, wantStatus: 401,
 			wantHeader: map[string]string{"WWW-Authenticate": `Bearer realm="plantstore", error="invalid_token"*`}},
 		{name: "403 token without scope", s: scoped, method: "GET", target: "/plants", header: bearer(withoutScope), wantStatus: 403,
 			wantHeader: map[string]string{"WWW-Authenticate": `Bearer realm="plantstore", error="insufficient_scope"*`}},
+		{name: "200 resource metadata", s: dev, method: "GET", target: metadataPath, mode: metadata, wantStatus: 200},
+		{name: "405 POST resource metadata", s: dev, method: "POST", target: metadataPath, mode: errorShape, wantStatus: 405,
+			wantHeader: map[string]string{"Allow": "GET, HEAD"}},
 		{name: "431 headers over 16 KiB", s: dev, method: "GET", target: "/plants", header: withHeader(bearer(token), "X-Padding", pad),
 			wantStatus: 431, expect: []complaint{padding}},
 		{name: "503 store down", s: down, method: "GET", target: "/plants", header: bearer(downToken), wantStatus: 503,
@@ -261,7 +271,7 @@ func TestResponsesMatchDocument(t *testing.T) {
 			}
 
 			switch tc.mode {
-			case described:
+			case described, metadata:
 				_, errs := v.ValidateHttpRequestResponse(ex.Req, ex.rewind())
 				checkFindings(t, what, errs, tc.expect)
 			case errorShape:
@@ -279,6 +289,8 @@ func TestResponsesMatchDocument(t *testing.T) {
 				if len(ex.Body) != 0 {
 					t.Errorf("%s: body %q, want none", what, ex.Body)
 				}
+			case tc.mode == metadata:
+				checkMetadata(t, what, ex.Body, tc.s.API)
 			case tc.wantStatus == 200:
 				checkPlants(t, what, ex.Body, tc.s == dev, full, tc.target)
 			default:
@@ -291,6 +303,30 @@ func TestResponsesMatchDocument(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkMetadata checks the RFC 9728 members SPEC section 11 names. The dev
+// service has no -public-url, so the resource is the URL it was called at.
+func checkMetadata(t *testing.T, what string, body []byte, api string) {
+	t.Helper()
+	var m struct {
+		Resource      string   `json:"resource"`
+		BearerMethods []string `json:"bearer_methods_supported"`
+		DPoPAlgs      []string `json:"dpop_signing_alg_values_supported"`
+		DPoPRequired  *bool    `json:"dpop_bound_access_tokens_required"`
+	}
+	if err := json.Unmarshal(body, &m); err != nil {
+		t.Fatalf("%s: body %q: %v", what, body, err)
+	}
+	if m.Resource != api {
+		t.Errorf("%s: resource %q, want %q", what, m.Resource, api)
+	}
+	if len(m.BearerMethods) != 1 || m.BearerMethods[0] != "header" {
+		t.Errorf("%s: bearer_methods_supported %q, want [header]", what, m.BearerMethods)
+	}
+	if len(m.DPoPAlgs) == 0 || m.DPoPRequired == nil {
+		t.Errorf("%s: dpop_signing_alg_values_supported %q, dpop_bound_access_tokens_required %v: want both", what, m.DPoPAlgs, m.DPoPRequired)
 	}
 }
 
@@ -427,7 +463,7 @@ func TestValidatorCatchesBrokenResponses(t *testing.T) {
 			}
 			_, errs := v.ValidateHttpRequestResponse(ex.Req, ex.rewind())
 			// The 401 request lacks the credential on purpose.
-			errs = slices.DeleteFunc(errs, noBearer.matches)
+			errs = slices.DeleteFunc(errs, func(e *verrors.ValidationError) bool { return noBearer.matches(e) || noDPoP.matches(e) })
 			if got := len(errs) == 0; got != tc.want {
 				var found []string
 				for _, e := range errs {

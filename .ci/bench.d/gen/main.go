@@ -1,9 +1,14 @@
 // Command gen writes the inputs of .ci/bench into a directory: catalogs,
-// a JWKS file with one RS256, one ES256 and one EdDSA key, and tokens
-// signed by them. With -ports it prints free loopback ports instead.
+// a JWKS file with one RS256, one ES256 and one EdDSA key, tokens signed
+// by them (all naming issuer A), an issuers file naming A and a second
+// issuer B, a catalog with A's principals, and a DPoP client key with an
+// ES256 token bound to it. With -ports it prints free loopback ports
+// instead; with -proofs it prints DPoP proofs, each with a fresh jti, for
+// the bound token and a URL, one a line.
 //
 //	gen -dir DIR -plants 1000000 -tokens 10000
 //	gen -ports 4
+//	gen -dir DIR -proofs 100000 -url http://127.0.0.1:8080/plants
 package main
 
 import (
@@ -17,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,6 +34,8 @@ func main() {
 	big := flag.Int("plants", 1_000_000, "plants in catalog-big.json")
 	ntokens := flag.Int("tokens", 10_000, "distinct RS256 tokens in tokens.txt")
 	ports := flag.Int("ports", 0, "print this many free 127.0.0.1 ports and exit")
+	proofs := flag.Int("proofs", 0, "print this many DPoP proofs of DIR/dpop-key.pem for DIR/token-dpop and -url, and exit")
+	url := flag.String("url", "", "the htu of the proofs: the URL the requests go to, without query")
 	flag.Parse()
 	if *ports > 0 {
 		printPorts(*ports)
@@ -36,7 +44,14 @@ func main() {
 	if *dir == "" {
 		log.Fatal("gen: -dir is required")
 	}
+	if *proofs > 0 {
+		must(printProofs(*dir, *proofs, *url))
+		return
+	}
 	must(writeCatalog(filepath.Join(*dir, "catalog-1k.json"), 1_000, sampleLike))
+	must(writeCatalog(filepath.Join(*dir, "catalog-1k-a.json"), 1_000, func(i, n int) plant {
+		return qualify(sampleLike(i, n), "a")
+	}))
 	must(writeCatalog(filepath.Join(*dir, "catalog-big.json"), *big, halfAndRare))
 
 	keys := map[string]crypto.Signer{}
@@ -60,6 +75,120 @@ func main() {
 	must(os.WriteFile(filepath.Join(*dir, "token-half"), []byte(mint(keys["RS256"], "RS256", "someone", "half")+"\n"), 0o600))
 	must(os.WriteFile(filepath.Join(*dir, "token-rare"), []byte(mint(keys["RS256"], "RS256", "rare")+"\n"), 0o600))
 	must(writeTokens(filepath.Join(*dir, "tokens.txt"), keys["RS256"], *ntokens))
+	must(writeIssuerB(*dir))
+	must(writeDPoP(*dir, keys["ES256"]))
+}
+
+// The issuers of the tokens: A signs every token, B is the second issuer
+// of issuers.yaml, there to be routed around.
+const (
+	issuerA = "https://a.bench.example"
+	issuerB = "https://b.bench.example"
+)
+
+// writeIssuerB writes B's key set (a key of its own) and issuers.yaml,
+// which trusts A with the keys of jwks.json and B with its own.
+func writeIssuerB(dir string) error {
+	_, doc, err := auth.GenerateKey("RS256")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "jwks-b.json"), doc, 0o600); err != nil {
+		return err
+	}
+	yaml := fmt.Sprintf(`issuers:
+  - name: a
+    issuer: %s
+    key_file: %s
+    required_scope: plants:read
+  - name: b
+    issuer: %s
+    key_file: %s
+    required_scope: plants:read
+`, issuerA, filepath.Join(dir, "jwks.json"), issuerB, filepath.Join(dir, "jwks-b.json"))
+	return os.WriteFile(filepath.Join(dir, "issuers.yaml"), []byte(yaml), 0o600)
+}
+
+// writeDPoP writes a client key (dpop-key.pem, ES256) and token-dpop, an
+// ES256 token for alice bound to it.
+func writeDPoP(dir string, issuerKey crypto.Signer) error {
+	client, _, err := auth.GenerateKey("ES256")
+	if err != nil {
+		return err
+	}
+	pem, err := auth.MarshalPrivateKey(client)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "dpop-key.pem"), pem, 0o600); err != nil {
+		return err
+	}
+	token, err := auth.Mint(issuerKey, "ES256", auth.MintClaims{
+		Subject: "alice", Issuer: issuerA, Groups: []string{"gardeners"}, Scope: "openid plants:read",
+		TTL: 24 * time.Hour, BoundTo: client.Public(),
+	})
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "token-dpop"), []byte(token+"\n"), 0o600)
+}
+
+// printProofs prints n GET proofs for url and the token of token-dpop,
+// made on every core.
+func printProofs(dir string, n int, url string) error {
+	if url == "" {
+		return fmt.Errorf("-proofs needs -url")
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "dpop-key.pem"))
+	if err != nil {
+		return err
+	}
+	key, err := auth.ParsePrivateKey(data)
+	if err != nil {
+		return err
+	}
+	token, err := os.ReadFile(filepath.Join(dir, "token-dpop"))
+	if err != nil {
+		return err
+	}
+	tok := strings.TrimSpace(string(token))
+	proofs := make([]string, n)
+	errs := make([]error, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for w := range errs {
+		wg.Go(func() {
+			for i := w; i < n && errs[w] == nil; i += len(errs) {
+				proofs[i], errs[w] = auth.Proof(key, "ES256", "GET", url, tok)
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	bw := bufio.NewWriterSize(os.Stdout, 1<<20)
+	for _, p := range proofs {
+		bw.WriteString(p)
+		bw.WriteByte('\n')
+	}
+	return bw.Flush()
+}
+
+// qualify rewrites p's readers as principals of the issuer named name:
+// user:x becomes user@name:x, group:g group@name:g; "*" stays.
+func qualify(p plant, name string) plant {
+	readers := make([]string, len(p.Readers))
+	for i, r := range p.Readers {
+		kind, rest, ok := strings.Cut(r, ":")
+		if ok {
+			r = kind + "@" + name + ":" + rest
+		}
+		readers[i] = r
+	}
+	p.Readers = readers
+	return p
 }
 
 func must(err error) {
@@ -69,7 +198,7 @@ func must(err error) {
 }
 
 func mint(priv crypto.Signer, alg, sub string, groups ...string) string {
-	token, err := auth.Mint(priv, alg, auth.MintClaims{Subject: sub, Groups: groups, Scope: "openid plants:read", TTL: 24 * time.Hour})
+	token, err := auth.Mint(priv, alg, auth.MintClaims{Subject: sub, Issuer: issuerA, Groups: groups, Scope: "openid plants:read", TTL: 24 * time.Hour})
 	must(err)
 	return token
 }
