@@ -88,8 +88,9 @@ func TestIssuersFileServe(t *testing.T) {
 	line := in.stderr.WaitLine(t, "for the access line of a customer", func(l map[string]any) bool {
 		return l["msg"] == "request" && l["iss"] == "customers" && l["sub"] == "alice"
 	})
-	if line["status"] != 200.0 {
-		t.Errorf("access line %v", line)
+	// plants is the count the list handler wrote: customer alice's three.
+	if line["status"] != 200.0 || line["plants"] != 3.0 {
+		t.Errorf("access line %v; want status 200 and plants 3", line)
 	}
 	_, metrics, _ := get(t, in.admin+"/metrics", "")
 	for _, want := range []string{

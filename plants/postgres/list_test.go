@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -258,5 +259,55 @@ func TestListPrincipalsThatReadNothing(t *testing.T) {
 	check("after the poll", "Cress", "Dill", "Endive")
 	if got := metricstest.Sum(t, reg, "plantstore_catalog_plants", nil); got != 2 {
 		t.Errorf("plantstore_catalog_plants = %v; want 2 (the count of the last import)", got)
+	}
+}
+
+// TestListObservesDuration checks that each listing is timed once in
+// plantstore_store_request_duration_seconds{store="postgres"}, under
+// result="error" when the database fails it.
+func TestListObservesDuration(t *testing.T) {
+	t.Parallel()
+	dsn := migrated(t)
+	if err := postgres.Import(t.Context(), dsn, mustCatalog(t, `[{"id": "a", "name": "Aloe", "readers": ["*"]}]`), false); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	s, err := postgres.Open(t.Context(), dsn, postgres.Options{}, plants.NewMetrics(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	count := func(result string) float64 {
+		return metricstest.Sum(t, reg, "plantstore_store_request_duration_seconds", map[string]string{"store": "postgres", "result": result})
+	}
+	q := plants.Query{Caller: plants.Caller{Subject: "u"}, Limit: plants.NoLimit}
+	for range 2 {
+		if got, err := collect(t, s, q); err != nil || len(got) != 1 {
+			t.Fatalf("List = %v, %v; want Aloe", got, err)
+		}
+	}
+	if ok, failed := count("ok"), count("error"); ok != 2 || failed != 0 {
+		t.Fatalf("after two listings: ok %v, error %v; want 2 and 0", ok, failed)
+	}
+
+	// The table gone, the next listing fails and is timed as an error.
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	if _, err := conn.Exec(t.Context(), "DROP TABLE plant_readers"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := collect(t, s, q); !errors.Is(err, plants.ErrUnavailable) {
+		t.Fatalf("List without its table = %v; want ErrUnavailable", err)
+	}
+	if ok, failed := count("ok"), count("error"); ok != 2 || failed != 1 {
+		t.Errorf("after the failed listing: ok %v, error %v; want 2 and 1", ok, failed)
+	}
+	for _, store := range []string{plants.StoreMemory, plants.StoreSnapshot} {
+		if n := metricstest.Sum(t, reg, "plantstore_store_request_duration_seconds", map[string]string{"store": store}); n != 0 {
+			t.Errorf("store=%q observed %v listings; want 0", store, n)
+		}
 	}
 }
