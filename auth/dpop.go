@@ -1,12 +1,12 @@
 package auth
 
 import (
-	"container/list"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"net/http"
 	"net/url"
 	"strings"
@@ -200,55 +200,130 @@ func normalizeHTU(s string) (string, bool) {
 }
 
 // replayCache remembers the jti of the DPoP proofs accepted within their
-// window, so that none is accepted twice on this replica. Its memory is
-// bounded: past replayCacheEntries, the proofs nearest to expiry are
-// forgotten first. It is safe for concurrent use.
+// window, so that none is accepted twice on this replica. It never forgets
+// a proof before its window ends: its memory is bounded by refusing new
+// proofs instead. A proof key (jkt) holding keyQuota entries or more may
+// add more only while the cache is less than half full, so that one
+// client, flooding with its own bound token, cannot fill the cache for the
+// others: the second half fills only with keys under their quota, and it
+// takes maxSize/2/keyQuota of them at their quota, each with a token of
+// its own, to fill it.
+//
+// The entries sit in a ring in the order they were added, which grows up
+// to maxSize; an entry leaves from the front once it has expired. A proof
+// added again after its window leaves its old entry behind, dead, to be
+// dropped when it reaches the front. It is safe for concurrent use.
 type replayCache struct {
-	mu      sync.Mutex
-	seen    map[[16]byte]*list.Element
-	byAge   list.List // of replayEntry, oldest first
-	maxSize int
+	mu     sync.Mutex
+	index  map[[16]byte]int // proof → its live entry's position in ring
+	perKey map[uint64]int   // live entries by proof key
+	ring   []replayEntry
+	head   int // the position of the oldest entry
+	n      int // entries in the ring, dead ones included
+	seed   maphash.Seed
+	// maxSize is the most entries; keyQuota the most of one proof key.
+	maxSize, keyQuota int
 }
 
 type replayEntry struct {
 	key     [16]byte
-	expires time.Time
+	jkt     uint64
+	expires int64 // Unix nanoseconds
+	dead    bool
 }
 
-// replayCacheEntries is the most jti values remembered: about 16 MiB, for
-// about 4,000 DPoP requests a second per replica over the default window.
-const replayCacheEntries = 1 << 18
+// replayCacheEntries is the most jti values remembered: at most about
+// 32 MiB (BenchmarkReplayCacheMemory), or about 2,000 DPoP requests a
+// second per replica over the default window and twice the leeway (2 min).
+// replayKeyQuota is what one proof key holds once the cache is half full:
+// about 130 requests a second from one key over the same time.
+const (
+	replayCacheEntries = 1 << 18
+	replayKeyQuota     = replayCacheEntries / 16
+)
 
-func newReplayCache(maxSize int) *replayCache {
-	return &replayCache{seen: make(map[[16]byte]*list.Element), maxSize: maxSize}
+func newReplayCache(maxSize, keyQuota int) *replayCache {
+	return &replayCache{
+		index: make(map[[16]byte]int), perKey: make(map[uint64]int),
+		seed: maphash.MakeSeed(), maxSize: maxSize, keyQuota: keyQuota,
+	}
 }
 
-// add records the proof (jkt, jti) as used until expires, and reports
-// false when it was seen before and has not expired.
-func (c *replayCache) add(jkt, jti string, expires, now time.Time) bool {
+// What replayCache.add found.
+type replayVerdict int
+
+const (
+	replayFresh replayVerdict = iota // not seen: recorded
+	replaySeen                       // seen within its window: a replay
+	replayFull                       // not seen, but the key or the cache has no room left
+)
+
+// add records the proof (jkt, jti) as used until expires, unless it was
+// seen before and has not expired, or there is no room for it; then wait
+// is how long until the oldest proof it remembers expires.
+func (c *replayCache) add(jkt, jti string, expires, now time.Time) (v replayVerdict, wait time.Duration) {
 	h := sha256.Sum256([]byte(jkt + "\x00" + jti))
 	var key [16]byte
 	copy(key[:], h[:16])
+	k := maphash.String(c.seed, jkt)
+	t := now.UnixNano()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for e := c.byAge.Front(); e != nil; e = c.byAge.Front() {
-		old := e.Value.(replayEntry)
-		if old.expires.After(now) && c.byAge.Len() < c.maxSize {
-			break
-		}
-		c.byAge.Remove(e)
-		delete(c.seen, old.key)
+	for c.n > 0 && (c.ring[c.head].dead || c.ring[c.head].expires <= t) {
+		c.forget(c.head)
+		c.head = (c.head + 1) % len(c.ring)
+		c.n--
 	}
-	if e, ok := c.seen[key]; ok {
-		if e.Value.(replayEntry).expires.After(now) {
-			return false
+	if i, ok := c.index[key]; ok {
+		if c.ring[i].expires > t {
+			return replaySeen, 0
 		}
-		// Expired but not yet at the front: its element must go with its
-		// key, or evicting it later would forget the proof recorded now.
-		c.byAge.Remove(e)
+		// Expired but not yet at the front: its entry stays, dead, so
+		// that dropping it later cannot forget the proof recorded now.
+		c.forget(i)
 	}
-	c.seen[key] = c.byAge.PushBack(replayEntry{key: key, expires: expires})
-	return true
+	if c.n >= c.maxSize || c.perKey[k] >= c.keyQuota && c.n >= c.maxSize/2 {
+		return replayFull, time.Duration(c.ring[c.head].expires - t)
+	}
+	if c.n == len(c.ring) {
+		c.grow()
+	}
+	i := (c.head + c.n) % len(c.ring)
+	c.ring[i] = replayEntry{key: key, jkt: k, expires: expires.UnixNano()}
+	c.n++
+	c.index[key] = i
+	c.perKey[k]++
+	return replayFresh, 0
+}
+
+// forget marks the entry at i dead and drops it from the index and its
+// key's count, if it was live. c.mu is held.
+func (c *replayCache) forget(i int) {
+	e := &c.ring[i]
+	if e.dead {
+		return
+	}
+	e.dead = true
+	delete(c.index, e.key)
+	if n := c.perKey[e.jkt] - 1; n > 0 {
+		c.perKey[e.jkt] = n
+	} else {
+		delete(c.perKey, e.jkt)
+	}
+}
+
+// grow doubles the ring, up to maxSize, keeping the entries in order from
+// position 0. c.mu is held and the ring is full.
+func (c *replayCache) grow() {
+	ring := make([]replayEntry, min(max(2*len(c.ring), 64), c.maxSize))
+	for j := range c.n {
+		e := c.ring[(c.head+j)%len(c.ring)]
+		ring[j] = e
+		if !e.dead {
+			c.index[e.key] = j
+		}
+	}
+	c.ring, c.head = ring, 0
 }
 
 // dpopError returns the 401 invalid_dpop_proof refusal for r.
@@ -293,8 +368,13 @@ func (v *Verifier) bind(r *http.Request, c credential, e *cacheEntry) *Error {
 	if err != nil {
 		return err
 	}
-	if !v.replays.add(e.jkt, jti, iat.Add(v.opts.DPoPWindow+2*v.opts.Leeway), now) {
+	switch verdict, wait := v.replays.add(e.jkt, jti, iat.Add(v.opts.DPoPWindow+2*v.opts.Leeway), now); verdict {
+	case replaySeen:
 		return dpopError(ReasonDPoPReplay)
+	case replayFull:
+		// A proof this replica could not remember could be replayed:
+		// refused, as a rate (429) the client can wait out.
+		return &Error{Status: http.StatusTooManyRequests, Reason: ReasonDPoPQuota, DPoP: true, RetryAfter: wait}
 	}
 	return nil
 }

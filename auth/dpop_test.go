@@ -29,6 +29,7 @@ import (
 type dpopServer struct {
 	url string // of /plants
 	reg *prometheus.Registry
+	v   *auth.Verifier
 }
 
 func newDPoPServer(t testing.TB, issuerKey authtest.Key, mode auth.DPoPMode, o auth.Options) dpopServer {
@@ -43,7 +44,7 @@ func newDPoPServer(t testing.TB, issuerKey authtest.Key, mode auth.DPoPMode, o a
 	})
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
-	return dpopServer{url: srv.URL + "/plants", reg: reg}
+	return dpopServer{url: srv.URL + "/plants", reg: reg, v: v}
 }
 
 // dpopRequest sends GET (or method) to url with the Authorization header
@@ -201,6 +202,56 @@ func TestDPoPCachedTokenNeedsProof(t *testing.T) {
 		if status, _ := dpopRequest(t, "GET", srv.url, "DPoP "+token, tt.proofs...); status != http.StatusUnauthorized {
 			t.Errorf("cached bound token with %s: %d, want 401", tt.name, status)
 		}
+	}
+}
+
+// TestDPoPQuota: a client flooding with its own bound token fills only its
+// key's share of the replay cache (2 of 4 entries here). Past it, its new
+// proofs get 429 with Retry-After and no challenge, other clients are
+// served, and no live proof is forgotten, so none can be replayed.
+func TestDPoPQuota(t *testing.T) {
+	issuer := authtest.NewKey(t, "ES256")
+	srv := newDPoPServer(t, issuer, auth.DPoPOptional, auth.Options{Leeway: 5 * time.Second})
+	auth.SetReplayLimits(srv.v, 4, 2)
+	bound := func(client authtest.Key) string {
+		return authtest.Token(t, issuer, nil, authtest.Claims(map[string]any{"cnf": map[string]any{"jkt": client.Thumbprint(t)}}))
+	}
+	flood, victim := authtest.NewKey(t, "ES256"), authtest.NewKey(t, "ES256")
+	floodTok, victimTok := bound(flood), bound(victim)
+	first := authtest.Proof(t, flood, "GET", srv.url, floodTok, nil, nil)
+	for i, p := range []string{first, authtest.Proof(t, flood, "GET", srv.url, floodTok, nil, nil)} {
+		if status, ch := dpopRequest(t, "GET", srv.url, "DPoP "+floodTok, p); status != http.StatusOK {
+			t.Fatalf("flood request %d, within the quota: %d %q", i, status, ch)
+		}
+	}
+
+	req, err := http.NewRequestWithContext(t.Context(), "GET", srv.url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "DPoP "+floodTok)
+	req.Header.Set("DPoP", authtest.Proof(t, flood, "GET", srv.url, floodTok, nil, nil))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	// Until the oldest proof expires: its iat (whole seconds, this second
+	// or the last), the window (60 s) and twice the leeway.
+	if ra := resp.Header.Get("Retry-After"); resp.StatusCode != http.StatusTooManyRequests || ra != "69" && ra != "70" || resp.Header.Get("WWW-Authenticate") != "" {
+		t.Errorf("flood request over the quota: %d, Retry-After %q, WWW-Authenticate %q; want 429, 69 or 70, none",
+			resp.StatusCode, resp.Header.Get("Retry-After"), resp.Header.Get("WWW-Authenticate"))
+	}
+
+	if status, ch := dpopRequest(t, "GET", srv.url, "DPoP "+victimTok, authtest.Proof(t, victim, "GET", srv.url, victimTok, nil, nil)); status != http.StatusOK {
+		t.Errorf("another client during the flood: %d %q; want 200", status, ch)
+	}
+	if status, ch := dpopRequest(t, "GET", srv.url, "DPoP "+floodTok, first); status != http.StatusUnauthorized || !strings.Contains(ch, "already used") {
+		t.Errorf("the flood's first proof again: %d %q; want 401, already used", status, ch)
+	}
+	got := failures(t, srv.reg)
+	if got["dpop_quota"] != 1 || got["dpop_replay"] != 1 {
+		t.Errorf("auth failures %v; want dpop_quota 1 and dpop_replay 1", got)
 	}
 }
 

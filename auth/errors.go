@@ -3,6 +3,7 @@ package auth
 import (
 	"fmt"
 	"net/http"
+	"time"
 )
 
 // Reason is why a request was refused. The set is closed: it is the
@@ -40,6 +41,7 @@ const (
 	ReasonDPoPAth      Reason = "dpop_ath"      // ath is not the hash of this token
 	ReasonDPoPIat      Reason = "dpop_iat"      // the proof's iat is outside the window
 	ReasonDPoPReplay   Reason = "dpop_replay"   // the proof was used before
+	ReasonDPoPQuota    Reason = "dpop_quota"    // no room to remember the proof: its key, or the replica, sent too many (429)
 	ReasonDPoPBound    Reason = "dpop_bound"    // a bound token as a bearer token, or where DPoP is off
 	ReasonDPoPUnbound  Reason = "dpop_unbound"  // the DPoP scheme with a token that is not bound
 	ReasonDPoPRequired Reason = "dpop_required" // an unbound token where DPoP is required
@@ -54,8 +56,8 @@ func Reasons() []Reason {
 		ReasonUnknownIssuer, ReasonAudience, ReasonNoSubject, ReasonClaims,
 		ReasonTooManyGroups, ReasonScope,
 		ReasonDPoPMissing, ReasonDPoPInvalid, ReasonDPoPKey, ReasonDPoPTarget,
-		ReasonDPoPAth, ReasonDPoPIat, ReasonDPoPReplay, ReasonDPoPBound,
-		ReasonDPoPUnbound, ReasonDPoPRequired,
+		ReasonDPoPAth, ReasonDPoPIat, ReasonDPoPReplay, ReasonDPoPQuota,
+		ReasonDPoPBound, ReasonDPoPUnbound, ReasonDPoPRequired,
 	}
 }
 
@@ -115,6 +117,8 @@ func (r Reason) Description() string {
 		return "DPoP proof too old or in the future"
 	case ReasonDPoPReplay:
 		return "DPoP proof already used"
+	case ReasonDPoPQuota:
+		return "too many DPoP proofs, retry later"
 	case ReasonDPoPBound:
 		return "DPoP-bound token must use the DPoP scheme"
 	case ReasonDPoPUnbound:
@@ -143,6 +147,8 @@ type Error struct {
 	// unnamed one); routed tells whether it was routed at all.
 	Issuer string
 	routed bool
+	// RetryAfter is how long to wait before asking again, for a 429.
+	RetryAfter time.Duration
 }
 
 // Error returns a short description that never contains the token.
@@ -150,7 +156,8 @@ func (e *Error) Error() string {
 	return "auth: " + string(e.Reason)
 }
 
-// HTTPStatus returns the status the API answers with: 401 or 403.
+// HTTPStatus returns the status the API answers with: 401 or 403, or 429
+// for [ReasonDPoPQuota].
 func (e *Error) HTTPStatus() int {
 	if e.Status == 0 {
 		return http.StatusUnauthorized

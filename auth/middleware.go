@@ -17,7 +17,7 @@ const realm = "plantstore"
 // Middleware returns gin middleware that admits only requests whose
 // credential v accepts ([Verifier.Authenticate]).
 //
-// On failure it sets WWW-Authenticate, records the reason (and the subject
+// On failure it sets WWW-Authenticate (Retry-After for a 429), records the reason (and the subject
 // and issuer when known) on the access log entry and in m, pushes the
 // *[Error] with c.Error and aborts; it writes no body, which is left to the
 // error renderer. On success it stores the [Identity] in the request
@@ -33,8 +33,12 @@ func Middleware(v *Verifier, m *Metrics) gin.HandlerFunc {
 				c.Abort()
 				return
 			}
-			for _, ch := range v.challenges(c.Request, ae) {
-				c.Writer.Header().Add("WWW-Authenticate", ch)
+			if ae.Status == http.StatusTooManyRequests {
+				c.Header("Retry-After", retryAfter(ae.RetryAfter))
+			} else {
+				for _, ch := range v.challenges(c.Request, ae) {
+					c.Writer.Header().Add("WWW-Authenticate", ch)
+				}
 			}
 			entry := observability.Annotate(c)
 			entry.SetAuthFailure(string(ae.Reason))

@@ -104,10 +104,13 @@ func (e *RateLimitError) Error() string { return "rate limit exceeded" }
 // HTTPStatus returns 429.
 func (e *RateLimitError) HTTPStatus() int { return http.StatusTooManyRequests }
 
-// RetryAfterHeader returns the Retry-After value for e: RetryAfter in
-// whole seconds, rounded up, at least 1 (RFC 9110 §10.2.3).
-func (e *RateLimitError) RetryAfterHeader() string {
-	s := math.Ceil(e.RetryAfter.Seconds())
+// RetryAfterHeader returns the Retry-After value for e.
+func (e *RateLimitError) RetryAfterHeader() string { return retryAfter(e.RetryAfter) }
+
+// retryAfter returns the Retry-After value for d: whole seconds, rounded
+// up, at least 1 (RFC 9110 §10.2.3) and at most a day.
+func retryAfter(d time.Duration) string {
+	s := math.Ceil(d.Seconds())
 	switch {
 	case s < 1:
 		s = 1

@@ -171,7 +171,7 @@ func NewVerifier(o Options, issuers ...Issuer) (*Verifier, error) {
 	if u := o.PublicURL; u != nil && (u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "") {
 		return nil, configErr("", "public_url", "want an http or https URL without user, query or fragment")
 	}
-	v := &Verifier{opts: o, now: time.Now, cache: newTokenCache(o.CacheBytes), replays: newReplayCache(replayCacheEntries)}
+	v := &Verifier{opts: o, now: time.Now, cache: newTokenCache(o.CacheBytes), replays: newReplayCache(replayCacheEntries, replayKeyQuota)}
 	if err := v.SetIssuers(issuers...); err != nil {
 		return nil, err
 	}
