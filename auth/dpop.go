@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-
-	"github.com/plantstore/plantstore/observability"
 )
 
 // DPoPMode is how an issuer's tokens are sender-constrained (RFC 9449,
@@ -379,17 +377,10 @@ func (v *Verifier) bind(r *http.Request, c credential, e *cacheEntry) *Error {
 	return nil
 }
 
-// resourceURI returns the htu a proof for r must carry: -public-url's
-// scheme, host and path prefix with r's path, or, without it, the scheme
-// and host r came with (through trusted proxies only), normalized.
+// resourceURI returns the htu a proof for r must carry: the resource's
+// origin and path prefix ([Verifier.origin]) with r's path, normalized.
 func (v *Verifier) resourceURI(r *http.Request) string {
-	var s string
-	if u := v.opts.PublicURL; u != nil {
-		s = u.Scheme + "://" + u.Host + strings.TrimSuffix(u.EscapedPath(), "/") + r.URL.EscapedPath()
-	} else {
-		scheme, host := observability.Origin(r, v.opts.TrustedProxies)
-		s = scheme + "://" + host + r.URL.EscapedPath()
-	}
-	n, _ := normalizeHTU(s)
+	origin, prefix := v.origin(r)
+	n, _ := normalizeHTU(origin + prefix + r.URL.EscapedPath())
 	return n
 }

@@ -48,24 +48,29 @@ func (v *Verifier) Metadata(r *http.Request) ResourceMetadata {
 	return md
 }
 
+// origin returns the scheme and host the resource is reached at, and the
+// path it is served under without a trailing "/": -public-url's, or,
+// without it, those r came to (through trusted proxies only) and "".
+func (v *Verifier) origin(r *http.Request) (origin, prefix string) {
+	if u := v.opts.PublicURL; u != nil {
+		return u.Scheme + "://" + u.Host, strings.TrimSuffix(u.EscapedPath(), "/")
+	}
+	scheme, host := observability.Origin(r, v.opts.TrustedProxies)
+	return scheme + "://" + host, ""
+}
+
 // resource returns the resource identifier: -public-url without a
 // trailing "/", or the origin r came to.
 func (v *Verifier) resource(r *http.Request) string {
-	if u := v.opts.PublicURL; u != nil {
-		return strings.TrimSuffix(u.Scheme+"://"+u.Host+u.EscapedPath(), "/")
-	}
-	scheme, host := observability.Origin(r, v.opts.TrustedProxies)
-	return scheme + "://" + host
+	origin, prefix := v.origin(r)
+	return origin + prefix
 }
 
 // MetadataURL returns the URL of the metadata document for r (RFC 9728
 // §3.1): the well-known path between the resource's host and its path.
 func (v *Verifier) MetadataURL(r *http.Request) string {
-	if u := v.opts.PublicURL; u != nil {
-		return u.Scheme + "://" + u.Host + ResourceMetadataPath + strings.TrimSuffix(u.EscapedPath(), "/")
-	}
-	scheme, host := observability.Origin(r, v.opts.TrustedProxies)
-	return scheme + "://" + host + ResourceMetadataPath
+	origin, prefix := v.origin(r)
+	return origin + ResourceMetadataPath + prefix
 }
 
 // bearerAccepted reports whether some issuer takes bearer tokens.

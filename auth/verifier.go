@@ -335,20 +335,6 @@ func sameConfig(a, b Config) bool {
 		a.RequiredScope == b.RequiredScope && a.DPoP == b.DPoP
 }
 
-// Issuers returns the issuers v verifies against, with their Configs'
-// defaults filled in.
-func (v *Verifier) Issuers() []Issuer {
-	t := v.issuers.Load()
-	out := make([]Issuer, 0, len(t.all))
-	for _, is := range t.all {
-		c := is.cfg
-		c.Algorithms = slices.Clone(c.Algorithms)
-		c.Audiences = slices.Clone(c.Audiences)
-		out = append(out, Issuer{Name: is.name, Config: c, Keys: is.keys})
-	}
-	return out
-}
-
 // Ready returns nil when every issuer has usable keys, and otherwise an
 // error naming each issuer that has none, with the cause. It is the keys'
 // part of readiness: a source that fetches its keys (a JWKS) is not ready
