@@ -14,6 +14,7 @@ import (
 	"github.com/plantstore/plantstore/plants"
 	"github.com/plantstore/plantstore/plants/postgres"
 	"github.com/plantstore/plantstore/plants/postgres/pgtest"
+	"github.com/plantstore/plantstore/plants/storetest"
 )
 
 var starQuery = plants.Query{Caller: plants.Caller{Subject: "x"}, Limit: plants.NoLimit}
@@ -223,7 +224,7 @@ func TestNoSecretsInErrors(t *testing.T) {
 		_, err := postgres.Open(t.Context(), dsn, postgres.Options{}, nil)
 		checkSecretFree(t, "Open(malformed)", err, password, true)
 		checkSecretFree(t, "Migrate(malformed)", migrateErr(t, dsn), password, true)
-		checkSecretFree(t, "Import(malformed)", postgres.Import(t.Context(), dsn, mustCatalog(t, firstCatalog), false), password, true)
+		checkSecretFree(t, "Import(malformed)", postgres.Import(t.Context(), dsn, storetest.Catalog(t, firstCatalog), false), password, true)
 	}
 
 	unreachable := []string{
@@ -243,7 +244,7 @@ func TestNoSecretsInErrors(t *testing.T) {
 		checkSecretFree(t, "Ping(unreachable)", s.Ping(t.Context()), password, true)
 		s.Close()
 		checkSecretFree(t, "Migrate(unreachable)", migrateErr(t, dsn), password, true)
-		checkSecretFree(t, "Import(unreachable)", postgres.Import(t.Context(), dsn, mustCatalog(t, firstCatalog), false), password, true)
+		checkSecretFree(t, "Import(unreachable)", postgres.Import(t.Context(), dsn, storetest.Catalog(t, firstCatalog), false), password, true)
 	}
 
 	// A working DSN must not be reported as failing by the check itself.

@@ -15,6 +15,7 @@ import (
 	"github.com/plantstore/plantstore/plants"
 	"github.com/plantstore/plantstore/plants/postgres"
 	"github.com/plantstore/plantstore/plants/postgres/pgtest"
+	"github.com/plantstore/plantstore/plants/storetest"
 )
 
 const firstCatalog = `[
@@ -61,7 +62,7 @@ func TestImport(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dsn := seeded(t)
-			err := postgres.Import(t.Context(), dsn, mustCatalog(t, tt.second), tt.replace)
+			err := postgres.Import(t.Context(), dsn, storetest.Catalog(t, tt.second), tt.replace)
 			if !errors.Is(err, tt.wantErr) {
 				t.Errorf("Import(%s, replace=%v) = %v, want %v", tt.second, tt.replace, err, tt.wantErr)
 			}
@@ -69,8 +70,8 @@ func TestImport(t *testing.T) {
 			if err != nil {
 				t.Fatalf("List: %v", err)
 			}
-			if !slices.Equal(names(got), tt.want) {
-				t.Errorf("after Import(%s, replace=%v): List = %q, want %q", tt.second, tt.replace, names(got), tt.want)
+			if !slices.Equal(storetest.Names(got), tt.want) {
+				t.Errorf("after Import(%s, replace=%v): List = %q, want %q", tt.second, tt.replace, storetest.Names(got), tt.want)
 			}
 		})
 	}
@@ -79,7 +80,7 @@ func TestImport(t *testing.T) {
 func TestImportDuplicateIDMessage(t *testing.T) {
 	t.Parallel()
 	dsn := migrated(t)
-	c := mustCatalog(t, firstCatalog)
+	c := storetest.Catalog(t, firstCatalog)
 	if err := postgres.Import(t.Context(), dsn, c, false); err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func TestImportDuplicateIDMessage(t *testing.T) {
 func TestImportUnmigrated(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.NewSchema(t)
-	err := postgres.Import(t.Context(), dsn, mustCatalog(t, firstCatalog), false)
+	err := postgres.Import(t.Context(), dsn, storetest.Catalog(t, firstCatalog), false)
 	if err == nil || !strings.Contains(err.Error(), "migrate") {
 		t.Errorf("Import into an unmigrated schema: got %v, want an error that says to migrate", err)
 	}
@@ -123,8 +124,8 @@ func TestImportCancelled(t *testing.T) {
 			if err != nil {
 				t.Fatalf("List: %v", err)
 			}
-			if want := []string{"Fern", "Rose"}; !slices.Equal(names(got), want) {
-				t.Errorf("after a cancelled Import: List = %q, want %q", names(got), want)
+			if want := []string{"Fern", "Rose"}; !slices.Equal(storetest.Names(got), want) {
+				t.Errorf("after a cancelled Import: List = %q, want %q", storetest.Names(got), want)
 			}
 		})
 	}
@@ -160,8 +161,8 @@ func TestImportReadersNotBlocked(t *testing.T) {
 	}
 	got, err := collect(t, s, everyone)
 	close(listed)
-	if want := []string{"Fern", "Rose"}; err != nil || !slices.Equal(names(got), want) {
-		t.Errorf("List during the import = %q, %v; want %q, nil", names(got), err, want)
+	if want := []string{"Fern", "Rose"}; err != nil || !slices.Equal(storetest.Names(got), want) {
+		t.Errorf("List during the import = %q, %v; want %q, nil", storetest.Names(got), err, want)
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("Import: %v", err)
@@ -240,7 +241,7 @@ func TestImportNotifies(t *testing.T) {
 		{"second import", `[{"id": "ivy", "name": "Ivy", "readers": ["*"]}]`, false, 3, 3},
 	}
 	for _, st := range steps {
-		err := postgres.Import(t.Context(), dsn, mustCatalog(t, st.catalog), false)
+		err := postgres.Import(t.Context(), dsn, storetest.Catalog(t, st.catalog), false)
 		if (err != nil) != st.wantErr {
 			t.Fatalf("%s: Import = %v; want error %v", st.name, err, st.wantErr)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/plantstore/plantstore/plants"
 	"github.com/plantstore/plantstore/plants/postgres"
 	"github.com/plantstore/plantstore/plants/postgres/pgtest"
+	"github.com/plantstore/plantstore/plants/storetest"
 )
 
 // listCatalog exercises byte order (upper case before lower case, UTF-8
@@ -34,7 +35,7 @@ const listCatalog = `[
 func TestList(t *testing.T) {
 	t.Parallel()
 	dsn := migrated(t)
-	if err := postgres.Import(t.Context(), dsn, mustCatalog(t, listCatalog), false); err != nil {
+	if err := postgres.Import(t.Context(), dsn, storetest.Catalog(t, listCatalog), false); err != nil {
 		t.Fatal(err)
 	}
 	s := openStore(t, dsn, postgres.Options{})
@@ -79,7 +80,7 @@ func TestList(t *testing.T) {
 			if err != nil {
 				t.Fatalf("List(%+v): %v", q, err)
 			}
-			if !slices.EqualFunc(got, tt.want, samePlant) {
+			if !slices.EqualFunc(got, tt.want, storetest.SamePlant) {
 				t.Errorf("List(%+v) = %+v, want %+v", q, got, tt.want)
 			}
 		})
@@ -90,7 +91,7 @@ func TestList(t *testing.T) {
 func TestListPrefix(t *testing.T) {
 	t.Parallel()
 	dsn := migrated(t)
-	if err := postgres.Import(t.Context(), dsn, mustCatalog(t, listCatalog), false); err != nil {
+	if err := postgres.Import(t.Context(), dsn, storetest.Catalog(t, listCatalog), false); err != nil {
 		t.Fatal(err)
 	}
 	s := openStore(t, dsn, postgres.Options{})
@@ -105,8 +106,8 @@ func TestListPrefix(t *testing.T) {
 			t.Fatalf("List limit %d: %v", limit, err)
 		}
 		want := full[:min(limit, len(full))]
-		if !slices.EqualFunc(got, want, samePlant) {
-			t.Errorf("List limit %d = %v, want %v", limit, names(got), names(want))
+		if !slices.EqualFunc(got, want, storetest.SamePlant) {
+			t.Errorf("List limit %d = %v, want %v", limit, storetest.Names(got), storetest.Names(want))
 		}
 	}
 }
@@ -139,10 +140,6 @@ func TestListStopEarly(t *testing.T) {
 	if err != nil || len(got) != 5000 {
 		t.Errorf("List after early stops: %d plants, %v; want 5000, nil", len(got), err)
 	}
-}
-
-func samePlant(a, b plants.Plant) bool {
-	return a.ID == b.ID && a.Name == b.Name && a.Tag == b.Tag
 }
 
 // TestListStreams checks that List without a limit streams: when the first
@@ -202,7 +199,7 @@ func TestListStreams(t *testing.T) {
 func TestListPrincipalsThatReadNothing(t *testing.T) {
 	t.Parallel()
 	dsn := migrated(t)
-	if err := postgres.Import(t.Context(), dsn, mustCatalog(t, `[{"id": "a", "name": "Aloe", "readers": ["*"]}]`), false); err != nil {
+	if err := postgres.Import(t.Context(), dsn, storetest.Catalog(t, `[{"id": "a", "name": "Aloe", "readers": ["*"]}]`), false); err != nil {
 		t.Fatal(err)
 	}
 	const poll = 300 * time.Millisecond
@@ -226,18 +223,18 @@ func TestListPrincipalsThatReadNothing(t *testing.T) {
 				if limit >= 0 {
 					w = want[:min(limit, len(want))]
 				}
-				if err != nil || !slices.Equal(names(got), w) {
-					t.Errorf("%s, limit %d, round %d: List = %q, %v; want %q", step, limit, round, names(got), err, w)
+				if err != nil || !slices.Equal(storetest.Names(got), w) {
+					t.Errorf("%s, limit %d, round %d: List = %q, %v; want %q", step, limit, round, storetest.Names(got), err, w)
 				}
 			}
 		}
 	}
 	check("no group reads anything", "Aloe")
-	if err := postgres.Import(t.Context(), dsn, mustCatalog(t, `[{"id": "b", "name": "Basil", "readers": ["group:g07"]}]`), false); err != nil {
+	if err := postgres.Import(t.Context(), dsn, storetest.Catalog(t, `[{"id": "b", "name": "Basil", "readers": ["group:g07"]}]`), false); err != nil {
 		t.Fatal(err)
 	}
 	check("an import gave g07 a plant", "Aloe", "Basil")
-	if err := postgres.Import(t.Context(), dsn, mustCatalog(t, `[{"id": "c", "name": "Cress", "readers": ["group:g31", "group:g07"]}, {"id": "d", "name": "Dill", "readers": ["group:g12"]}]`), true); err != nil {
+	if err := postgres.Import(t.Context(), dsn, storetest.Catalog(t, `[{"id": "c", "name": "Cress", "readers": ["group:g31", "group:g07"]}, {"id": "d", "name": "Dill", "readers": ["group:g12"]}]`), true); err != nil {
 		t.Fatal(err)
 	}
 	check("a replacing import", "Cress", "Dill")
@@ -254,7 +251,7 @@ func TestListPrincipalsThatReadNothing(t *testing.T) {
 	}
 	waitUntil(t, poll+2*time.Second, "a plant added by hand, after a poll", func() bool {
 		got, err := collect(t, s, plants.Query{Caller: caller, Limit: 10})
-		return err == nil && slices.Equal(names(got), []string{"Cress", "Dill", "Endive"})
+		return err == nil && slices.Equal(storetest.Names(got), []string{"Cress", "Dill", "Endive"})
 	})
 	check("after the poll", "Cress", "Dill", "Endive")
 	if got := metricstest.Sum(t, reg, "plantstore_catalog_plants", nil); got != 2 {
@@ -268,7 +265,7 @@ func TestListPrincipalsThatReadNothing(t *testing.T) {
 func TestListObservesDuration(t *testing.T) {
 	t.Parallel()
 	dsn := migrated(t)
-	if err := postgres.Import(t.Context(), dsn, mustCatalog(t, `[{"id": "a", "name": "Aloe", "readers": ["*"]}]`), false); err != nil {
+	if err := postgres.Import(t.Context(), dsn, storetest.Catalog(t, `[{"id": "a", "name": "Aloe", "readers": ["*"]}]`), false); err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewPedanticRegistry()

@@ -2,13 +2,13 @@ package postgres_test
 
 import (
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/plantstore/plantstore/plants"
 	"github.com/plantstore/plantstore/plants/postgres"
 	"github.com/plantstore/plantstore/plants/postgres/pgtest"
+	"github.com/plantstore/plantstore/plants/storetest"
 )
 
 // migrated returns a DSN for a fresh, migrated schema.
@@ -25,20 +25,10 @@ func migrated(t testing.TB) string {
 func seeded(t testing.TB) string {
 	t.Helper()
 	dsn := migrated(t)
-	if err := postgres.Import(t.Context(), dsn, mustCatalog(t, firstCatalog), false); err != nil {
+	if err := postgres.Import(t.Context(), dsn, storetest.Catalog(t, firstCatalog), false); err != nil {
 		t.Fatalf("Import: %v", err)
 	}
 	return dsn
-}
-
-// mustCatalog parses a catalog from JSON.
-func mustCatalog(t testing.TB, js string) *plants.Catalog {
-	t.Helper()
-	c, err := plants.ParseCatalog(strings.NewReader(js), "test.json")
-	if err != nil {
-		t.Fatalf("ParseCatalog: %v", err)
-	}
-	return c
 }
 
 // openStore opens a Store on dsn, closed when the test ends.
@@ -63,15 +53,6 @@ func collect(t testing.TB, s plants.Store, q plants.Query) ([]plants.Plant, erro
 		got = append(got, p)
 	}
 	return got, nil
-}
-
-// names returns the plant names of ps.
-func names(ps []plants.Plant) []string {
-	out := make([]string, len(ps))
-	for i, p := range ps {
-		out[i] = p.Name
-	}
-	return out
 }
 
 // wantUnavailable fails the test unless err wraps plants.ErrUnavailable.

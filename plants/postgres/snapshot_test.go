@@ -46,7 +46,7 @@ func waitLoaded(t testing.TB, s *postgres.Snapshot) {
 func serves(t testing.TB, s plants.Store, want ...string) bool {
 	t.Helper()
 	got, err := collect(t, s, everyone)
-	return err == nil && slices.Equal(names(got), want)
+	return err == nil && slices.Equal(storetest.Names(got), want)
 }
 
 // TestSnapshotConformance runs the store suite on a snapshot of each
@@ -91,13 +91,13 @@ func TestSnapshotTwoReplicas(t *testing.T) {
 		{`[]`, true, nil},
 	}
 	for i, st := range steps {
-		if err := postgres.Import(t.Context(), other, mustCatalog(t, `[{"id": "x", "name": "Elsewhere", "readers": ["*"]}]`), true); err != nil {
+		if err := postgres.Import(t.Context(), other, storetest.Catalog(t, `[{"id": "x", "name": "Elsewhere", "readers": ["*"]}]`), true); err != nil {
 			t.Fatal(err)
 		}
 		// Import returns after a VACUUM that follows its commit: time from
 		// its start, which is before the commit.
 		start := time.Now()
-		if err := postgres.Import(t.Context(), dsn, mustCatalog(t, st.catalog), st.replace); err != nil {
+		if err := postgres.Import(t.Context(), dsn, storetest.Catalog(t, st.catalog), st.replace); err != nil {
 			t.Fatal(err)
 		}
 		for name, s := range map[string]*postgres.Snapshot{"a": a, "b": b} {
@@ -124,7 +124,7 @@ func TestSnapshotLostNotification(t *testing.T) {
 
 	px.Cut()
 	waitLog(t, logs, "the catalog listener lost its connection")
-	if err := postgres.Import(t.Context(), dsn, mustCatalog(t, `[{"id": "ivy", "name": "Ivy", "readers": ["*"]}]`), false); err != nil {
+	if err := postgres.Import(t.Context(), dsn, storetest.Catalog(t, `[{"id": "ivy", "name": "Ivy", "readers": ["*"]}]`), false); err != nil {
 		t.Fatal(err)
 	}
 	took := waitUntil(t, poll+2*time.Second, "the change after a lost notification", func() bool { return serves(t, s, "Fern", "Ivy", "Rose") })
@@ -133,7 +133,7 @@ func TestSnapshotLostNotification(t *testing.T) {
 	px.Restore()
 	waitLog(t, logs, "listening for catalog changes again")
 	start := time.Now()
-	if err := postgres.Import(t.Context(), dsn, mustCatalog(t, `[{"id": "oak", "name": "Oak", "readers": ["*"]}]`), true); err != nil {
+	if err := postgres.Import(t.Context(), dsn, storetest.Catalog(t, `[{"id": "oak", "name": "Oak", "readers": ["*"]}]`), true); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, time.Second-time.Since(start), "an import once the listener is back", func() bool { return serves(t, s, "Oak") })
@@ -168,7 +168,7 @@ func TestSnapshotDatabaseDown(t *testing.T) {
 	waitUntil(t, 5*time.Second, "the snapshot age to grow", func() bool {
 		return metricstest.Sum(t, reg, "plantstore_catalog_snapshot_age_seconds", nil) > age+0.3
 	})
-	if err := postgres.Import(t.Context(), dsn, mustCatalog(t, `[{"id": "ivy", "name": "Ivy", "readers": ["*"]}]`), false); err != nil {
+	if err := postgres.Import(t.Context(), dsn, storetest.Catalog(t, `[{"id": "ivy", "name": "Ivy", "readers": ["*"]}]`), false); err != nil {
 		t.Fatal(err)
 	}
 
@@ -254,7 +254,7 @@ func TestSnapshotBadDataKeepsServing(t *testing.T) {
 		t.Errorf("after a refused reload: not the last good snapshot")
 	}
 	start := time.Now()
-	if err := postgres.Import(t.Context(), dsn, mustCatalog(t, `[{"id": "ivy", "name": "Ivy", "readers": ["*"]}]`), true); err != nil {
+	if err := postgres.Import(t.Context(), dsn, storetest.Catalog(t, `[{"id": "ivy", "name": "Ivy", "readers": ["*"]}]`), true); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, time.Second-time.Since(start), "the good catalog", func() bool { return serves(t, s, "Ivy") })

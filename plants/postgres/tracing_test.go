@@ -11,6 +11,7 @@ import (
 	"github.com/plantstore/plantstore/observability/spantest"
 	"github.com/plantstore/plantstore/plants"
 	"github.com/plantstore/plantstore/plants/postgres"
+	"github.com/plantstore/plantstore/plants/storetest"
 )
 
 // TestTracedQueries checks that a traced request's listing makes spans of
@@ -20,7 +21,7 @@ import (
 func TestTracedQueries(t *testing.T) {
 	t.Parallel()
 	dsn := migrated(t)
-	if err := postgres.Import(t.Context(), dsn, mustCatalog(t, `[{"name":"Fern","readers":["user:secret-subject"]}]`), false); err != nil {
+	if err := postgres.Import(t.Context(), dsn, storetest.Catalog(t, `[{"name":"Fern","readers":["user:secret-subject"]}]`), false); err != nil {
 		t.Fatalf("Import: %v", err)
 	}
 	tp, rec := spantest.Recorder(t)
@@ -72,7 +73,7 @@ func TestTracedQueries(t *testing.T) {
 func TestTracedSnapshotReload(t *testing.T) {
 	t.Parallel()
 	dsn := migrated(t)
-	if err := postgres.Import(t.Context(), dsn, mustCatalog(t, `[{"name":"Fern","readers":["*"]},{"name":"Moss","readers":["*"]}]`), false); err != nil {
+	if err := postgres.Import(t.Context(), dsn, storetest.Catalog(t, `[{"name":"Fern","readers":["*"]},{"name":"Moss","readers":["*"]}]`), false); err != nil {
 		t.Fatalf("Import: %v", err)
 	}
 	tp, rec := spantest.Recorder(t)

@@ -30,8 +30,8 @@ func Run(t *testing.T, newStore func(t *testing.T, c *plants.Catalog) plants.Sto
 	t.Run("Random", func(t *testing.T) { testRandom(t, newStore) })
 }
 
-// catalog parses a catalog from JSON, failing the test on error.
-func catalog(t testing.TB, js string) *plants.Catalog {
+// Catalog parses a catalog from JSON, failing the test on error.
+func Catalog(t testing.TB, js string) *plants.Catalog {
 	t.Helper()
 	c, err := plants.ParseCatalog(strings.NewReader(js), "storetest.json")
 	if err != nil {
@@ -69,6 +69,12 @@ func want(c *plants.Catalog, q plants.Query) []plants.Plant {
 	return out
 }
 
+// SamePlant reports whether a and b have the same ID, Name and Tag, all a
+// listing shows.
+func SamePlant(a, b plants.Plant) bool {
+	return a.ID == b.ID && a.Name == b.Name && a.Tag == b.Tag
+}
+
 // format renders plants as "id/name/tag" lines for failure messages.
 func format(ps []plants.Plant) string {
 	var b strings.Builder
@@ -84,16 +90,13 @@ func format(ps []plants.Plant) string {
 // check compares listed plants with the expected ones on ID, Name and Tag.
 func check(t testing.TB, q plants.Query, got, want []plants.Plant) {
 	t.Helper()
-	eq := slices.EqualFunc(got, want, func(a, b plants.Plant) bool {
-		return a.ID == b.ID && a.Name == b.Name && a.Tag == b.Tag
-	})
-	if !eq {
+	if !slices.EqualFunc(got, want, SamePlant) {
 		t.Errorf("List(%+v) =%s\nwant%s", q, format(got), format(want))
 	}
 }
 
-// names returns the plants' names.
-func names(ps []plants.Plant) []string {
+// Names returns the plants' names.
+func Names(ps []plants.Plant) []string {
 	out := make([]string, len(ps))
 	for i, p := range ps {
 		out[i] = p.Name
@@ -106,7 +109,7 @@ func testOrder(t *testing.T, newStore func(*testing.T, *plants.Catalog) plants.S
 	// "a" before "a b" before "ab"; equal names by id, generated ids by
 	// position (entry 10 after entry 2, which a numeric-string order would
 	// get wrong).
-	c := catalog(t, `[
+	c := Catalog(t, `[
 		{"name": "tie", "tag": "pos0", "readers": ["*"]},
 		{"name": "ébène", "readers": ["*"]},
 		{"name": "tie", "tag": "pos2", "readers": ["*"]},
@@ -131,8 +134,8 @@ func testOrder(t *testing.T, newStore func(*testing.T, *plants.Catalog) plants.S
 	q := plants.Query{Caller: anyone, Limit: plants.NoLimit}
 	got := list(t, s, q)
 	wantNames := []string{"0", "Zebra", "a", "a b", "aa", "ab", "ebene", "tie", "tie", "tie", "tie", "tie", "zebra", "~", "Ébène", "ébène", "日本", "ﬀ", "😀"}
-	if !slices.Equal(names(got), wantNames) {
-		t.Errorf("List(%+v) names = %q; want %q", q, names(got), wantNames)
+	if !slices.Equal(Names(got), wantNames) {
+		t.Errorf("List(%+v) names = %q; want %q", q, Names(got), wantNames)
 	}
 	var tieTags []string
 	for _, p := range got {
@@ -168,7 +171,7 @@ func testLimit(t *testing.T, newStore func(*testing.T, *plants.Catalog) plants.S
 		fmt.Fprintf(&b, `{"name": "plant %02d", "readers": [%s]}`, (i*7)%30, reader)
 	}
 	b.WriteString("]")
-	c := catalog(t, b.String())
+	c := Catalog(t, b.String())
 	s := newStore(t, c)
 	all := plants.Query{Caller: plants.Caller{Subject: "u"}, Limit: plants.NoLimit}
 	full := list(t, s, all)
@@ -206,7 +209,7 @@ func testLimit(t *testing.T, newStore func(*testing.T, *plants.Catalog) plants.S
 var anyone = plants.Caller{Subject: "nobody-in-particular"}
 
 func testPrincipals(t *testing.T, newStore func(*testing.T, *plants.Catalog) plants.Store) {
-	c := catalog(t, `[
+	c := Catalog(t, `[
 		{"id": "open", "name": "open", "readers": ["*"]},
 		{"id": "alice", "name": "alice's", "readers": ["user:alice"]},
 		{"id": "gardeners", "name": "gardeners'", "readers": ["group:gardeners"]},
@@ -271,7 +274,7 @@ func testPrincipals(t *testing.T, newStore func(*testing.T, *plants.Catalog) pla
 }
 
 func testEmptyCatalog(t *testing.T, newStore func(*testing.T, *plants.Catalog) plants.Store) {
-	s := newStore(t, catalog(t, `[]`))
+	s := newStore(t, Catalog(t, `[]`))
 	for _, limit := range []int{plants.NoLimit, 0, 1, 10} {
 		q := plants.Query{Caller: plants.Caller{Subject: "alice", Groups: []string{"g"}}, Limit: limit}
 		if got := list(t, s, q); len(got) != 0 {
@@ -281,7 +284,7 @@ func testEmptyCatalog(t *testing.T, newStore func(*testing.T, *plants.Catalog) p
 }
 
 func testReadableSeveralWays(t *testing.T, newStore func(*testing.T, *plants.Catalog) plants.Store) {
-	c := catalog(t, `[
+	c := Catalog(t, `[
 		{"id": "1", "name": "a", "readers": ["*", "user:alice", "group:g", "group:h"]},
 		{"id": "2", "name": "b", "readers": ["group:h", "user:alice"]},
 		{"id": "3", "name": "c", "readers": ["group:g"]},
@@ -304,7 +307,7 @@ func testEarlyBreak(t *testing.T, newStore func(*testing.T, *plants.Catalog) pla
 		fmt.Fprintf(&b, `{"name": "p%05d", "readers": ["*"]}`, i)
 	}
 	b.WriteString("]")
-	c := catalog(t, b.String())
+	c := Catalog(t, b.String())
 	s := newStore(t, c)
 	q := plants.Query{Caller: anyone, Limit: plants.NoLimit}
 	// Many early breaks in a row: a store that leaks a connection or a
@@ -330,7 +333,7 @@ func testEarlyBreak(t *testing.T, newStore func(*testing.T, *plants.Catalog) pla
 }
 
 func testCanceledContext(t *testing.T, newStore func(*testing.T, *plants.Catalog) plants.Store) {
-	s := newStore(t, catalog(t, `[{"name": "a", "readers": ["*"]}]`))
+	s := newStore(t, Catalog(t, `[{"name": "a", "readers": ["*"]}]`))
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	var gotErr error
@@ -381,7 +384,7 @@ func testRandom(t *testing.T, newStore func(*testing.T, *plants.Catalog) plants.
 		fmt.Fprintf(&b, `{%s"name": %q%s, "readers": [%s]}`, id, name.String(), tag, strings.Join(readers, ", "))
 	}
 	b.WriteString("]")
-	c := catalog(t, b.String())
+	c := Catalog(t, b.String())
 	s := newStore(t, c)
 	callers := []plants.Caller{
 		{Subject: "u1"},
