@@ -103,7 +103,7 @@ func TestMiddleware(t *testing.T) {
 		{name: "space then tab", auth: []string{"Bearer \t" + good}, wantStatus: http.StatusUnauthorized, wantChallenge: malformed, wantReason: auth.ReasonMalformed},
 		{name: "trailing word", auth: []string{"Bearer " + good + " x"}, wantStatus: http.StatusUnauthorized, wantChallenge: malformed, wantReason: auth.ReasonMalformed},
 		{name: "quote in token", auth: []string{`Bearer "` + good + `"`}, wantStatus: http.StatusUnauthorized, wantChallenge: malformed, wantReason: auth.ReasonMalformed},
-		{name: "not a JWT", auth: []string{"Bearer abc"}, wantStatus: http.StatusUnauthorized, wantChallenge: malformed, wantReason: auth.ReasonMalformed},
+		{name: "not a JWT", auth: []string{"Bearer not-a-jwt"}, wantStatus: http.StatusUnauthorized, wantChallenge: malformed, wantReason: auth.ReasonMalformed},
 		{name: "two headers", auth: []string{"Bearer " + good, "Bearer " + good}, wantStatus: http.StatusUnauthorized, wantChallenge: malformed, wantReason: auth.ReasonMalformed},
 		{name: "header of 8 KiB", auth: []string{"Bearer " + strings.Repeat("A", 8<<10-len("Bearer "))}, wantStatus: http.StatusUnauthorized, wantChallenge: malformed, wantReason: auth.ReasonMalformed},
 		{
