@@ -142,13 +142,7 @@ func newSchema(t testing.TB) string {
 // 127.0.0.1); a login disabled with NOLOGIN is refused whatever it says.
 func TestDatabaseRoles(t *testing.T) {
 	r := newDBRoles(t)
-	bin := os.Getenv("TEST_PLANTSTORE_BIN")
-	if bin == "" {
-		if os.Getenv("TEST_REQUIRE_TOOLS") == "1" {
-			t.Fatal("TEST_PLANTSTORE_BIN is required (TEST_REQUIRE_TOOLS=1)")
-		}
-		t.Skip("TEST_PLANTSTORE_BIN is missing")
-	}
+	bin := plantstoreBin(t)
 	dir := t.TempDir()
 	run := func(args ...string) (string, error) {
 		out, err := exec.CommandContext(t.Context(), bin, args...).CombinedOutput()

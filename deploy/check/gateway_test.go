@@ -43,31 +43,56 @@ const catalog = `[
 
 const wantCIPlants = `[{"name":"Aloe vera","tag":"succulent"},{"name":"Monstera deliciosa","tag":"aroid"}]`
 
+// missing skips t for lack of what, or fails it under TEST_REQUIRE_TOOLS=1
+// (as .ci/deploy.sh sets it).
+func missing(t testing.TB, what string) {
+	t.Helper()
+	if os.Getenv("TEST_REQUIRE_TOOLS") == "1" {
+		t.Fatalf("%s is required (TEST_REQUIRE_TOOLS=1)", what)
+	}
+	t.Skipf("%s is missing", what)
+}
+
+// fromEnv returns the path the environment variable name gives, built by
+// .ci/deploy.sh (what says what it is), or calls missing.
+func fromEnv(t testing.TB, name, what string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		missing(t, name+" ("+what+")")
+	}
+	return v
+}
+
+// plantstoreBin returns the built plantstore binary of TEST_PLANTSTORE_BIN.
+func plantstoreBin(t testing.TB) string {
+	t.Helper()
+	return fromEnv(t, "TEST_PLANTSTORE_BIN", "the built plantstore binary")
+}
+
+// tool returns the path of the command name, or calls missing with hint.
+func tool(t testing.TB, name, hint string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		missing(t, name+hint)
+	}
+	return p
+}
+
 func requireTools(t testing.TB) (bin, nginx string) {
 	t.Helper()
-	missing := func(what string) {
-		t.Helper()
-		if os.Getenv("TEST_REQUIRE_TOOLS") == "1" {
-			t.Fatalf("%s is required (TEST_REQUIRE_TOOLS=1)", what)
-		}
-		t.Skipf("%s is missing", what)
-	}
-	bin = os.Getenv("TEST_PLANTSTORE_BIN")
-	if bin == "" {
-		missing("TEST_PLANTSTORE_BIN (the built plantstore binary)")
-	}
-	if _, err := exec.LookPath("node"); err != nil {
-		missing("node")
-	}
+	bin = plantstoreBin(t)
+	tool(t, "node", "")
 	for _, pkg := range []string{"oidc-provider", "oauth4webapi"} {
 		if _, err := os.Stat(filepath.Join(gatewayDir, "node_modules", pkg)); err != nil {
-			missing("deploy/gateway/node_modules/" + pkg + " (npm ci --prefix deploy/gateway)")
+			missing(t, "deploy/gateway/node_modules/"+pkg+" (npm ci --prefix deploy/gateway)")
 		}
 	}
 	nginx, err := exec.LookPath("nginx")
 	if err != nil {
 		if _, err := os.Stat("/usr/sbin/nginx"); err != nil {
-			missing("nginx")
+			missing(t, "nginx")
 		}
 		nginx = "/usr/sbin/nginx"
 	}

@@ -191,14 +191,8 @@ func send(t testing.TB, method, target, token string) int {
 // known to be coming), that a scrape fits the monitors' sampleLimit, and
 // that every dashboard query finds data.
 func TestPrometheusAsDeployed(t *testing.T) {
-	bin := os.Getenv("TEST_PLANTSTORE_BIN")
-	prom, err := exec.LookPath("prometheus")
-	if bin == "" || err != nil {
-		if os.Getenv("TEST_REQUIRE_TOOLS") == "1" {
-			t.Fatal("TEST_PLANTSTORE_BIN and prometheus are required (TEST_REQUIRE_TOOLS=1)")
-		}
-		t.Skip("TEST_PLANTSTORE_BIN or prometheus is missing")
-	}
+	bin := plantstoreBin(t)
+	prom := tool(t, "prometheus", " (Debian: apt-get install prometheus)")
 	promtool(t)
 	dir := t.TempDir()
 

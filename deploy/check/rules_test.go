@@ -29,14 +29,7 @@ const runbookBase = "https://github.com/plantstore/plantstore/blob/main/"
 // under TEST_REQUIRE_TOOLS=1.
 func promtool(t testing.TB) string {
 	t.Helper()
-	p, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("TEST_REQUIRE_TOOLS") == "1" {
-			t.Fatal("promtool is required (TEST_REQUIRE_TOOLS=1)")
-		}
-		t.Skip("promtool is missing (Debian: apt-get install prometheus)")
-	}
-	return p
+	return tool(t, "promtool", " (Debian: apt-get install prometheus)")
 }
 
 // shippedRule returns the PrometheusRule of deploy/components/prometheus-rules.

@@ -1,7 +1,6 @@
 package check_test
 
 import (
-	"os"
 	"os/exec"
 	"regexp"
 	"slices"
@@ -14,13 +13,7 @@ import (
 // built binary lists in "serve -h", each with its PLANTSTORE_* variable;
 // a pending flag is one the binary does not have yet.
 func TestSettingsMatchBinary(t *testing.T) {
-	bin := os.Getenv("TEST_PLANTSTORE_BIN")
-	if bin == "" {
-		if os.Getenv("TEST_REQUIRE_TOOLS") == "1" {
-			t.Fatal("TEST_PLANTSTORE_BIN is required (TEST_REQUIRE_TOOLS=1)")
-		}
-		t.Skip("TEST_PLANTSTORE_BIN is missing")
-	}
+	bin := plantstoreBin(t)
 	out, _ := exec.CommandContext(t.Context(), bin, "serve", "-h").CombinedOutput()
 	flags := regexp.MustCompile(`(?m)^  -([a-z0-9-]+)`).FindAllStringSubmatch(string(out), -1)
 	if len(flags) < 10 {

@@ -210,13 +210,7 @@ func noSecrets(t testing.TB, sinkOut string, tokens ...string) {
 // OTLP/gRPC to the same receiver.
 func TestGatewayEndToEndTracing(t *testing.T) {
 	bin, nginx := requireTools(t)
-	sinkBin := os.Getenv("TEST_OTLPSINK_BIN")
-	if sinkBin == "" {
-		if os.Getenv("TEST_REQUIRE_TOOLS") == "1" {
-			t.Fatal("TEST_OTLPSINK_BIN (the built .ci/otlpsink) is required (TEST_REQUIRE_TOOLS=1)")
-		}
-		t.Skip("TEST_OTLPSINK_BIN (the built .ci/otlpsink) is missing")
-	}
+	sinkBin := fromEnv(t, "TEST_OTLPSINK_BIN", "the built .ci/otlpsink")
 	dir := t.TempDir()
 	provider := startIdP(t, dir, freePort(t), "idp", genKey(t, "key-1"))
 
