@@ -125,15 +125,15 @@ func isRefTo(v any, name string) bool {
 	return m != nil && m["$ref"] == "#/components/schemas/"+name
 }
 
-// errorStatuses are the error statuses of SPEC section 4 that GET /plants
-// itself can answer (429 only with -rate-limit); each must be described
-// with the Error schema. 404 and 405 belong to no described operation and
-// are checked against the Error schema directly by
-// TestResponsesMatchDocument.
 // metadataPath is the protected resource metadata document (SPEC section
 // 11, RFC 9728), the one path of the API listener besides /plants.
 const metadataPath = "/.well-known/oauth-protected-resource"
 
+// errorStatuses are the error statuses of SPEC section 4 that GET /plants
+// itself can answer (429 only with -rate-limit, or for a DPoP proof the
+// replay cache has no room for); each must be described with the Error
+// schema. 404 and 405 belong to no described operation and are checked
+// against the Error schema directly by TestResponsesMatchDocument.
 var errorStatuses = []string{"400", "401", "403", "429", "431", "500", "503"}
 
 // seedProblems lists every way the document departs from the seed's
