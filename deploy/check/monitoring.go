@@ -1,6 +1,8 @@
 package check
 
 import (
+	"slices"
+
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,7 +32,7 @@ func checkMonitoring(m *manifests, podLabels labels.Set, v *violations) {
 }
 
 func checkServiceMonitor(sm *monitoringv1.ServiceMonitor, services []*corev1.Service, podLabels labels.Set, v *violations) {
-	if ns := sm.Spec.NamespaceSelector; ns.Any || len(ns.MatchNames) > 0 && !contains(ns.MatchNames, sm.Namespace) {
+	if ns := sm.Spec.NamespaceSelector; ns.Any || len(ns.MatchNames) > 0 && !slices.Contains(ns.MatchNames, sm.Namespace) {
 		v.add("ServiceMonitor %s: namespaceSelector reaches beyond its own namespace", sm.Name)
 	}
 	sel, err := metav1.LabelSelectorAsSelector(&sm.Spec.Selector)
@@ -76,7 +78,7 @@ func checkServiceMonitor(sm *monitoringv1.ServiceMonitor, services []*corev1.Ser
 }
 
 func checkPodMonitor(pm *monitoringv1.PodMonitor, podLabels labels.Set, v *violations) {
-	if ns := pm.Spec.NamespaceSelector; ns.Any || len(ns.MatchNames) > 0 && !contains(ns.MatchNames, pm.Namespace) {
+	if ns := pm.Spec.NamespaceSelector; ns.Any || len(ns.MatchNames) > 0 && !slices.Contains(ns.MatchNames, pm.Namespace) {
 		v.add("PodMonitor %s: namespaceSelector reaches beyond its own namespace", pm.Name)
 	}
 	sel, err := metav1.LabelSelectorAsSelector(&pm.Spec.Selector)
@@ -120,7 +122,7 @@ func checkRules(r *monitoringv1.PrometheusRule, v *violations) {
 			if rule.Alert == "" {
 				continue
 			}
-			if !contains(Severities, rule.Labels["severity"]) {
+			if !slices.Contains(Severities, rule.Labels["severity"]) {
 				v.add("PrometheusRule %s: alert %s: severity %q, want one of %v", r.Name, rule.Alert, rule.Labels["severity"], Severities)
 			}
 			for _, a := range []string{"summary", "description", "runbook_url"} {
@@ -130,13 +132,4 @@ func checkRules(r *monitoringv1.PrometheusRule, v *violations) {
 			}
 		}
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

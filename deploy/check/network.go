@@ -3,6 +3,7 @@ package check
 import (
 	"encoding/json"
 	"net/url"
+	"slices"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,15 +28,6 @@ func selecting(nps []*networkingv1.NetworkPolicy, podLabels labels.Set) []*netwo
 	return out
 }
 
-func hasType(np *networkingv1.NetworkPolicy, t networkingv1.PolicyType) bool {
-	for _, pt := range np.Spec.PolicyTypes {
-		if pt == t {
-			return true
-		}
-	}
-	return false
-}
-
 // checkNetworkPolicies requires ingress to the pods to be limited to the
 // API port from named peers (the gateway) and the admin port from other
 // named peers (Prometheus). The gateway's peers live in a NetworkPolicy of
@@ -50,7 +42,7 @@ func checkNetworkPolicies(nps []*networkingv1.NetworkPolicy, podLabels labels.Se
 	hasIngress := false
 	apiPeers, adminPeers := map[string]string{}, map[string]string{}
 	for _, np := range selected {
-		hasIngress = hasIngress || hasType(np, networkingv1.PolicyTypeIngress)
+		hasIngress = hasIngress || slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress)
 		var api, admin bool
 		for i, rule := range np.Spec.Ingress {
 			if len(rule.From) == 0 || len(rule.Ports) == 0 {
@@ -169,7 +161,7 @@ func checkEgress(owner string, nps []*networkingv1.NetworkPolicy, podLabels labe
 	var rules []networkingv1.NetworkPolicyEgressRule
 	limited := false
 	for _, np := range selecting(nps, podLabels) {
-		if !hasType(np, networkingv1.PolicyTypeEgress) {
+		if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) {
 			continue
 		}
 		limited = true

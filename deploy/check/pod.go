@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -177,19 +178,10 @@ func checkMain(c *corev1.Container, env map[string]string, v *violations) {
 	if !gomaxprocs {
 		v.add("container %s: GOMAXPROCS must come from limits.cpu (resourceFieldRef)", c.Name)
 	}
-	if !hasEnv(c, "GOMEMLIMIT") {
+	if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "GOMEMLIMIT" }) {
 		v.add("container %s: GOMEMLIMIT is not set: the heap would grow to the OOM killer", c.Name)
 	}
 	checkTrustedProxies(env["PLANTSTORE_TRUSTED_PROXIES"], v)
-}
-
-func hasEnv(c *corev1.Container, name string) bool {
-	for _, e := range c.Env {
-		if e.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 // checkMemLimit requires GOMEMLIMIT to leave headroom under the memory

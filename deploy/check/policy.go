@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strings"
 	"time"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
@@ -236,7 +237,7 @@ func configEnv(cs []corev1.Container, cms map[string]*corev1.ConfigMap, v *viola
 func checkSettings(env map[string]string, v *violations) {
 	var unknown []string
 	for name := range env {
-		if len(name) > len("PLANTSTORE_") && name[:len("PLANTSTORE_")] == "PLANTSTORE_" && !knownVariable(name) {
+		if len(name) > len("PLANTSTORE_") && strings.HasPrefix(name, "PLANTSTORE_") && !knownVariable(name) {
 			unknown = append(unknown, name)
 		}
 	}
