@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -102,6 +103,9 @@ type builtIssuer struct {
 // file says (unknown keys, repeated names, a bad value), or the error of a
 // key file that cannot be read.
 func LoadIssuersFile(ctx context.Context, path string, o SourceOptions) (*IssuersFile, error) {
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
 	f := &IssuersFile{path: path, ctx: ctx, opts: o}
 	cfgs, lines, err := readIssuersFile(path)
 	if err != nil {
@@ -175,6 +179,7 @@ func (f *IssuersFile) Reload(apply func([]Issuer) error) (added, removed []strin
 			old.stop()
 			if !slices.ContainsFunc(built, func(b *builtIssuer) bool { return b.cfg.Name == old.cfg.Name }) {
 				removed = append(removed, old.cfg.Name)
+				f.opts.Metrics.Forget(old.cfg.Name)
 			}
 		}
 	}
@@ -182,11 +187,15 @@ func (f *IssuersFile) Reload(apply func([]Issuer) error) (added, removed []strin
 	return added, removed, nil
 }
 
-// stopNew stops the sources of built that are not in old.
+// stopNew stops the sources of built that are not in old, and drops the
+// series of the issuers old does not name.
 func (f *IssuersFile) stopNew(built, old []*builtIssuer) {
 	for _, b := range built {
 		if !slices.Contains(old, b) {
 			b.stop()
+			if !slices.ContainsFunc(old, func(o *builtIssuer) bool { return o.cfg.Name == b.cfg.Name }) {
+				f.opts.Metrics.Forget(b.cfg.Name)
+			}
 		}
 	}
 }
@@ -199,10 +208,7 @@ func (f *IssuersFile) build(cfgs []IssuerConfig, lines fileLines, old []*builtIs
 		if j := slices.IndexFunc(old, func(b *builtIssuer) bool { return reflect.DeepEqual(b.cfg, c) }); j >= 0 {
 			b := old[j]
 			if b.file != nil {
-				if _, err := b.file.Reload(); err != nil {
-					f.opts.Log.Error("issuer key reload refused; its previous keys keep serving",
-						zap.String("issuer", c.Name), zap.Error(err))
-				}
+				_, _ = b.file.ReloadLogged(f.opts.Log.With(zap.String("issuer", c.Name)))
 			}
 			built = append(built, b)
 			continue
@@ -236,12 +242,12 @@ func (f *IssuersFile) newIssuer(c IssuerConfig) (*builtIssuer, error) {
 		Issuer: c.Issuer, Audiences: c.Audiences, Algorithms: c.Algorithms,
 		GroupsClaim: c.GroupsClaim, RequiredScope: scope, DPoP: dpop,
 	}}
-	log := f.opts.Log
-	if log != nil {
-		log = log.With(zap.String("issuer", c.Name))
-	}
+	log := f.opts.Log.With(zap.String("issuer", c.Name))
 	// The source's loop (JWKS refresh or file watch) runs until stop.
-	var loop <-chan struct{}
+	var (
+		loop <-chan struct{}
+		set  *atomic.Pointer[KeySet] // what the source counts in the keys gauge
+	)
 	switch {
 	case c.KeyFile != "":
 		b.file, err = LoadKeyFile(c.KeyFile, m)
@@ -253,7 +259,7 @@ func (f *IssuersFile) newIssuer(c IssuerConfig) (*builtIssuer, error) {
 	}
 	ctx, stop := context.WithCancel(f.ctx)
 	if b.file != nil {
-		b.issuer.Keys = b.file
+		b.issuer.Keys, set = b.file, &b.file.keys
 		loop = b.file.Watch(ctx, log)
 	} else {
 		opts := JWKSOptions{
@@ -268,17 +274,20 @@ func (f *IssuersFile) newIssuer(c IssuerConfig) (*builtIssuer, error) {
 			stop()
 			return nil, err
 		}
-		b.issuer.Keys, loop = j, j.Done()
+		b.issuer.Keys, set, loop = j, &j.keys, j.Done()
 	}
 	f.loops.Add(1)
 	go func() {
 		<-loop
 		f.loops.Done()
 	}()
+	// Stopped, the source takes its keys out of the gauge and leaves the
+	// issuer's other series alone: a source that replaces it records under
+	// the same name. Reload forgets the names it removes.
 	b.stop = func() {
 		stop()
 		<-loop
-		f.opts.Metrics.Forget(c.Name)
+		m.AddKeys(-set.Load().Len())
 	}
 	return b, nil
 }

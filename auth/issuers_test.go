@@ -365,3 +365,61 @@ func TestIssuersReloadUnderLoad(t *testing.T) {
 		t.Errorf("%d staff verifications failed during the reloads; want none", n)
 	}
 }
+
+// TestIssuersReloadKeepsMetrics: a reload that changes an issuer's rules
+// keeps its series (the new source records under the same name), so does
+// a reload that is refused, and a reload that removes an issuer drops
+// them.
+func TestIssuersReloadKeepsMetrics(t *testing.T) {
+	ti := newTwoIssuers(t)
+	keys := func() map[string]float64 {
+		return metricstest.ByLabel(t, ti.reg, "plantstore_jwks_keys", "issuer")
+	}
+	if got := keys(); got["customers"] != 1 || got["staff"] != 1 {
+		t.Fatalf("plantstore_jwks_keys before the reloads = %v; want 1 for each issuer", got)
+	}
+	original, err := os.ReadFile(ti.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rewrite := func(old, new string) {
+		t.Helper()
+		if err := os.WriteFile(ti.path, []byte(strings.Replace(string(original), old, new, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply := func(is []auth.Issuer) error { return ti.v.SetIssuers(is...) }
+
+	// The customers issuer gains an audience: a new source replaces its own.
+	rewrite(custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n    audiences: [plantstore]", custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n    audiences: [plantstore, shop]")
+	if _, _, err := ti.f.Reload(apply); err != nil {
+		t.Fatal(err)
+	}
+	srcWait(t, "the new customers source's keys", func() bool { return ti.v.Ready() == nil })
+	if got := keys(); got["customers"] != 1 || got["staff"] != 1 {
+		t.Errorf("plantstore_jwks_keys after the customers issuer changed = %v; want 1 for each issuer", got)
+	}
+
+	// A change the verifier refuses leaves the serving issuers' series.
+	rewrite(custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n    audiences: [plantstore]", custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n    audiences: [other]")
+	if _, _, err := ti.f.Reload(func([]auth.Issuer) error { return errors.New("refused") }); err == nil {
+		t.Fatal("a reload whose apply fails succeeded")
+	}
+	if got := keys(); got["customers"] != 1 || got["staff"] != 1 {
+		t.Errorf("plantstore_jwks_keys after a refused reload = %v; want 1 for each issuer", got)
+	}
+
+	// Without the customers issuer, its series go.
+	staffOnly := fmt.Sprintf("issuers:\n  - name: staff\n    issuer: %s\n    jwks_url: %s\n    audiences: [plantstore]\n    groups_claim: realm_access.roles\n", staffIss, ti.staffSrv.URL)
+	if err := os.WriteFile(ti.path, []byte(staffOnly), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, removed, err := ti.f.Reload(apply); err != nil || fmt.Sprint(removed) != "[customers]" {
+		t.Fatalf("reload without customers = %v, %v", removed, err)
+	}
+	if got := keys(); got["staff"] != 1 {
+		t.Errorf("plantstore_jwks_keys after the customers issuer was removed = %v; want staff's 1", got)
+	} else if _, ok := got["customers"]; ok {
+		t.Errorf("plantstore_jwks_keys after the customers issuer was removed = %v; want no customers series", got)
+	}
+}
