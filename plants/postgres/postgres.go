@@ -319,10 +319,15 @@ func sanitize(err error) error {
 	var ce *pgconn.ConnectError
 	if errors.As(err, &ce) && ce.Config != nil {
 		msg := err.Error()
-		for _, secret := range []string{ce.Config.Password, ce.Config.User} {
-			if secret != "" {
-				msg = strings.ReplaceAll(msg, secret, "xxxxx")
-			}
+		if p := ce.Config.Password; p != "" {
+			msg = strings.ReplaceAll(msg, p, "xxxxx")
+		}
+		// The user name where pgx and the server put it, not wherever its
+		// letters occur: a user "u" must not turn "refused" into
+		// "refxxxxxsed".
+		if u := ce.Config.User; u != "" {
+			msg = strings.NewReplacer("user="+u+" ", "user=xxxxx ", "user="+u+"`", "user=xxxxx`",
+				`"`+u+`"`, `"xxxxx"`).Replace(msg)
 		}
 		return redactedError{msg: msg, err: err}
 	}
