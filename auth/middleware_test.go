@@ -168,9 +168,11 @@ func TestMiddleware(t *testing.T) {
 			if tt.wantReason != "" {
 				wantFailures[tt.wantReason] = 1
 			}
-			for r, n := range failures(t, srv.reg) {
-				if n != wantFailures[r] {
-					t.Errorf("GET with Authorization %.40q: plantstore_auth_failures_total{reason=%q} = %v; want %v", tt.auth, r, n, wantFailures[r])
+			// Every reason, so that a series missing altogether fails too.
+			got := failures(t, srv.reg)
+			for _, r := range auth.Reasons() {
+				if n, ok := got[r]; !ok || n != wantFailures[r] {
+					t.Errorf("GET with Authorization %.40q: plantstore_auth_failures_total{reason=%q} = %v (present: %t); want %v", tt.auth, r, n, ok, wantFailures[r])
 				}
 			}
 

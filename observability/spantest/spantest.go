@@ -4,6 +4,7 @@
 package spantest
 
 import (
+	"context"
 	"testing"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -17,7 +18,9 @@ func Recorder(tb testing.TB) (*sdktrace.TracerProvider, *tracetest.SpanRecorder)
 	tb.Helper()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	tb.Cleanup(func() { _ = tp.Shutdown(tb.Context()) })
+	// Not tb.Context(): it is canceled before cleanups run, and Shutdown
+	// with a canceled context returns at once, shutting nothing down.
+	tb.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	return tp, rec
 }
 
