@@ -141,6 +141,12 @@ func TestIssuersFileUsage(t *testing.T) {
 	if err := os.WriteFile(path, []byte("issuers:\n  - name: staff\n    issuer: https://a\n    audiance: [x]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A good file: what is wrong in the rows below comes from a flag.
+	good := filepath.Join(t.TempDir(), "good.yaml")
+	if err := os.WriteFile(good, []byte("issuers:\n  - name: staff\n    issuer: https://a\n    key_file: "+
+		authtest.WriteJWKS(t, authtest.NewKey(t, "ES256"))+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range []struct {
 		args []string
 		env  map[string]string
@@ -153,6 +159,11 @@ func TestIssuersFileUsage(t *testing.T) {
 		{[]string{"-jwt-issuers-file", path}, map[string]string{"PLANTSTORE_JWT_GROUPS_CLAIM": "roles"}, "(PLANTSTORE_JWT_GROUPS_CLAIM) belongs to one issuer"},
 		{[]string{"-jwt-issuers-file", path, "-jwt-issuer", "https://a"}, nil, "-jwt-issuer (PLANTSTORE_JWT_ISSUER) belongs to one issuer"},
 		{[]string{"-dev", "-jwt-issuers-file", path}, nil, "cannot be combined with -jwt-issuers-file"},
+		// A flag every issuer shares, or one a file issuer falls back to,
+		// is named as the flag, not as a line of the file.
+		{[]string{"-jwt-issuers-file", good, "-jwt-leeway", "-1s"}, nil, `invalid value "-1s" for flag -jwt-leeway`},
+		{[]string{"-jwt-issuers-file", good}, map[string]string{"PLANTSTORE_DPOP_WINDOW": "-1s"}, `PLANTSTORE_DPOP_WINDOW`},
+		{[]string{"-jwt-issuers-file", good, "-jwt-required-scope", "two words"}, nil, `invalid value "two words" for flag -jwt-required-scope`},
 	} {
 		err := run(t.Context(), append([]string{"serve", "-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0"}, tt.args...), envOf(tt.env), nil, nil, nil)
 		if !isUsage(err) || !strings.Contains(err.Error(), tt.want) {

@@ -428,17 +428,31 @@ func (l fileLines) key(i int, key string, def int) int {
 	return def
 }
 
+// fromFlags are the settings of a file issuer that, absent from the file,
+// come from the flags (SourceOptions).
+var fromFlags = []string{"required_scope", "dpop"}
+
 // explain places a *ConfigError of the verifier at the line of the
-// setting at fault, or of its issuer.
+// setting at fault, or of its issuer. An error of no issuer (an Options
+// setting), or of a setting the issuer took from the flags, is not the
+// file's: it is returned as it is, for the caller to name its flag.
 func (l fileLines) explain(path string, err error) error {
 	var ce *ConfigError
-	if !errors.As(err, &ce) {
+	if !errors.As(err, &ce) || ce.Issuer == "" {
 		return err
 	}
 	for i, n := range l.issuers {
-		if nodeValue(n, "name") == ce.Issuer {
-			return &FileError{File: path, Line: l.key(i, ce.Field, n.Line), Err: err}
+		if nodeValue(n, "name") != ce.Issuer {
+			continue
 		}
+		line := l.key(i, ce.Field, 0)
+		if line == 0 && slices.Contains(fromFlags, ce.Field) {
+			return err
+		}
+		if line == 0 {
+			line = n.Line
+		}
+		return &FileError{File: path, Line: line, Err: err}
 	}
 	return &FileError{File: path, Err: err}
 }
