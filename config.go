@@ -51,7 +51,7 @@ type serveConfig struct {
 	// is the bucket size.
 	RateLimit float64
 	RateBurst int
-	// WriteTimeout bounds each write of a response.
+	// WriteTimeout bounds reading a request and each write of a response.
 	WriteTimeout time.Duration
 
 	// flags is the flag set, for the help text and the environment check;
@@ -148,7 +148,7 @@ func parseServeFlags(args []string, e env, stderr io.Writer) (serveConfig, error
 	fs.Var(dpopFlag{&cfg.JWT.DPoP}, "jwt-dpop", "DPoP (RFC 9449) for the -jwt-* issuer, and for issuers of -jwt-issuers-file that say nothing: off, optional or required")
 	fs.Var(durationFlag{&cfg.Verify.DPoPWindow}, "dpop-window", "how old a DPoP proof may be, by its iat (the leeway comes on top)")
 	fs.StringVar(&publicURL, "public-url", "", "URL callers reach the API at (the gateway's), which DPoP proofs name and /.well-known/oauth-protected-resource describes (default: each request's scheme and host)")
-	fs.BoolVar(&cfg.Dev, "dev", false, "development mode: ephemeral signing key, sample tokens printed at start, loopback only")
+	fs.BoolVar(&cfg.Dev, "dev", false, "development mode: ephemeral signing key, sample tokens printed at start, on loopback unless -addr or -admin-addr say otherwise")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&cfg.LogFormat, "log-format", "json", "json or console")
 	fs.Var(durationFlag{&cfg.ShutdownDelay}, "shutdown-delay", "time the API keeps serving after SIGTERM while /readyz is 503 (0 with -dev)")
@@ -157,7 +157,7 @@ func parseServeFlags(args []string, e env, stderr io.Writer) (serveConfig, error
 	fs.BoolVar(&cfg.TraceSubject, "trace-subject", false, "put the caller's subject (enduser.id) and issuer name on server spans; tracing itself is on when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_TRACES_EXPORTER is set")
 	fs.Float64Var(&cfg.RateLimit, "rate-limit", 0, "requests a second per caller (token bucket); 0 turns the limit off")
 	fs.Var(intFlag{&cfg.RateBurst}, "rate-burst", "requests a caller may send at once before -rate-limit applies")
-	fs.Var(durationFlag{&cfg.WriteTimeout}, "write-timeout", "time allowed for each write of a response; 0 for none")
+	fs.Var(durationFlag{&cfg.WriteTimeout}, "write-timeout", "time allowed for reading a request and for each write of a response; 0 for none")
 
 	set, err := parseFlags(fs, args, &e, stderr, "dev")
 	if err != nil {

@@ -6,8 +6,8 @@
 // This package only wires: main.go dispatches, serve.go runs the service
 // as a sequence of named steps, config.go reads the serve flags, dev.go
 // prints the -dev banner, token.go mints tokens and keys, database.go runs
-// the PostgreSQL commands, and flags.go holds the flag and environment
-// machinery they share.
+// the PostgreSQL commands, heap.go holds the heap ballast, and flags.go
+// holds the flag and environment machinery they share.
 package main
 
 import (
