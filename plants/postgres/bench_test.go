@@ -178,7 +178,7 @@ func logPlans(b *testing.B, dsn string) {
 	for _, p := range ps {
 		args = append(args, p)
 	}
-	explain("half, no limit", postgres.ListSQL(len(ps)), append(args, nil)...)
+	explain("half, no limit", postgres.ListSQL(len(ps)), args...)
 }
 
 // BenchmarkListGroups lists limit=10 for an ordinary caller (2 groups) and

@@ -116,11 +116,10 @@ func (s *Store) listOnce(ctx context.Context, timer *time.Timer, principals []st
 			if len(rest) == 0 {
 				return false, nil
 			}
-			args := make([]any, 0, len(rest)+1)
+			args := make([]any, 0, len(rest))
 			for _, p := range rest {
 				args = append(args, p)
 			}
-			args = append(args, nil) // LIMIT NULL: no limit
 			return s.query(ctx, timer, listSQL(len(rest)), args, yield)
 		}
 		yielded, stale, err := s.queryLimited(ctx, timer, rest, version, leftOut, limit, yield)
@@ -283,14 +282,13 @@ func (s *Store) observe(start time.Time, err error) {
 	s.metrics.ObserveStore(plants.StorePostgres, result, time.Since(start))
 }
 
-// listSQL returns the list query for n principals ($1..$n) and a limit
-// ($n+1, NULL for none). Each principal reads one ordered range of the
-// plant_readers primary key; the planner merges the ranges in order (Merge
-// Append) and drops plants seen through several principals (Unique)
-// without sorting, so the answer streams in order.
+// listSQL returns the query of a listing without a limit for n principals
+// ($1..$n); a limited listing is listLimitedSQL's. Each principal reads one
+// ordered range of the plant_readers primary key; the planner merges the
+// ranges in order (Merge Append) and drops plants seen through several
+// principals (Unique) without sorting, so the answer streams in order.
 func listSQL(n int) string {
 	var b strings.Builder
-	lim := "$" + strconv.Itoa(n+1)
 	b.WriteString("SELECT DISTINCT ON (name, plant_id) name, plant_id, tag FROM (")
 	for i := range n {
 		if i > 0 {
@@ -298,11 +296,8 @@ func listSQL(n int) string {
 		}
 		b.WriteString("(SELECT name, plant_id, tag FROM plant_readers WHERE principal = $")
 		b.WriteString(strconv.Itoa(i + 1))
-		b.WriteString(" ORDER BY name, plant_id LIMIT ")
-		b.WriteString(lim)
-		b.WriteString(")")
+		b.WriteString(" ORDER BY name, plant_id)")
 	}
-	b.WriteString(") AS visible ORDER BY name, plant_id LIMIT ")
-	b.WriteString(lim)
+	b.WriteString(") AS visible ORDER BY name, plant_id")
 	return b.String()
 }
