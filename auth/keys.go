@@ -40,7 +40,8 @@ type Key struct {
 
 // Fits reports whether k may verify a token signed with alg: the key's
 // family must be the algorithm's (an RSA or EC public key is never an HMAC
-// secret), the curve must match for ECDSA, and a pinned alg must be alg.
+// secret, and an empty secret fits nothing), the curve must match for
+// ECDSA, and a pinned alg must be alg.
 func (k Key) Fits(alg string) bool {
 	if k.Algorithm != "" && k.Algorithm != alg && !(edDSA(k.Algorithm) && edDSA(alg)) {
 		return false
@@ -65,7 +66,7 @@ func (k Key) Fits(alg string) bool {
 	case ed25519.PublicKey:
 		return edDSA(alg)
 	case []byte:
-		return alg == "HS256" || alg == "HS384" || alg == "HS512"
+		return len(pub) > 0 && (alg == "HS256" || alg == "HS384" || alg == "HS512")
 	}
 	return false
 }

@@ -39,6 +39,7 @@ func TestKeyFits(t *testing.T) {
 		{"Ed25519 EdDSA", auth.Key{Public: edPub}, "EdDSA", true},
 		{"Ed25519 ES256", auth.Key{Public: edPub}, "ES256", false},
 		{"secret HS512", auth.Key{Public: secret}, "HS512", true},
+		{"empty secret HS256", auth.Key{Public: []byte{}}, "HS256", false},
 		{"secret made-up alg", auth.Key{Public: secret}, "HS1", false},
 		{"secret RS256", auth.Key{Public: secret}, "RS256", false},
 		{"none", auth.Key{Public: secret}, "none", false},

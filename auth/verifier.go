@@ -630,9 +630,6 @@ func (is *issuer) key(ctx context.Context, t *jwt.Token) (any, error) {
 	if !k.Fits(alg) {
 		return nil, invalidToken(ReasonUnknownKey)
 	}
-	if secret, ok := k.Public.([]byte); ok && len(secret) == 0 {
-		return nil, invalidToken(ReasonUnknownKey)
-	}
 	return k.Public, nil
 }
 
