@@ -255,6 +255,30 @@ func TestDPoPQuota(t *testing.T) {
 	}
 }
 
+// TestDPoPWindow: -dpop-window (Options.DPoPWindow) bounds a proof's age,
+// the leeway on top: with a window of 10 s and no leeway, a proof 5 s old
+// is accepted and one 30 s old, which the default window would take, is
+// refused.
+func TestDPoPWindow(t *testing.T) {
+	issuer, client := authtest.NewKey(t, "ES256"), authtest.NewKey(t, "ES256")
+	token := authtest.Token(t, issuer, nil, authtest.Claims(map[string]any{"cnf": map[string]any{"jkt": client.Thumbprint(t)}}))
+	for _, tt := range []struct {
+		window time.Duration
+		age    time.Duration
+		want   int
+	}{
+		{10 * time.Second, 5 * time.Second, http.StatusOK},
+		{10 * time.Second, 30 * time.Second, http.StatusUnauthorized},
+		{0, 30 * time.Second, http.StatusOK}, // the default, 60 s
+	} {
+		srv := newDPoPServer(t, issuer, auth.DPoPOptional, auth.Options{DPoPWindow: tt.window})
+		proof := authtest.Proof(t, client, "GET", srv.url, token, nil, map[string]any{"iat": time.Now().Add(-tt.age).Unix()})
+		if status, ch := dpopRequest(t, "GET", srv.url, "DPoP "+token, proof); status != tt.want {
+			t.Errorf("window %v, proof %v old: %d %q; want %d", tt.window, tt.age, status, ch, tt.want)
+		}
+	}
+}
+
 // TestDPoPEd25519 accepts proofs whose alg is Ed25519, EdDSA's
 // fully-specified name (RFC 9864), as oauth4webapi signs them.
 func TestDPoPEd25519(t *testing.T) {

@@ -423,3 +423,36 @@ func TestIssuersReloadKeepsMetrics(t *testing.T) {
 		t.Errorf("plantstore_jwks_keys after the customers issuer was removed = %v; want no customers series", got)
 	}
 }
+
+// TestIssuersFileDefaults: an issuer that names no required_scope or dpop
+// takes those of SourceOptions (the -jwt-required-scope and -jwt-dpop
+// flags); one that names them keeps its own.
+func TestIssuersFileDefaults(t *testing.T) {
+	keys := authtest.WriteJWKS(t, authtest.NewKey(t, "ES256"))
+	path := writeIssuers(t, fmt.Sprintf(`issuers:
+  - name: plain
+    issuer: https://plain.example
+    key_file: %[1]s
+  - name: own
+    issuer: https://own.example
+    key_file: %[1]s
+    required_scope: shop:read
+    dpop: required
+`, keys))
+	f, err := auth.LoadIssuersFile(t.Context(), path, auth.SourceOptions{RequiredScope: "plants:read", DPoP: auth.DPoPOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]auth.Config{}
+	for _, is := range f.Issuers() {
+		got[is.Name] = is.Config
+	}
+	for name, want := range map[string]struct {
+		scope string
+		dpop  auth.DPoPMode
+	}{"plain": {"plants:read", auth.DPoPOff}, "own": {"shop:read", auth.DPoPRequired}} {
+		if c := got[name]; c.RequiredScope != want.scope || c.DPoP != want.dpop {
+			t.Errorf("issuer %s: required scope %q, DPoP %v; want %q, %v", name, c.RequiredScope, c.DPoP, want.scope, want.dpop)
+		}
+	}
+}
