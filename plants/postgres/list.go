@@ -61,7 +61,7 @@ func (s *Store) list(parent context.Context, principals []string, limit int, yie
 		// an error from the server itself would repeat.
 		var pgErr *pgconn.PgError
 		if yielded || attempt > 0 || ctx.Err() != nil || errors.As(err, &pgErr) {
-			return listError(parent, ctx, err)
+			return queryError("list plants", parent, ctx, err)
 		}
 		s.pool.Reset()
 	}
@@ -261,17 +261,18 @@ func (s *Store) yieldRows(timer *time.Timer, rows pgx.Rows, marker func(pgx.Rows
 	return yielded, rows.Err()
 }
 
-// listError translates a query error into one that names the cause without
-// SQL text. It wraps plants.ErrUnavailable unless the caller's own context
-// (parent) ended, which is the caller's doing, not the database's.
-func listError(parent, ctx context.Context, err error) error {
+// queryError translates the error of the operation op (ctx is its
+// context, parent the caller's) into one that names the cause without SQL
+// text. It wraps plants.ErrUnavailable unless the caller's own context
+// ended, which is the caller's doing, not the database's.
+func queryError(op string, parent, ctx context.Context, err error) error {
 	if parent.Err() != nil {
-		return fmt.Errorf("postgres: list plants: %w", context.Cause(parent))
+		return fmt.Errorf("postgres: %s: %w", op, context.Cause(parent))
 	}
 	if errors.Is(context.Cause(ctx), errQueryTimeout) {
-		return unavailable("list plants", errQueryTimeout)
+		return unavailable(op, errQueryTimeout)
 	}
-	return unavailable("list plants", err)
+	return unavailable(op, err)
 }
 
 func (s *Store) observe(start time.Time, err error) {

@@ -313,13 +313,7 @@ func (s *Snapshot) load(parent context.Context) (*plants.Catalog, int64, error) 
 	}()
 
 	fail := func(err error) (*plants.Catalog, int64, error) {
-		switch {
-		case parent.Err() != nil:
-			return nil, 0, fmt.Errorf("postgres: load catalog: %w", context.Cause(parent))
-		case errors.Is(context.Cause(ctx), errQueryTimeout):
-			err = errQueryTimeout
-		}
-		return nil, 0, unavailable("load catalog", err)
+		return nil, 0, queryError("load catalog", parent, ctx, err)
 	}
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
