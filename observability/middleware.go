@@ -239,7 +239,11 @@ func (t *Tracing) endServerSpan(span trace.Span, c *gin.Context, route string, s
 	)
 	if route != "unmatched" {
 		attrs = append(attrs, semconv.HTTPRoute(route))
-		span.SetName(t.spanName(r.Method, route))
+		// Started under c.FullPath(); only a route set later (NoMethod's)
+		// renames the span.
+		if route != c.FullPath() {
+			span.SetName(t.spanName(r.Method, route))
+		}
 	}
 	if ua := headerValue(r.Header, userAgentHeader); ua != "" {
 		attrs = append(attrs, semconv.UserAgentOriginal(ua))

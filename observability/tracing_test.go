@@ -67,6 +67,27 @@ const (
 	callerSpan  = "00f067aa0ba902b7"
 )
 
+// TestServerSpanNoMethod: a request gin answers through NoMethod starts
+// with no route; the route the handler sets names the span when it ends.
+func TestServerSpanNoMethod(t *testing.T) {
+	tr, rec := newRecorded(t, false)
+	_, access, _ := newLogger(t, "info")
+	e := newTracedEngine(access, prometheus.NewRegistry(), nil, tr)
+	e.NoMethod(func(c *gin.Context) {
+		observability.Annotate(c).SetRoute("/plants")
+		c.Status(http.StatusMethodNotAllowed)
+	})
+	srv := startServer(t, e)
+	resp, _ := do(t, newRequest(t, http.MethodPost, srv.URL+"/plants"))
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("POST /plants: %d, want 405", resp.StatusCode)
+	}
+	s := lastEnded(t, rec)
+	if s.Name() != "POST /plants" || attrs(s)["http.route"].AsString() != "/plants" {
+		t.Errorf("span %q, http.route %q; want POST /plants, /plants", s.Name(), attrs(s)["http.route"].AsString())
+	}
+}
+
 // TestServerSpan checks the server span of each kind of request, its
 // parent, and the ids the access line carries (SPEC §8, §12).
 func TestServerSpan(t *testing.T) {
