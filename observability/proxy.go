@@ -56,15 +56,8 @@ func ParseTrustedProxies(list string) ([]netip.Prefix, error) {
 // skipped. Nothing it returns is a string that failed to parse as an
 // address, except the server-set peer address itself.
 func clientIP(remoteAddr string, xff []string, trusted []netip.Prefix) string {
-	host := remoteAddr
-	if h, _, err := net.SplitHostPort(remoteAddr); err == nil {
-		host = h
-	}
-	if len(trusted) == 0 || len(xff) == 0 {
-		return host
-	}
-	peer, err := netip.ParseAddr(host)
-	if err != nil || !isTrusted(peer, trusted) {
+	host, ok := trustedPeer(remoteAddr, trusted)
+	if !ok || len(xff) == 0 {
 		return host
 	}
 	client := host
@@ -94,6 +87,21 @@ func clientIP(remoteAddr string, xff []string, trusted []netip.Prefix) string {
 	return client
 }
 
+// trustedPeer returns the host of remoteAddr, a peer address as net/http
+// sets it (host:port), and reports whether that host is an address within
+// trusted: a proxy whose forwarding headers are believed.
+func trustedPeer(remoteAddr string, trusted []netip.Prefix) (host string, ok bool) {
+	host = remoteAddr
+	if h, _, err := net.SplitHostPort(remoteAddr); err == nil {
+		host = h
+	}
+	if len(trusted) == 0 {
+		return host, false
+	}
+	a, err := netip.ParseAddr(host)
+	return host, err == nil && isTrusted(a, trusted)
+}
+
 func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
 	a = a.WithZone("").Unmap()
 	for _, p := range trusted {
@@ -116,18 +124,12 @@ func Origin(r *http.Request, trusted []netip.Prefix) (scheme, host string) {
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	if len(trusted) > 0 {
-		peer := r.RemoteAddr
-		if h, _, err := net.SplitHostPort(peer); err == nil {
-			peer = h
+	if _, ok := trustedPeer(r.RemoteAddr, trusted); ok {
+		if p := firstValue(r.Header.Get("X-Forwarded-Proto")); p == "http" || p == "https" {
+			scheme = p
 		}
-		if a, err := netip.ParseAddr(peer); err == nil && isTrusted(a, trusted) {
-			if p := firstValue(r.Header.Get("X-Forwarded-Proto")); p == "http" || p == "https" {
-				scheme = p
-			}
-			if h := firstValue(r.Header.Get("X-Forwarded-Host")); plainHost(h) {
-				host = h
-			}
+		if h := firstValue(r.Header.Get("X-Forwarded-Host")); plainHost(h) {
+			host = h
 		}
 	}
 	if !plainHost(host) {
