@@ -17,10 +17,11 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"runtime/debug"
 	"strings"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/plantstore/plantstore/observability"
 )
 
 // version and revision are stamped at build time with
@@ -122,7 +123,8 @@ func dispatch(ctx context.Context, args []string, env env, stdout, stderr io.Wri
 		if len(args) > 0 {
 			return usagef("version takes no arguments")
 		}
-		fmt.Fprintf(stdout, "plantstore %s (revision %s, %s)\n", buildVersion(), buildRevision(), runtime.Version())
+		v, rev := buildVersion()
+		fmt.Fprintf(stdout, "plantstore %s (revision %s, %s)\n", v, rev, runtime.Version())
 		return nil
 	case "help":
 		fmt.Fprint(stdout, commandsHelp)
@@ -131,30 +133,10 @@ func dispatch(ctx context.Context, args []string, env env, stdout, stderr io.Wri
 	return usagef("unknown command %q (commands: serve, token, proof, keygen, migrate, import, version, help)", cmd)
 }
 
-// buildVersion returns the stamped version, else the module version the
-// binary was built from, else "devel".
-func buildVersion() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "devel"
-}
-
-// buildRevision returns the stamped revision, else the VCS revision recorded
-// by the Go toolchain, else "unknown".
-func buildRevision() string {
-	if revision != "" {
-		return revision
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && s.Value != "" {
-				return s.Value
-			}
-		}
-	}
-	return "unknown"
+// buildVersion returns the stamped version and revision, each filled in
+// from the toolchain's build information when it was not stamped (see
+// observability.BuildVersion): the one fallback of the version command,
+// the metrics, the log and the traces.
+func buildVersion() (string, string) {
+	return observability.BuildVersion(version, revision)
 }

@@ -46,6 +46,7 @@ func serve(ctx context.Context, args []string, e env, stdout, stderr io.Writer) 
 	ballastHeld := holdBallast(ballastCtx, heapBallast(e.get), ballastCheck)
 	defer func() { stopBallast(); <-ballastHeld }()
 
+	ver, rev := buildVersion()
 	out := observability.NewLogOutput(stderr)
 	defer out.Close()
 	log, access, err := observability.NewLogger(out, cfg.LogLevel, cfg.LogFormat)
@@ -57,7 +58,7 @@ func serve(ctx context.Context, args []string, e env, stdout, stderr io.Writer) 
 	}
 
 	tracing, err := observability.NewTracing(ctx, observability.TracingOptions{
-		Getenv: e.get, Version: buildVersion(), Subject: cfg.TraceSubject, Log: log,
+		Getenv: e.get, Version: ver, Subject: cfg.TraceSubject, Log: log,
 	})
 	if err != nil {
 		return usagef("serve: %v", err)
@@ -70,8 +71,8 @@ func serve(ctx context.Context, args []string, e env, stdout, stderr io.Writer) 
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
-	s := newService(ctx, cfg, log)
-	s.tracing = tracing
+	s := newService(ctx, cfg, log, observability.NewRegistry(ver, rev))
+	s.tracing, s.version = tracing, ver
 	defer s.stopBackground()
 	if err := s.openStore(); err != nil {
 		return err
@@ -97,6 +98,7 @@ type service struct {
 	log     *zap.Logger
 	reg     *prometheus.Registry
 	tracing *observability.Tracing
+	version string
 	// bg is the context of background work (key refreshes). It outlives
 	// the stop signal: keys must keep verifying while requests drain.
 	bg     context.Context
@@ -122,11 +124,11 @@ type service struct {
 	apiLn, adminLn net.Listener
 }
 
-func newService(ctx context.Context, cfg serveConfig, log *zap.Logger) *service {
+func newService(ctx context.Context, cfg serveConfig, log *zap.Logger, reg *prometheus.Registry) *service {
 	s := &service{
 		cfg:        cfg,
 		log:        log,
-		reg:        observability.NewRegistry(buildVersion(), buildRevision()),
+		reg:        reg,
 		closeStore: func() {},
 	}
 	s.bg, s.stopBg = context.WithCancel(context.WithoutCancel(ctx))
@@ -324,7 +326,7 @@ func (s *service) listen(access *observability.AccessLog) error {
 		zap.String("api_addr", s.apiLn.Addr().String()),
 		zap.String("admin_addr", s.adminLn.Addr().String()),
 		zap.String("store", s.storeName),
-		zap.String("version", buildVersion()),
+		zap.String("version", s.version),
 		zap.Bool("dev", s.cfg.Dev))
 	return nil
 }

@@ -12,12 +12,10 @@ import (
 // collectors (go_* and process_*) and plantstore_build_info, a gauge of 1
 // labelled with version, revision and goversion.
 //
-// version and revision are normally set at link time. When one is empty it
-// comes from the build information the Go toolchain embeds (the main
-// module's version, the vcs.revision setting), and is "unknown" when that
-// is missing too.
+// version and revision are normally set at link time; an empty one is
+// filled in as [BuildVersion] says.
 func NewRegistry(version, revision string) *prometheus.Registry {
-	version, revision = buildVersion(version, revision)
+	version, revision = BuildVersion(version, revision)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -35,9 +33,11 @@ func NewRegistry(version, revision string) *prometheus.Registry {
 	return reg
 }
 
-// buildVersion fills an empty version or revision from the embedded build
-// information.
-func buildVersion(version, revision string) (string, string) {
+// BuildVersion returns version and revision, the values stamped at link
+// time, with an empty one taken from the build information the Go
+// toolchain embeds (the main module's version, the vcs.revision setting),
+// or "unknown" when that is missing too.
+func BuildVersion(version, revision string) (string, string) {
 	if version != "" && revision != "" {
 		return version, revision
 	}
