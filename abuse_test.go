@@ -157,7 +157,7 @@ func TestHostileTokensCost(t *testing.T) {
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) {
 			in, _ := startQuiet(t, append([]string{"-jwt-key-file", sg.keyFile}, st.args...)...)
-			waitReady(t, in, http.StatusOK)
+			waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
 			client := loadClient(t, 70)
 			url := in.api + "/plants?limit=10"
 			latencies(t, client, url, ordinary, 50) // warm up
@@ -215,7 +215,7 @@ func TestTokenMemoryBounded(t *testing.T) {
 	soak(t)
 	sg := newSigner(t)
 	c := startChild(t, nil, "-jwt-key-file", sg.keyFile, "-rate-limit", "1000")
-	waitURL(t, c.admin+"/readyz", http.StatusOK)
+	waitFor(t, patience, "/readyz 200", answers(c.admin+"/readyz", http.StatusOK))
 	client := loadClient(t, 8)
 	send := func(tokens []string) {
 		var wg sync.WaitGroup

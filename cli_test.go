@@ -513,7 +513,7 @@ func TestPostgresCommands(t *testing.T) {
 
 	secret := hmacSecretFile(t)
 	in := startServe(t, nil, "-jwt-hmac-secret-file", secret, "-database-url", dsn)
-	waitReady(t, in, http.StatusOK)
+	waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
 	for _, u := range plants.SampleUsers() {
 		out, err := cmd([]string{"token", "-hmac-secret-file", secret, "-sub", u.Subject, "-groups", strings.Join(u.Groups, ",")}, nil)
 		if err != nil {

@@ -99,7 +99,7 @@ func TestReplicasSeeImport(t *testing.T) {
 		"per request": startServe(t, nil, append(common, "-database-snapshot=false", "-database-poll", "100ms")...),
 	}
 	for _, in := range replicas {
-		waitReady(t, in, http.StatusOK)
+		waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
 	}
 	for i, catalog := range [][]string{{"Basil", "Cress"}, {"Dill"}, {}} {
 		path := writeCatalog(t, catalog...)
@@ -122,7 +122,7 @@ func TestReplicasSeeImport(t *testing.T) {
 	// The plant count on every store; the per-request one reads it at its
 	// poll.
 	for name, in := range replicas {
-		waitFor(t, func() bool { v, ok := metricValue(t, in.admin, "plantstore_catalog_plants"); return ok && v == 0 }, name+": plantstore_catalog_plants 0")
+		waitFor(t, patience, name+": plantstore_catalog_plants 0", func() bool { v, ok := metricValue(t, in.admin, "plantstore_catalog_plants"); return ok && v == 0 })
 	}
 	for _, series := range []string{`plantstore_catalog_reloads_total{result="success"}`, `plantstore_catalog_snapshot_age_seconds`, `plantstore_db_pool_max_connections`} {
 		if _, ok := metricValue(t, replicas["snapshot 1"].admin, series); !ok {
@@ -146,7 +146,7 @@ func TestSnapshotServeDatabaseDown(t *testing.T) {
 	token := hmacToken(t, secret, "reader")
 	in := startServe(t, nil, "-jwt-hmac-secret-file", secret, "-database-url", pgtest.WithHost(t, dsn, px.Addr()),
 		"-database-poll", "200ms", "-db-connect-timeout", "1s")
-	waitReady(t, in, http.StatusOK)
+	waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
 
 	client := loadClient(t, 8)
 	var requests, failures atomic.Int64
@@ -163,10 +163,10 @@ func TestSnapshotServeDatabaseDown(t *testing.T) {
 			failures.Add(1)
 		}
 	})
-	waitFor(t, func() bool { return requests.Load() > 0 }, "the first requests")
+	waitFor(t, patience, "the first requests", func() bool { return requests.Load() > 0 })
 	px.Cut()
 	cut := requests.Load()
-	waitFor(t, func() bool { return strings.Contains(in.stderr.String(), "the last snapshot keeps serving") }, "the log of the cut")
+	waitFor(t, patience, "the log of the cut", func() bool { return strings.Contains(in.stderr.String(), "the last snapshot keeps serving") })
 	if status, body, _ := get(t, in.admin+"/readyz", ""); status != http.StatusOK {
 		t.Errorf("/readyz with the database cut = %d %s; want 200", status, body)
 	}
@@ -176,7 +176,7 @@ func TestSnapshotServeDatabaseDown(t *testing.T) {
 	importFile(t, dsn, writeCatalog(t, "Basil"))
 	during := requests.Load() - cut
 	px.Restore()
-	waitFor(t, fresh.Load, "the catalog imported while the database was cut")
+	waitFor(t, patience, "the catalog imported while the database was cut", fresh.Load)
 	stop()
 	t.Logf("%d requests, %d while the database was cut; %d failed", requests.Load(), during, failures.Load())
 	if failures.Load() != 0 || during < 10 {
@@ -196,7 +196,7 @@ func TestSnapshotServeBeforeFirstLoad(t *testing.T) {
 	token := hmacToken(t, secret, "reader")
 	in := startServe(t, nil, "-jwt-hmac-secret-file", secret, "-database-url", pgtest.WithHost(t, dsn, px.Addr()),
 		"-database-poll", "200ms", "-db-connect-timeout", "1s")
-	waitReady(t, in, http.StatusServiceUnavailable)
+	waitFor(t, patience, "/readyz 503", answers(in.admin+"/readyz", http.StatusServiceUnavailable))
 	status, body, h := get(t, in.api+"/plants", token)
 	if status != http.StatusServiceUnavailable || h.Get("Retry-After") == "" {
 		t.Errorf("GET /plants before the first snapshot = %d %s; want 503 with Retry-After", status, body)
@@ -205,7 +205,7 @@ func TestSnapshotServeBeforeFirstLoad(t *testing.T) {
 		t.Errorf("/readyz before the first snapshot says %q; want the reason", body)
 	}
 	px.Restore()
-	waitReady(t, in, http.StatusOK)
+	waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
 	if got, status := listNames(t, http.DefaultClient, in.api, token); status != http.StatusOK || !slices.Equal(got, []string{"Aloe"}) {
 		t.Errorf("GET /plants once the database is back = %d %q; want 200 [Aloe]", status, got)
 	}
@@ -221,7 +221,7 @@ func TestServeDatabaseLeavesNoGoroutines(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 			in := startServe(t, nil, "-jwt-hmac-secret-file", secret, "-database-url", dsn, mode, "-database-poll", "50ms")
-			waitReady(t, in, http.StatusOK)
+			waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
 			if got, status := listNames(t, http.DefaultClient, in.api, hmacToken(t, secret, "reader")); status != http.StatusOK || len(got) != 1 {
 				t.Fatalf("GET /plants = %d %q", status, got)
 			}

@@ -54,7 +54,7 @@ func TestDevBanner(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			in := startServe(t, nil, tt.args...)
-			waitReady(t, in, http.StatusOK)
+			waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
 			banner := in.stdout.String()
 			if first, _, _ := strings.Cut(banner, "\n"); !strings.Contains(first, tt.wantCatalog) {
 				t.Errorf("banner starts %q, want it to name %s", first, tt.wantCatalog)

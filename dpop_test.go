@@ -33,7 +33,7 @@ func TestDPoPServe(t *testing.T) {
 	token := cli(t, "token", "-key", filepath.Join(dir, "issuer.key"), "-sub", "alice", "-groups", "gardeners",
 		"-iss", "https://idp.example", "-dpop-key", filepath.Join(dir, "client.key"))
 	in := startServe(t, nil, "-jwt-key-file", filepath.Join(dir, "issuer.jwks.json"), "-jwt-issuer", "https://idp.example")
-	waitReady(t, in, http.StatusOK)
+	waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
 	url := in.api + "/plants"
 	do := func(scheme, proof string) (int, string) {
 		req, _ := http.NewRequest(http.MethodGet, url, nil)

@@ -53,7 +53,7 @@ func TestIssuersFileServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := startServe(t, nil, "-jwt-issuers-file", issuers, "-data", catalog)
-	waitReady(t, in, http.StatusOK)
+	waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
 
 	staffTok := authtest.Token(t, staff, nil, authtest.Claims(map[string]any{"iss": "https://sso.example/realms/staff", "realm_access": map[string]any{"roles": []string{"gardeners"}}}))
 	custTok := authtest.Token(t, cust, nil, authtest.Claims(map[string]any{"iss": "https://sso.example/realms/customers", "scope": "plants:read", "groups": []string{"gardeners"}}))

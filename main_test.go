@@ -219,12 +219,6 @@ func logLines(t testing.TB, s string) []map[string]any {
 	return lines
 }
 
-// waitReady polls /readyz until it answers want.
-func waitReady(t testing.TB, in *instance, want int) {
-	t.Helper()
-	waitURL(t, in.admin+"/readyz", want)
-}
-
 // get sends GET url with an optional bearer token and returns the status
 // and body.
 func get(t testing.TB, url, token string) (int, []byte, http.Header) {
@@ -265,21 +259,33 @@ func expectedPlants(c *plants.Catalog, caller plants.Caller) []wirePlant {
 	return out
 }
 
-func waitFor(t testing.TB, cond func() bool, what string) {
-	t.Helper()
-	waitWithin(t, 10*time.Second, cond, what)
-}
+// patience is how long a test waits for what should happen within moments
+// before it fails.
+const patience = 30 * time.Second
 
-// waitWithin polls cond every 10 ms until it holds, failing the test after
-// limit.
-func waitWithin(t testing.TB, limit time.Duration, cond func() bool, what string) {
+// waitFor polls cond every 10 ms until it reports true, and fails the test
+// after limit, naming what it waited for. It is the one wait of these
+// tests: what they wait for is a condition, never a fixed sleep.
+func waitFor(t testing.TB, limit time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			t.Fatalf("waited %s for %s", limit, what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// answers returns a condition for waitFor: GET url answers want.
+func answers(url string, want int) func() bool {
+	return func() bool {
+		resp, err := http.Get(url)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == want
 	}
 }
 

@@ -52,7 +52,7 @@ func TestKeyFileRotation(t *testing.T) {
 	}
 	vol := authtest.NewVolume(t, jwks(oldJWKS))
 	in := startServe(t, nil, "-jwt-key-file", vol.Path("jwks.json"))
-	waitReady(t, in, http.StatusOK)
+	waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
 	wantStatus(t, in, "before", oldToken, http.StatusOK)
 	wantStatus(t, in, "before", newToken, http.StatusUnauthorized)
 
@@ -79,7 +79,7 @@ func TestHMACSecretRotation(t *testing.T) {
 	older, newer := secret(), secret()
 	vol := authtest.NewVolume(t, map[string][]byte{"2026-10": older})
 	in := startServe(t, nil, "-jwt-hmac-secret-file", vol.Dir)
-	waitReady(t, in, http.StatusOK)
+	waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
 	// The token command signs with one file of the directory.
 	keep := filepath.Join(t.TempDir(), "2026-11")
 	if err := os.WriteFile(keep, newer, 0o600); err != nil {

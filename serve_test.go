@@ -29,7 +29,7 @@ func TestShutdownDrains(t *testing.T) {
 	data := writeOpenCatalog(t, 20000, "t")
 	token, keyFile := mintTestToken(t, "EdDSA", "-sub", "drain")
 	in := startServe(t, nil, "-jwt-key-file", keyFile, "-data", data, "-shutdown-delay", "300ms", "-shutdown-timeout", "10s")
-	waitReady(t, in, http.StatusOK)
+	waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
 
 	// Each client reads its response slowly, so it is still in flight when
 	// the listener closes.
@@ -74,7 +74,7 @@ func TestShutdownDrains(t *testing.T) {
 		<-started
 	}
 	in.stop()
-	waitReady(t, in, http.StatusServiceUnavailable)
+	waitFor(t, patience, "/readyz 503", answers(in.admin+"/readyz", http.StatusServiceUnavailable))
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -129,7 +129,7 @@ func TestReloadOnSIGHUP(t *testing.T) {
 	write(`[{"name":"Aloe","readers":["*"]}]`)
 	token, keyFile := mintTestToken(t, "ES256", "-sub", "reloader")
 	in := startServe(t, nil, "-jwt-key-file", keyFile, "-data", data)
-	waitReady(t, in, http.StatusOK)
+	waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
 	list := func() string {
 		status, body, _ := get(t, in.api+"/plants", token)
 		if status != http.StatusOK {
@@ -148,7 +148,7 @@ func TestReloadOnSIGHUP(t *testing.T) {
 	}
 	write(`[{"name":"Basil","tag":"herb","readers":["*"]}]`)
 	hup()
-	waitFor(t, func() bool { return list() == `[{"name":"Basil","tag":"herb"}]` }, "the new catalog to serve")
+	waitFor(t, patience, "the new catalog to serve", func() bool { return list() == `[{"name":"Basil","tag":"herb"}]` })
 	// The key file, unchanged, is read again and says so, by name.
 	in.stderr.WaitLine(t, "the key file's SIGHUP line", func(l map[string]any) bool {
 		return l["msg"] == "keys unchanged" && l["source"] != nil && strings.Contains(l["source"].(string), keyFile)
@@ -156,7 +156,7 @@ func TestReloadOnSIGHUP(t *testing.T) {
 
 	write(`[{"name":"Cactus","readers":["nobody"]}]`)
 	hup()
-	waitFor(t, func() bool { return strings.Contains(in.stderr.String(), "catalog reload refused") }, "the refusal to be logged")
+	waitFor(t, patience, "the refusal to be logged", func() bool { return strings.Contains(in.stderr.String(), "catalog reload refused") })
 	if got := list(); got != `[{"name":"Basil","tag":"herb"}]` {
 		t.Errorf("after a bad reload: %s, want the previous catalog", got)
 	}
@@ -167,13 +167,13 @@ func TestReloadOnSIGHUP(t *testing.T) {
 func TestTokenNeverLogged(t *testing.T) {
 	token, keyFile := mintTestToken(t, "RS256", "-sub", "secretive")
 	in := startServe(t, nil, "-jwt-key-file", keyFile, "-log-level", "debug")
-	waitReady(t, in, http.StatusOK)
+	waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
 	for _, tok := range []string{token, token + "x", strings.ToUpper(token)} {
 		get(t, in.api+"/plants", tok)
 		get(t, in.api+"/plants?limit=x", tok)
 		get(t, in.api+"/nope", tok)
 	}
-	waitFor(t, func() bool { return strings.Count(in.stderr.String(), `"msg":"request"`) >= 9 }, "9 access log lines")
+	waitFor(t, patience, "9 access log lines", func() bool { return strings.Count(in.stderr.String(), `"msg":"request"`) >= 9 })
 	logs := in.stderr.String()
 	sig := token[strings.LastIndex(token, ".")+1:]
 	for _, secret := range []string{token, sig, strings.ToUpper(sig), token[:strings.Index(token, ".")]} {
@@ -198,7 +198,7 @@ func TestPostgresDownAtStart(t *testing.T) {
 	closed.Close()
 	secret := hmacSecretFile(t)
 	in := startServe(t, nil, "-jwt-hmac-secret-file", secret, "-database-url", "postgres://plantstore:s3cret-pass@"+addr+"/test?sslmode=disable", "-db-connect-timeout", "200ms")
-	waitReady(t, in, http.StatusServiceUnavailable)
+	waitFor(t, patience, "/readyz 503", answers(in.admin+"/readyz", http.StatusServiceUnavailable))
 	token := hmacToken(t, secret, "alice")
 	status, body, header := get(t, in.api+"/plants", token)
 	if status != http.StatusServiceUnavailable || header.Get("Retry-After") == "" || header.Get("Content-Type") != "application/json" {
@@ -211,7 +211,7 @@ func TestPostgresDownAtStart(t *testing.T) {
 	if err := json.Unmarshal(body, &e); err != nil || e.Error != 503 || e.Message == "" {
 		t.Errorf("body %s: want the Error shape with 503", body)
 	}
-	waitFor(t, func() bool { return strings.Count(in.stderr.String(), `"msg":"request"`) >= 1 }, "the access log line")
+	waitFor(t, patience, "the access log line", func() bool { return strings.Count(in.stderr.String(), `"msg":"request"`) >= 1 })
 	for _, leak := range []string{"s3cret-pass", "SELECT"} {
 		if strings.Contains(string(body), leak) || strings.Contains(in.stderr.String(), leak) {
 			t.Errorf("%q appears in the response or the log", leak)
@@ -223,7 +223,7 @@ func TestPostgresDownAtStart(t *testing.T) {
 // sources too.
 func TestKeysGauge(t *testing.T) {
 	in := startServe(t, nil, "-jwt-key-file", edKeyFile(t), "-jwt-hmac-secret-file", hmacSecretFile(t))
-	waitReady(t, in, http.StatusOK)
+	waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
 	_, body, _ := get(t, in.admin+"/metrics", "")
 	if !regexp.MustCompile(`(?m)^plantstore_jwks_keys{issuer="default"} 2$`).Match(body) {
 		t.Errorf("with a key file and an HMAC secret, /metrics has no \"plantstore_jwks_keys{issuer=\"default\"} 2\":\n%s", regexp.MustCompile(`(?m)^plantstore_jwks_keys.*$`).Find(body))
@@ -259,7 +259,7 @@ func TestShutdownTimeoutStillExitsClean(t *testing.T) {
 	data := writeOpenCatalog(t, 100000, "a tag long enough to fill buffers")
 	token, keyFile := mintTestToken(t, "EdDSA", "-sub", "stuck")
 	in := startServe(t, nil, "-jwt-key-file", keyFile, "-data", data, "-shutdown-timeout", "300ms")
-	waitReady(t, in, http.StatusOK)
+	waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
 	conn, err := net.Dial("tcp", strings.TrimPrefix(in.api, "http://"))
 	if err != nil {
 		t.Fatal(err)
@@ -366,10 +366,10 @@ func TestSecretsRedacted(t *testing.T) {
 func TestSecondSignalForcesExit(t *testing.T) {
 	secret := hmacSecretFile(t)
 	c := startChild(t, nil, "-jwt-hmac-secret-file", secret, "-shutdown-delay", "1h")
-	waitURL(t, c.admin+"/readyz", http.StatusOK)
+	waitFor(t, patience, "/readyz 200", answers(c.admin+"/readyz", http.StatusOK))
 	c.signal(t, syscall.SIGTERM)
 	c.stderr.WaitLine(t, "draining", func(l map[string]any) bool { return l["msg"] == "draining" })
-	waitURL(t, c.admin+"/readyz", http.StatusServiceUnavailable)
+	waitFor(t, patience, "/readyz 503", answers(c.admin+"/readyz", http.StatusServiceUnavailable))
 	if status, body, _ := get(t, c.api+"/plants", hmacToken(t, secret, "alice")); status != http.StatusOK {
 		t.Errorf("GET /plants during the shutdown delay = %d %s, want 200", status, body)
 	}
@@ -403,23 +403,6 @@ func TestSIGTERMExitsClean(t *testing.T) {
 	}
 }
 
-// waitURL polls url until it answers want, for up to 30 s.
-func waitURL(t testing.TB, url string, want int) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	last := 0
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get(url); err == nil {
-			resp.Body.Close()
-			if last = resp.StatusCode; last == want {
-				return
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("GET %s = %d, want %d within 30s", url, last, want)
-}
-
 // TestServeLeavesNoGoroutines runs the service with a JWKS key source (a
 // background loop) through requests and a stop, and checks that nothing it
 // started outlives run.
@@ -428,7 +411,7 @@ func TestServeLeavesNoGoroutines(t *testing.T) {
 	idp := authtest.NewServer(t, authtest.JWKS(t, k))
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	in := startServe(t, nil, "-jwt-jwks-url", idp.URL, "-jwks-refresh", "1s")
-	waitReady(t, in, http.StatusOK)
+	waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
 	token := authtest.Token(t, k, nil, authtest.Claims(nil))
 	for range 3 {
 		if status, body, _ := get(t, in.api+"/plants?limit=1", token); status != http.StatusOK {
@@ -478,4 +461,78 @@ func TestStreamOutlivesWriteTimeout(t *testing.T) {
 	if d := time.Since(start); d < time.Second {
 		t.Errorf("the read took %v, under 3 x -write-timeout: the test proves nothing", d)
 	}
+}
+
+// TestServeRateLimit runs the service with -rate-limit: a subject over its
+// burst gets 429 with Retry-After in the Error shape, while another subject
+// is still served; without the flag nobody is limited.
+func TestServeRateLimit(t *testing.T) {
+	tests := []struct {
+		name      string
+		args      []string
+		want429   bool
+		wantRetry string
+	}{
+		{name: "limited", args: []string{"-rate-limit", "0.01", "-rate-burst", "3"}, want429: true, wantRetry: "100"},
+		{name: "limited through the environment", args: nil, want429: true, wantRetry: "100"},
+		{name: "off by default", args: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			alice, keyFile := mintTestToken(t, "EdDSA", "-sub", "alice")
+			env := map[string]string{}
+			if tt.name == "limited through the environment" {
+				env = map[string]string{"PLANTSTORE_RATE_LIMIT": "0.01", "PLANTSTORE_RATE_BURST": "3"}
+			}
+			in := startServe(t, env, append([]string{"-jwt-key-file", keyFile}, tt.args...)...)
+			waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
+			for i := range 3 {
+				if status, body, _ := get(t, in.api+"/plants", alice); status != http.StatusOK {
+					t.Fatalf("request %d of the burst: %d %s; want 200", i, status, body)
+				}
+			}
+			status, body, h := get(t, in.api+"/plants", alice)
+			if !tt.want429 {
+				if status != http.StatusOK {
+					t.Fatalf("request over the burst without -rate-limit: %d %s; want 200", status, body)
+				}
+				return
+			}
+			var e struct {
+				Error   int    `json:"error"`
+				Message string `json:"message"`
+			}
+			if status != http.StatusTooManyRequests || json.Unmarshal(body, &e) != nil || e.Error != 429 || e.Message == "" {
+				t.Fatalf("request over the burst: %d %s; want 429 in the Error shape", status, body)
+			}
+			if got := h.Get("Retry-After"); got != tt.wantRetry {
+				t.Errorf("429 Retry-After %q; want %q", got, tt.wantRetry)
+			}
+			if ct := h.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+				t.Errorf("429 Content-Type %q; want application/json", ct)
+			}
+			// Another subject signed by another key is not affected. Only
+			// one key file is served, so use a token of the same key.
+			bob := mintWithKeyFile(t, keyFile, "bob")
+			if status, body, _ := get(t, in.api+"/plants", bob); status != http.StatusOK {
+				t.Errorf("bob after alice was limited: %d %s; want 200", status, body)
+			}
+			// A refused credential is refused before the limit counts.
+			if status, _, _ := get(t, in.api+"/plants", alice+"x"); status != http.StatusUnauthorized {
+				t.Errorf("invalid token while limited: %d; want 401", status)
+			}
+		})
+	}
+}
+
+// mintWithKeyFile returns a token for sub signed by the private key whose
+// public JWKS is jwksPath (as written by mintTestToken).
+func mintWithKeyFile(t testing.TB, jwksPath, sub string) string {
+	t.Helper()
+	var out strings.Builder
+	key := strings.TrimSuffix(jwksPath, ".jwks.json") + ".key"
+	if err := run(t.Context(), []string{"token", "-key", key, "-sub", sub, "-ttl", time.Hour.String()}, envOf(nil), nil, &out, &out); err != nil {
+		t.Fatalf("token -sub %s: %v", sub, err)
+	}
+	return strings.TrimSpace(out.String())
 }

@@ -54,7 +54,7 @@ func TestSnapshotReloadUnderLoad(t *testing.T) {
 	a, b = nil, nil // the child's memory is measured; the test's may go
 
 	child := startChild(t, nil, "-jwt-hmac-secret-file", secret, "-database-url", dsn, "-shutdown-delay", "0s")
-	waitURL(t, child.admin+"/readyz", http.StatusOK)
+	waitFor(t, patience, "/readyz 200", answers(child.admin+"/readyz", http.StatusOK))
 
 	type result struct {
 		start, end time.Time
@@ -113,7 +113,7 @@ func TestSnapshotReloadUnderLoad(t *testing.T) {
 		defer mu.Unlock()
 		return len(results)
 	}
-	waitWithin(t, time.Minute, func() bool { return served() >= 1000 }, "1,000 requests")
+	waitFor(t, time.Minute, "1,000 requests", func() bool { return served() >= 1000 })
 	resetPeak := func() {
 		t.Helper()
 		if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", child.cmd.Process.Pid), []byte("5"), 0); err != nil {
@@ -122,7 +122,7 @@ func TestSnapshotReloadUnderLoad(t *testing.T) {
 	}
 	resetPeak()
 	gcs := gcCycles(t, child.admin)
-	waitWithin(t, time.Minute, func() bool { return gcCycles(t, child.admin) >= gcs+4 }, "four garbage collections while serving")
+	waitFor(t, time.Minute, "four garbage collections while serving", func() bool { return gcCycles(t, child.admin) >= gcs+4 })
 	steady := child.status(t, "VmHWM")
 	resetPeak()
 
@@ -134,9 +134,9 @@ func TestSnapshotReloadUnderLoad(t *testing.T) {
 	loaded := child.stderr.WaitLine(t, "the reload", func(l map[string]any) bool {
 		return l["msg"] == "catalog snapshot loaded" && l["version"] == 3.0
 	})
-	waitFor(t, sawB.Load, "an answer of the new catalog")
+	waitFor(t, patience, "an answer of the new catalog", sawB.Load)
 	after := served()
-	waitWithin(t, time.Minute, func() bool { return served() >= after+2000 }, "2,000 requests after the reload")
+	waitFor(t, time.Minute, "2,000 requests after the reload", func() bool { return served() >= after+2000 })
 	stop()
 	peak := child.status(t, "VmHWM")
 

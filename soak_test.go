@@ -37,80 +37,6 @@ func soak(t *testing.T) {
 	}
 }
 
-// TestServeRateLimit runs the service with -rate-limit: a subject over its
-// burst gets 429 with Retry-After in the Error shape, while another subject
-// is still served; without the flag nobody is limited.
-func TestServeRateLimit(t *testing.T) {
-	tests := []struct {
-		name      string
-		args      []string
-		want429   bool
-		wantRetry string
-	}{
-		{name: "limited", args: []string{"-rate-limit", "0.01", "-rate-burst", "3"}, want429: true, wantRetry: "100"},
-		{name: "limited through the environment", args: nil, want429: true, wantRetry: "100"},
-		{name: "off by default", args: nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			alice, keyFile := mintTestToken(t, "EdDSA", "-sub", "alice")
-			env := map[string]string{}
-			if tt.name == "limited through the environment" {
-				env = map[string]string{"PLANTSTORE_RATE_LIMIT": "0.01", "PLANTSTORE_RATE_BURST": "3"}
-			}
-			in := startServe(t, env, append([]string{"-jwt-key-file", keyFile}, tt.args...)...)
-			waitReady(t, in, http.StatusOK)
-			for i := range 3 {
-				if status, body, _ := get(t, in.api+"/plants", alice); status != http.StatusOK {
-					t.Fatalf("request %d of the burst: %d %s; want 200", i, status, body)
-				}
-			}
-			status, body, h := get(t, in.api+"/plants", alice)
-			if !tt.want429 {
-				if status != http.StatusOK {
-					t.Fatalf("request over the burst without -rate-limit: %d %s; want 200", status, body)
-				}
-				return
-			}
-			var e struct {
-				Error   int    `json:"error"`
-				Message string `json:"message"`
-			}
-			if status != http.StatusTooManyRequests || json.Unmarshal(body, &e) != nil || e.Error != 429 || e.Message == "" {
-				t.Fatalf("request over the burst: %d %s; want 429 in the Error shape", status, body)
-			}
-			if got := h.Get("Retry-After"); got != tt.wantRetry {
-				t.Errorf("429 Retry-After %q; want %q", got, tt.wantRetry)
-			}
-			if ct := h.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
-				t.Errorf("429 Content-Type %q; want application/json", ct)
-			}
-			// Another subject signed by another key is not affected. Only
-			// one key file is served, so use a token of the same key.
-			bob := mintWithKeyFile(t, keyFile, "bob")
-			if status, body, _ := get(t, in.api+"/plants", bob); status != http.StatusOK {
-				t.Errorf("bob after alice was limited: %d %s; want 200", status, body)
-			}
-			// A refused credential is refused before the limit counts.
-			if status, _, _ := get(t, in.api+"/plants", alice+"x"); status != http.StatusUnauthorized {
-				t.Errorf("invalid token while limited: %d; want 401", status)
-			}
-		})
-	}
-}
-
-// mintWithKeyFile returns a token for sub signed by the private key whose
-// public JWKS is jwksPath (as written by mintTestToken).
-func mintWithKeyFile(t testing.TB, jwksPath, sub string) string {
-	t.Helper()
-	var out strings.Builder
-	key := strings.TrimSuffix(jwksPath, ".jwks.json") + ".key"
-	if err := run(t.Context(), []string{"token", "-key", key, "-sub", sub, "-ttl", time.Hour.String()}, envOf(nil), nil, &out, &out); err != nil {
-		t.Fatalf("token -sub %s: %v", sub, err)
-	}
-	return strings.TrimSpace(out.String())
-}
-
 // loadUser is one caller of the load test, with its valid token and the
 // list the service must send it.
 type loadUser struct {
@@ -372,7 +298,7 @@ func TestLoad(t *testing.T) {
 	)
 	f := newLoadFixture(t, 5000, 50)
 	in, logs := startQuiet(t, "-jwt-key-file", f.keyFile, "-data", f.data, "-shutdown-delay", "1s", "-shutdown-timeout", "15s")
-	waitReady(t, in, http.StatusOK)
+	waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
 	client := loadClient(t, conns)
 
 	drive := func(s *loadStats) (stop func()) {
@@ -415,7 +341,7 @@ func TestLoad(t *testing.T) {
 	slow := slowReaders(t, in.api, f.users, 4, &drain)
 	time.Sleep(500 * time.Millisecond)
 	in.stop()
-	waitReady(t, in, http.StatusServiceUnavailable)
+	waitFor(t, patience, "/readyz 503", answers(in.admin+"/readyz", http.StatusServiceUnavailable))
 	// The gateway stops sending well within -shutdown-delay.
 	time.Sleep(300 * time.Millisecond)
 	stop()
@@ -540,7 +466,7 @@ func TestSlowloris(t *testing.T) {
 	}
 	token, keyFile := mintTestToken(t, "EdDSA", "-sub", "patient")
 	in := startServe(t, nil, "-jwt-key-file", keyFile)
-	waitReady(t, in, http.StatusOK)
+	waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
 	host := strings.TrimPrefix(in.api, "http://")
 
 	const slow = 8
@@ -638,7 +564,7 @@ func TestStalledReader(t *testing.T) {
 	for _, tt := range tests {
 		t.Run("write-timeout "+tt.writeTimeout, func(t *testing.T) {
 			in := startServe(t, nil, "-jwt-key-file", keyFile, "-data", data, "-write-timeout", tt.writeTimeout)
-			waitReady(t, in, http.StatusOK)
+			waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
 			d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
 				var serr error
 				err := c.Control(func(fd uintptr) {
@@ -659,7 +585,7 @@ func TestStalledReader(t *testing.T) {
 				t.Fatalf("first bytes %q, %v; want a 200 status line", first, err)
 			}
 			// Now the client reads nothing more.
-			waitFor(t, func() bool { return inFlight(t, in.admin) == 1 }, "the stalled request to be in flight")
+			waitFor(t, patience, "the stalled request to be in flight", func() bool { return inFlight(t, in.admin) == 1 })
 			deadline := time.Now().Add(4 * time.Second)
 			for time.Now().Before(deadline) && inFlight(t, in.admin) != 0 {
 				time.Sleep(50 * time.Millisecond)
@@ -708,7 +634,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	write(fileA)
 	token, keyFile := mintTestToken(t, "ES256", "-sub", "reader")
 	in := startServe(t, nil, "-jwt-key-file", keyFile, "-data", data)
-	waitReady(t, in, http.StatusOK)
+	waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
 	client := loadClient(t, 16)
 	var stats loadStats
 	var seenA, seenB atomic.Int64
@@ -759,7 +685,7 @@ func TestReloadUnderLoad(t *testing.T) {
 		t.Errorf("answers with catalog A: %d, B: %d; want both while reloading", seenA.Load(), seenB.Load())
 	}
 	// The last good file was A; the broken one after it is refused.
-	waitFor(t, func() bool { _, body, _ := get(t, in.api+"/plants", token); return string(body) == wantA }, "catalog A to serve after the last broken file")
+	waitFor(t, patience, "catalog A to serve after the last broken file", func() bool { _, body, _ := get(t, in.api+"/plants", token); return string(body) == wantA })
 	if n := strings.Count(in.stderr.String(), "catalog reload refused"); n == 0 {
 		t.Errorf("no refused reload logged after 25 broken files")
 	}
@@ -788,7 +714,7 @@ func TestUnsentBody(t *testing.T) {
 	for _, tt := range tests {
 		t.Run("write-timeout "+tt.writeTimeout, func(t *testing.T) {
 			in := startServe(t, nil, "-jwt-key-file", keyFile, "-write-timeout", tt.writeTimeout, "-shutdown-timeout", "1s")
-			waitReady(t, in, http.StatusOK)
+			waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
 			conn, err := net.Dial("tcp", strings.TrimPrefix(in.api, "http://"))
 			if err != nil {
 				t.Fatal(err)
@@ -867,7 +793,7 @@ func TestKeyRotationUnderLoad(t *testing.T) {
 	oldToken := mustMint(t, oldKey, auth.MintClaims{Subject: "old", TTL: time.Hour})
 	newToken := mustMint(t, newKey, auth.MintClaims{Subject: "new", TTL: time.Hour})
 	in, _ := startQuiet(t, "-jwt-jwks-url", "http://"+ln.Addr().String()+"/jwks.json", "-jwks-refresh", "1s", "-jwks-min-refresh", "200ms")
-	waitReady(t, in, http.StatusOK)
+	waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
 
 	type answer struct {
 		old           bool

@@ -75,22 +75,20 @@ func newOTLPReceiver(t testing.TB) *otlpReceiver {
 	return r
 }
 
-// waitSpan waits for a span that match accepts and returns it.
-func (r *otlpReceiver) waitSpan(t testing.TB, what string, match func(*tracepb.Span) bool) *tracepb.Span {
-	t.Helper()
-	var found *tracepb.Span
-	waitFor(t, func() bool {
+// has returns a condition for waitFor: a span that match accepts has
+// arrived, and is put in *found.
+func (r *otlpReceiver) has(found **tracepb.Span, match func(*tracepb.Span) bool) func() bool {
+	return func() bool {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		for _, s := range r.spans {
 			if match(s) {
-				found = s
+				*found = s
 				return true
 			}
 		}
 		return false
-	}, what)
-	return found
+	}
 }
 
 func otlpAttr(s *tracepb.Span, key string) string {
@@ -119,7 +117,7 @@ func TestTracingExport(t *testing.T) {
 		"OTEL_EXPORTER_OTLP_ENDPOINT": recv.URL,
 		"OTEL_BSP_SCHEDULE_DELAY":     "20",
 	}, "-jwt-jwks-url", jwksURL, "-shutdown-delay", "0s")
-	waitURL(t, c.admin+"/readyz", http.StatusOK)
+	waitFor(t, patience, "/readyz 200", answers(c.admin+"/readyz", http.StatusOK))
 
 	tok := authtest.Token(t, k, nil, authtest.Claims(map[string]any{"sub": "alice", "groups": []string{"gardeners"}}))
 	req, _ := http.NewRequest(http.MethodGet, c.api+"/plants", nil)
@@ -135,9 +133,10 @@ func TestTracingExport(t *testing.T) {
 		t.Fatalf("GET /plants: %d", resp.StatusCode)
 	}
 
-	server := recv.waitSpan(t, "the server span of traced-1", func(s *tracepb.Span) bool {
+	var server, fetch *tracepb.Span
+	waitFor(t, patience, "the server span of traced-1", recv.has(&server, func(s *tracepb.Span) bool {
 		return s.Kind == tracepb.Span_SPAN_KIND_SERVER && otlpAttr(s, "plantstore.request_id") == "traced-1"
-	})
+	}))
 	if got := hex.EncodeToString(server.TraceId); got != "4bf92f3577b34da6a3ce929d0e0e4736" {
 		t.Errorf("server span trace id %s, want the caller's", got)
 	}
@@ -158,7 +157,7 @@ func TestTracingExport(t *testing.T) {
 		t.Errorf("access line trace_id %v span_id %v, want the server span's", line["trace_id"], line["span_id"])
 	}
 
-	fetch := recv.waitSpan(t, "the JWKS fetch span", func(s *tracepb.Span) bool { return s.Name == "auth.jwks.fetch" })
+	waitFor(t, patience, "the JWKS fetch span", recv.has(&fetch, func(s *tracepb.Span) bool { return s.Name == "auth.jwks.fetch" }))
 	if want := strings.Replace(idp.URL, "http://", "http://xxxxx@", 1) + "/jwks?xxxxx"; otlpAttr(fetch, "url.full") != want {
 		t.Errorf("auth.jwks.fetch url.full = %q, want %q", otlpAttr(fetch, "url.full"), want)
 	}
