@@ -69,6 +69,7 @@ var settingFlags = map[string]string{
 	"rate": "rate-limit", "burst": "rate-burst",
 	"dpop_window": "dpop-window", "public_url": "public-url",
 	"refresh": "jwks-refresh", "min_refresh": "jwks-min-refresh",
+	"jwks_url": "jwt-jwks-url", "key_file": "jwt-key-file", "hmac_secret_file": "jwt-hmac-secret-file",
 }
 
 // usage returns err, a constructor's refusal of a setting, as the usage

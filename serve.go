@@ -114,7 +114,7 @@ type service struct {
 
 	verifier    *auth.Verifier
 	authMetrics *auth.Metrics
-	keyFiles    []*auth.KeyFile
+	source      *auth.Source      // nil with -dev or an issuers file
 	issuers     *auth.IssuersFile // nil without -jwt-issuers-file
 	devKey      crypto.Signer
 	dev         devSetup
@@ -172,55 +172,29 @@ func (s *service) openKeys() error {
 	if s.cfg.IssuersFile != "" {
 		return s.openIssuersFile()
 	}
-	var sources []auth.Keys
-	for _, f := range []struct {
-		path string
-		load func(string, *auth.Metrics) (*auth.KeyFile, error)
-	}{{s.cfg.KeyFile, auth.LoadKeyFile}, {s.cfg.HMACSecretFile, auth.LoadHMACSecret}} {
-		if f.path == "" {
-			continue
-		}
-		kf, err := f.load(f.path, s.authMetrics)
-		if err != nil {
-			return err
-		}
-		s.keyFiles = append(s.keyFiles, kf)
-		s.loops = append(s.loops, kf.Watch(s.bg, s.log))
-		sources = append(sources, kf)
-	}
+	var keys auth.Keys
 	if s.cfg.Dev {
-		key, keys, err := newDevKey(s.authMetrics)
+		key, devKeys, err := newDevKey(s.authMetrics)
 		if err != nil {
 			return fmt.Errorf("dev key: %w", err)
 		}
 		s.devKey, s.dev = key, devSetup{config: s.cfg.JWT, catalog: s.catalogSource}
-		sources = append(sources, keys)
-	}
-	// The remote set comes last: a kid that a static source knows must not
-	// cost a JWKS refetch.
-	if s.cfg.JWKSURL != "" || s.cfg.discovery() {
-		opts := auth.JWKSOptions{
-			URL: s.cfg.JWKSURL, Refresh: s.cfg.JWKSRefresh, MinRefresh: s.cfg.JWKSMinRefresh,
-			Algorithms: s.cfg.JWT.Algorithms, TracerProvider: s.tracing.Provider(),
+		keys = devKeys
+	} else {
+		src, err := auth.OpenSource(s.bg, "", s.cfg.JWT, auth.KeySource{
+			JWKSURL: s.cfg.JWKSURL, KeyFile: s.cfg.KeyFile, HMACSecretFile: s.cfg.HMACSecretFile,
+		}, s.sourceOptions())
+		var ce *auth.ConfigError
+		if errors.As(err, &ce) {
+			return s.cfg.usage(err)
 		}
-		if s.cfg.discovery() {
-			opts.Issuer = s.cfg.JWT.Issuer
-		}
-		j, err := auth.NewJWKS(s.bg, opts, s.log, s.authMetrics)
 		if err != nil {
-			var ce *auth.ConfigError
-			if errors.As(err, &ce) {
-				return s.cfg.usage(err) // a duration: its own flag
-			}
-			if s.cfg.JWKSURL != "" {
-				return invalid(s.cfg.set, "jwt-jwks-url", s.cfg.JWKSURL, err)
-			}
-			return invalid(s.cfg.set, "jwt-issuer", s.cfg.JWT.Issuer, fmt.Errorf("OIDC discovery (no other key source set): %w", err))
+			return err
 		}
-		s.loops = append(s.loops, j.Done())
-		sources = append(sources, j)
+		s.source, keys = src, src.Keys()
+		s.loops = append(s.loops, src.Done())
 	}
-	v, err := auth.NewVerifier(s.cfg.Verify, auth.Issuer{Config: s.cfg.JWT, Keys: auth.Combine(sources...)})
+	v, err := auth.NewVerifier(s.cfg.Verify, auth.Issuer{Config: s.cfg.JWT, Keys: keys})
 	if err != nil {
 		return s.cfg.usage(err)
 	}
@@ -228,24 +202,28 @@ func (s *service) openKeys() error {
 	return nil
 }
 
-// openIssuersFile builds the issuers of -jwt-issuers-file and their
-// verifier. What the file says wrong is a usage error naming its line.
-func (s *service) openIssuersFile() error {
-	f, err := auth.LoadIssuersFile(s.bg, s.cfg.IssuersFile, auth.SourceOptions{
+// sourceOptions are the options of the key sources.
+func (s *service) sourceOptions() auth.SourceOptions {
+	return auth.SourceOptions{
 		Refresh: s.cfg.JWKSRefresh, MinRefresh: s.cfg.JWKSMinRefresh,
 		RequiredScope: s.cfg.JWT.RequiredScope, DPoP: s.cfg.JWT.DPoP, Log: s.log, Metrics: s.authMetrics,
 		TracerProvider: s.tracing.Provider(),
-	})
-	// The refresh periods come from flags, not from the file.
-	var ce *auth.ConfigError
-	if errors.As(err, &ce) && (ce.Field == "refresh" || ce.Field == "min_refresh") {
-		return s.cfg.usage(ce)
 	}
+}
+
+// openIssuersFile builds the issuers of -jwt-issuers-file and their
+// verifier. What the file says wrong is a usage error naming its line.
+func (s *service) openIssuersFile() error {
+	f, err := auth.LoadIssuersFile(s.bg, s.cfg.IssuersFile, s.sourceOptions())
 	var fe *auth.FileError
-	if errors.As(err, &fe) {
+	var ce *auth.ConfigError
+	switch {
+	case errors.As(err, &fe):
 		return usagef("serve: -jwt-issuers-file: %v", err)
-	}
-	if err != nil {
+	case errors.As(err, &ce):
+		// A setting of the flags, such as a refresh period.
+		return s.cfg.usage(err)
+	case err != nil:
 		return err
 	}
 	s.issuers = f
@@ -484,10 +462,7 @@ func (s *service) reload() {
 			s.log.Info("catalog reloaded", zap.Int("plants", catalog.Len()))
 		}
 	}
-	for _, kf := range s.keyFiles {
-		// A SIGHUP is asked for: say so even when nothing changed.
-		if changed, err := kf.ReloadLogged(s.log); err == nil && !changed {
-			s.log.Info("keys unchanged", zap.Stringer("source", kf))
-		}
+	if s.source != nil {
+		s.source.Reload()
 	}
 }

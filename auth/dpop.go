@@ -67,15 +67,6 @@ func DPoPAlgorithms() []string {
 	return []string{"ES256", "ES384", "ES512", "EdDSA", "Ed25519", "PS256", "PS384", "PS512", "RS256", "RS384", "RS512"}
 }
 
-// ed25519Method is golang-jwt's EdDSA under the name Ed25519 (RFC 9864).
-type ed25519Method struct{ *jwt.SigningMethodEd25519 }
-
-func (ed25519Method) Alg() string { return "Ed25519" }
-
-func init() {
-	jwt.RegisterSigningMethod("Ed25519", func() jwt.SigningMethod { return ed25519Method{jwt.SigningMethodEdDSA} })
-}
-
 // maxProof bounds a DPoP header: a proof is a few hundred bytes, its jwk
 // included; an RSA key of 4096 bits makes it about 1.5 KiB.
 const maxProof = 4 << 10
@@ -85,7 +76,8 @@ const maxProof = 4 << 10
 const maxJTI = 256
 
 // proofParser parses DPoP proofs: only the allowed algorithms, canonical
-// base64, and no claims validation (checkProof makes its own).
+// base64, and no claims validation (checkProof makes its own). It knows
+// Ed25519 once a Verifier exists (see registerEd25519).
 var proofParser = jwt.NewParser(jwt.WithValidMethods(DPoPAlgorithms()), jwt.WithStrictDecoding(), jwt.WithoutClaimsValidation())
 
 // dpopRequest is what a proof is checked against.

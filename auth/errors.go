@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"fmt"
 	"net/http"
 	"time"
 )
@@ -163,31 +162,4 @@ func (e *Error) HTTPStatus() int {
 		return http.StatusUnauthorized
 	}
 	return e.Status
-}
-
-// A ConfigError is a setting a constructor of this package refuses. Field
-// names the setting as the issuers file spells it (leeway, max_groups,
-// audiences, algorithms, groups_claim, required_scope, keys, issuer, name,
-// rate, burst), so that callers can point at the flag or the line it came
-// from; Issuer is the issuer's name when the setting is one issuer's.
-type ConfigError struct {
-	Issuer string
-	Field  string
-	Err    error
-}
-
-// Error returns "[issuer NAME: ]FIELD: problem".
-func (e *ConfigError) Error() string {
-	if e.Issuer != "" {
-		return "issuer " + e.Issuer + ": " + e.Field + ": " + e.Err.Error()
-	}
-	return e.Field + ": " + e.Err.Error()
-}
-
-// Unwrap returns e.Err.
-func (e *ConfigError) Unwrap() error { return e.Err }
-
-// configErr returns a *ConfigError for field of the issuer named issuer.
-func configErr(issuer, field, format string, a ...any) *ConfigError {
-	return &ConfigError{Issuer: issuer, Field: field, Err: fmt.Errorf(format, a...)}
 }

@@ -1,10 +1,24 @@
 package auth
 
-import "slices"
+import (
+	"context"
+	"slices"
+)
 
 // SetReplayLimits gives v a DPoP replay cache of size entries, at most
 // quota of them for one proof key, so that tests can fill it.
 func SetReplayLimits(v *Verifier, size, quota int) { v.replays = newReplayCache(size, quota) }
+
+// Verify runs the token checks of [Verifier.Authenticate] (steps 2 to 9)
+// on a bearer token, for the tests that look at tokens rather than
+// requests.
+func (v *Verifier) Verify(ctx context.Context, token string) (*Identity, error) {
+	e, err := v.verify(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	return &e.id, nil
+}
 
 // Issuers returns the issuers v verifies against, with their Configs'
 // defaults filled in.

@@ -2,7 +2,9 @@
 // extraction (RFC 6750 bearer), JWT verification against each trusted
 // issuer's keys, the claims checks of the service contract, and the failure
 // taxonomy shared by the WWW-Authenticate challenge, the metrics and the
-// access log. verifier.go is the path a request's credential takes.
+// access log. authenticate.go is the path a request's credential takes;
+// verifier.go the issuers it is checked against and how they are
+// configured; claims.go what a verified token says about its caller.
 package auth
 
 import "context"

@@ -7,54 +7,33 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"time"
 
-	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.yaml.in/yaml/v3"
 )
 
 // IssuerConfig is one issuer of an issuers file (SPEC §10), as written.
+// Its fields are the settings of one issuer ([Settings]).
 type IssuerConfig struct {
 	// Name qualifies the issuer's callers: 1 to 32 of [a-z0-9-], unique.
 	Name string `yaml:"name"`
 	// Issuer is the exact iss of the issuer's tokens, and the issuer that
 	// OIDC discovery reads when no key source is set.
 	Issuer string `yaml:"issuer"`
-	// JWKSURL, KeyFile and HMACSecretFile are the key sources; at most
-	// one may be set.
-	JWKSURL        string `yaml:"jwks_url"`
-	KeyFile        string `yaml:"key_file"`
-	HMACSecretFile string `yaml:"hmac_secret_file"`
-	// The rest is the issuer's Config.
+	// KeySource is where the keys come from; at most one may be set.
+	KeySource `yaml:",inline"`
+	// The rest is the issuer's Config; RequiredScope and DPoP, when
+	// empty, are those of [SourceOptions].
 	Audiences     []string `yaml:"audiences"`
 	Algorithms    []string `yaml:"algorithms"`
 	GroupsClaim   string   `yaml:"groups_claim"`
 	RequiredScope string   `yaml:"required_scope"`
 	DPoP          string   `yaml:"dpop"`
-}
-
-// SourceOptions are what the key sources of an issuers file share.
-type SourceOptions struct {
-	// Refresh and MinRefresh are the JWKS options of every issuer that
-	// fetches its keys.
-	Refresh, MinRefresh time.Duration
-	// RequiredScope is the scope of issuers that name none.
-	RequiredScope string
-	// DPoP is the DPoP mode of issuers that name none.
-	DPoP DPoPMode
-	// Log and Metrics are those of the sources; either may be nil.
-	Log     *zap.Logger
-	Metrics *Metrics
-	// TracerProvider makes the spans of key fetches; nil makes none.
-	TracerProvider trace.TracerProvider
 }
 
 // A FileError is a problem with an issuers file, at a line of it (0 when
@@ -77,45 +56,46 @@ func (e *FileError) Error() string {
 func (e *FileError) Unwrap() error { return e.Err }
 
 // IssuersFile is the issuers of an issuers file with their key sources
-// built: a JWKS (with its refresh loop), a key file, an HMAC secret file,
-// or OIDC discovery of the issuer when none is set. Use it from one
-// goroutine (the service's main loop).
+// open ([OpenSource]). Use it from one goroutine (the service's main
+// loop).
 type IssuersFile struct {
 	path  string
 	ctx   context.Context
 	opts  SourceOptions
-	built []*builtIssuer
-	lines fileLines
-	loops sync.WaitGroup // every JWKS loop ever started
+	built []builtIssuer
+	index fileIndex
+	loops sync.WaitGroup // every source ever opened
 }
 
 // builtIssuer is one issuer of the file, ready to verify.
 type builtIssuer struct {
 	cfg    IssuerConfig
 	issuer Issuer
-	file   *KeyFile // the key file or HMAC secret file, if that is its source
-	stop   context.CancelFunc
+	source *Source
 }
 
-// LoadIssuersFile reads the issuers file at path and builds each issuer's
-// key source; the JWKS loops run until ctx is done. Errors name the file
-// and, when they concern one place, its line: a *FileError for what the
-// file says (unknown keys, repeated names, a bad value), or the error of a
-// key file that cannot be read.
+// LoadIssuersFile reads the issuers file at path, checks its issuers as
+// [Verifier.SetIssuers] will (but for their keys), and opens each one's
+// key source; the sources' loops run until ctx is done. Errors name the
+// file and, when they concern one place, its line: a *FileError for what
+// the file says (unknown keys, repeated names, a bad value), or the error
+// of a key file that cannot be read. A *[ConfigError] of a setting the
+// file left to o (a required scope) is returned as it is, for the caller
+// to name where that came from.
 func LoadIssuersFile(ctx context.Context, path string, o SourceOptions) (*IssuersFile, error) {
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
 	f := &IssuersFile{path: path, ctx: ctx, opts: o}
-	cfgs, lines, err := readIssuersFile(path)
+	cfgs, index, err := readIssuersFile(path)
 	if err != nil {
 		return nil, err
 	}
-	built, err := f.build(cfgs, lines, nil)
+	built, err := f.build(cfgs, &index, nil)
 	if err != nil {
 		return nil, err
 	}
-	f.built, f.lines = built, lines
+	f.built, f.index = built, index
 	// Held until ctx is done, so that Wait also covers the loops of
 	// issuers a reload adds later.
 	f.loops.Add(1)
@@ -127,9 +107,11 @@ func LoadIssuersFile(ctx context.Context, path string, o SourceOptions) (*Issuer
 }
 
 // Issuers returns the issuers to verify against.
-func (f *IssuersFile) Issuers() []Issuer {
-	out := make([]Issuer, len(f.built))
-	for i, b := range f.built {
+func (f *IssuersFile) Issuers() []Issuer { return issuersOf(f.built) }
+
+func issuersOf(built []builtIssuer) []Issuer {
+	out := make([]Issuer, len(built))
+	for i, b := range built {
 		out[i] = b.issuer
 	}
 	return out
@@ -137,171 +119,121 @@ func (f *IssuersFile) Issuers() []Issuer {
 
 // Explain returns err, an error of [NewVerifier] or [Verifier.SetIssuers]
 // for f's issuers, as a *FileError at the line of the setting at fault.
+// An error of a setting that is no issuer's, or that an issuer took from
+// [SourceOptions], is returned as it is.
 func (f *IssuersFile) Explain(err error) error {
-	return f.lines.explain(f.path, err)
+	return f.index.explain(f.path, err)
 }
 
-// Wait waits for the JWKS loops of f, once the context given to
+// Wait waits for the loops of f's key sources, once the context given to
 // [LoadIssuersFile] is done.
 func (f *IssuersFile) Wait() { f.loops.Wait() }
 
 // Reload reads the file again. When it is good and apply accepts its
 // issuers (apply is [Verifier.SetIssuers]), they serve from then on: an
-// issuer whose settings did not change keeps its key source (a key file is
-// read again), the others get new ones, and the sources of issuers that
-// went away or changed are stopped. On any error nothing changes: the last
-// good issuers keep serving. It returns the names of the issuers added and
-// removed.
+// issuer whose key source (name, issuer and KeySource) did not change
+// keeps it, with its keys (its files are read again), the others get new
+// ones, and the sources of issuers that went away or changed are closed.
+// On any error nothing changes: the last good issuers keep serving. It
+// returns the names of the issuers added and removed.
 func (f *IssuersFile) Reload(apply func([]Issuer) error) (added, removed []string, err error) {
-	cfgs, lines, err := readIssuersFile(f.path)
+	cfgs, index, err := readIssuersFile(f.path)
 	if err != nil {
 		return nil, nil, err
 	}
-	built, err := f.build(cfgs, lines, f.built)
+	built, err := f.build(cfgs, &index, f.built)
 	if err != nil {
 		return nil, nil, err
 	}
-	issuers := make([]Issuer, len(built))
-	for i, b := range built {
-		issuers[i] = b.issuer
+	if err := apply(issuersOf(built)); err != nil {
+		f.closeNew(built, f.built)
+		return nil, nil, index.explain(f.path, err)
 	}
-	if err := apply(issuers); err != nil {
-		f.stopNew(built, f.built)
-		return nil, nil, lines.explain(f.path, err)
-	}
+	f.closeNew(f.built, built)
 	for _, b := range built {
-		if !slices.Contains(f.built, b) {
+		if !slices.ContainsFunc(f.built, b.named(b.cfg.Name)) {
 			added = append(added, b.cfg.Name)
 		}
 	}
 	for _, old := range f.built {
-		if !slices.Contains(built, old) {
-			old.stop()
-			if !slices.ContainsFunc(built, func(b *builtIssuer) bool { return b.cfg.Name == old.cfg.Name }) {
-				removed = append(removed, old.cfg.Name)
-				f.opts.Metrics.Forget(old.cfg.Name)
-			}
+		if !slices.ContainsFunc(built, old.named(old.cfg.Name)) {
+			removed = append(removed, old.cfg.Name)
 		}
 	}
-	f.built, f.lines = built, lines
+	f.built, f.index = built, index
 	return added, removed, nil
 }
 
-// stopNew stops the sources of built that are not in old, and drops the
-// series of the issuers old does not name.
-func (f *IssuersFile) stopNew(built, old []*builtIssuer) {
+// named returns a test for an issuer named name.
+func (builtIssuer) named(name string) func(builtIssuer) bool {
+	return func(b builtIssuer) bool { return b.cfg.Name == name }
+}
+
+// closeNew closes the sources of built that others does not use, and
+// drops the series of the issuers others does not name.
+func (f *IssuersFile) closeNew(built, others []builtIssuer) {
 	for _, b := range built {
-		if !slices.Contains(old, b) {
-			b.stop()
-			if !slices.ContainsFunc(old, func(o *builtIssuer) bool { return o.cfg.Name == b.cfg.Name }) {
-				f.opts.Metrics.Forget(b.cfg.Name)
-			}
+		if !slices.ContainsFunc(others, func(o builtIssuer) bool { return o.source == b.source }) {
+			b.source.Close()
+		}
+		if !slices.ContainsFunc(others, b.named(b.cfg.Name)) {
+			f.opts.Metrics.Forget(b.cfg.Name)
 		}
 	}
 }
 
-// build returns the issuers of cfgs, reusing those of old whose settings
-// are the same (and reloading their key files).
-func (f *IssuersFile) build(cfgs []IssuerConfig, lines fileLines, old []*builtIssuer) ([]*builtIssuer, error) {
-	var built []*builtIssuer
+// build returns the issuers of cfgs, checked, with the key sources of old
+// whose name, issuer and key source are the same (their files read
+// again), and new ones for the others.
+func (f *IssuersFile) build(cfgs []IssuerConfig, index *fileIndex, old []builtIssuer) ([]builtIssuer, error) {
+	issuers, err := index.issuers(cfgs, f.opts)
+	if err != nil {
+		return nil, index.explain(f.path, err)
+	}
+	var built []builtIssuer
 	for i, c := range cfgs {
-		if j := slices.IndexFunc(old, func(b *builtIssuer) bool { return reflect.DeepEqual(b.cfg, c) }); j >= 0 {
-			b := old[j]
-			if b.file != nil {
-				_, _ = b.file.ReloadLogged(f.opts.Log.With(zap.String("issuer", c.Name)))
-			}
-			built = append(built, b)
-			continue
+		b := builtIssuer{cfg: c, issuer: issuers[i]}
+		if j := slices.IndexFunc(old, func(o builtIssuer) bool {
+			return o.cfg.Name == c.Name && o.cfg.Issuer == c.Issuer && o.cfg.KeySource == c.KeySource
+		}); j >= 0 {
+			b.source = old[j].source
+			b.source.Reload()
+		} else if b.source, err = OpenSource(f.ctx, c.Name, b.issuer.Config, c.KeySource, f.opts); err != nil {
+			f.closeNew(built, old)
+			return nil, index.sourceError(f.path, i, c.Name, err)
 		}
-		b, err := f.newIssuer(c)
-		if err != nil {
-			f.stopNew(built, old)
-			return nil, &FileError{File: f.path, Line: lines.issuer(i), Err: fmt.Errorf("issuer %s: %w", c.Name, err)}
+		b.issuer.Keys = b.source.Keys()
+		if !slices.ContainsFunc(old, func(o builtIssuer) bool { return o.source == b.source }) {
+			f.loops.Add(1)
+			go func(done <-chan struct{}) {
+				<-done
+				f.loops.Done()
+			}(b.source.Done())
 		}
 		built = append(built, b)
 	}
 	return built, nil
 }
 
-// newIssuer builds the key source of c.
-func (f *IssuersFile) newIssuer(c IssuerConfig) (*builtIssuer, error) {
-	m := f.opts.Metrics.ForIssuer(c.Name)
-	dpop, err := ParseDPoPMode(c.DPoP)
-	if err != nil {
-		return nil, err
+// sourceError returns err, the error of opening the key source of the
+// issuer at position i named name, at that issuer: a *ConfigError at the
+// line of its setting, anything else (a key file that cannot be read) at
+// the issuer's line.
+func (x fileIndex) sourceError(path string, i int, name string, err error) error {
+	var ce *ConfigError
+	if errors.As(err, &ce) {
+		ce.index = i + 1
+		return x.explain(path, ce)
 	}
-	if c.DPoP == "" {
-		dpop = f.opts.DPoP
-	}
-	scope := c.RequiredScope
-	if scope == "" {
-		scope = f.opts.RequiredScope
-	}
-	b := &builtIssuer{cfg: c, stop: func() {}}
-	b.issuer = Issuer{Name: c.Name, Config: Config{
-		Issuer: c.Issuer, Audiences: c.Audiences, Algorithms: c.Algorithms,
-		GroupsClaim: c.GroupsClaim, RequiredScope: scope, DPoP: dpop,
-	}}
-	log := f.opts.Log.With(zap.String("issuer", c.Name))
-	// The source's loop (JWKS refresh or file watch) runs until stop.
-	var (
-		loop <-chan struct{}
-		set  *atomic.Pointer[KeySet] // what the source counts in the keys gauge
-	)
-	switch {
-	case c.KeyFile != "":
-		b.file, err = LoadKeyFile(c.KeyFile, m)
-	case c.HMACSecretFile != "":
-		b.file, err = LoadHMACSecret(c.HMACSecretFile, m)
-	}
-	if err != nil {
-		return nil, err
-	}
-	ctx, stop := context.WithCancel(f.ctx)
-	if b.file != nil {
-		b.issuer.Keys, set = b.file, &b.file.keys
-		loop = b.file.Watch(ctx, log)
-	} else {
-		opts := JWKSOptions{
-			URL: c.JWKSURL, Refresh: f.opts.Refresh, MinRefresh: f.opts.MinRefresh, Algorithms: c.Algorithms,
-			TracerProvider: f.opts.TracerProvider, Name: c.Name,
-		}
-		if c.JWKSURL == "" {
-			opts.Issuer = c.Issuer
-		}
-		j, err := NewJWKS(ctx, opts, log, m)
-		if err != nil {
-			stop()
-			return nil, err
-		}
-		b.issuer.Keys, set, loop = j, &j.keys, j.Done()
-	}
-	f.loops.Add(1)
-	go func() {
-		<-loop
-		f.loops.Done()
-	}()
-	// Stopped, the source takes its keys out of the gauge and leaves the
-	// issuer's other series alone: a source that replaces it records under
-	// the same name. Reload forgets the names it removes.
-	b.stop = func() {
-		stop()
-		<-loop
-		m.AddKeys(-set.Load().Len())
-	}
-	return b, nil
+	return &FileError{File: path, Line: x.issuer(i), Err: fmt.Errorf("issuer %s: %w", name, err)}
 }
 
-// readIssuersFile decodes and checks an issuers file: strict YAML (no
-// unknown key, no repeated key), at least one issuer, each with a valid
-// name and an iss, names and iss values unique, at most one key source.
-func readIssuersFile(path string) ([]IssuerConfig, fileLines, error) {
-	fail := func(line int, format string, a ...any) error {
-		return &FileError{File: path, Line: line, Err: fmt.Errorf(format, a...)}
-	}
+// readIssuersFile decodes an issuers file, strictly (no unknown key, no
+// repeated key), and indexes the lines of its issuers.
+func readIssuersFile(path string) ([]IssuerConfig, fileIndex, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fileLines{}, &FileError{File: path, Err: pathCause(err)}
+		return nil, fileIndex{}, &FileError{File: path, Err: pathCause(err)}
 	}
 	var doc struct {
 		Issuers []IssuerConfig `yaml:"issuers"`
@@ -309,47 +241,13 @@ func readIssuersFile(path string) ([]IssuerConfig, fileLines, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&doc); err != nil {
-		return nil, fileLines{}, yamlError(path, err)
+		return nil, fileIndex{}, yamlError(path, err)
 	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, fileLines{}, yamlError(path, err)
+		return nil, fileIndex{}, yamlError(path, err)
 	}
-	lines := newFileLines(&root)
-	if len(doc.Issuers) == 0 {
-		return nil, lines, fail(0, `no issuer: want "issuers:" with at least one`)
-	}
-	names, isses := map[string]int{}, map[string]int{}
-	for i, c := range doc.Issuers {
-		at := lines.issuer(i)
-		if !validIssuerName(c.Name) {
-			return nil, lines, fail(lines.key(i, "name", at), "issuer name %q: want 1 to 32 of a-z, 0-9 and -", c.Name)
-		}
-		if j, dup := names[c.Name]; dup {
-			return nil, lines, fail(lines.key(i, "name", at), "issuer name %q appears twice (first at line %d)", c.Name, lines.key(j, "name", 0))
-		}
-		names[c.Name] = i
-		if c.Issuer == "" {
-			return nil, lines, fail(at, "issuer %s: no issuer (the exact iss of its tokens)", c.Name)
-		}
-		if j, dup := isses[c.Issuer]; dup {
-			return nil, lines, fail(lines.key(i, "issuer", at), "issuer %s: iss %q is also that of issuer %s", c.Name, c.Issuer, doc.Issuers[j].Name)
-		}
-		isses[c.Issuer] = i
-		n := 0
-		for _, s := range []string{c.JWKSURL, c.KeyFile, c.HMACSecretFile} {
-			if s != "" {
-				n++
-			}
-		}
-		if n > 1 {
-			return nil, lines, fail(at, "issuer %s: set at most one of jwks_url, key_file and hmac_secret_file", c.Name)
-		}
-		if _, err := ParseDPoPMode(c.DPoP); err != nil {
-			return nil, lines, fail(lines.key(i, "dpop", at), "issuer %s: dpop: %v", c.Name, err)
-		}
-	}
-	return doc.Issuers, lines, nil
+	return doc.Issuers, newFileIndex(&root), nil
 }
 
 // yamlLine matches the line prefix of the YAML decoder's messages.
@@ -387,82 +285,133 @@ func yamlError(path string, err error) error {
 	return &FileError{File: path, Line: n, Err: errors.New(msg)}
 }
 
-// fileLines finds the lines of an issuers file's settings.
-type fileLines struct {
-	issuers []*yaml.Node // the mapping node of each issuer
+// fileIndex finds the lines of an issuers file's issuers and of their
+// settings, by the issuer's position, which is also its position in the
+// list the file gives the verifier: the issuer index of a *ConfigError.
+type fileIndex struct {
+	nodes []*yaml.Node // the mapping node of each issuer
+	// inherited are, for each issuer, the settings it took from
+	// SourceOptions: an error in one of them is not the file's.
+	inherited [][]string
 }
 
-func newFileLines(root *yaml.Node) fileLines {
-	var l fileLines
+func newFileIndex(root *yaml.Node) fileIndex {
+	var x fileIndex
 	if root.Kind != yaml.DocumentNode || len(root.Content) == 0 || root.Content[0].Kind != yaml.MappingNode {
-		return l
+		return x
 	}
 	top := root.Content[0].Content
 	for i := 0; i+1 < len(top); i += 2 {
 		if top[i].Value == "issuers" && top[i+1].Kind == yaml.SequenceNode {
-			l.issuers = top[i+1].Content
+			x.nodes = top[i+1].Content
 		}
 	}
-	return l
+	return x
+}
+
+// issuers returns the issuers cfgs describe, before their keys are open:
+// each with a name, at most one key source and a DPoP mode that parses,
+// the required scope and DPoP mode of o where it names none, and all of
+// them checked as [Verifier.SetIssuers] checks them. It records in x what
+// each issuer took from o. Errors are *ConfigError with the issuer's
+// position.
+func (x *fileIndex) issuers(cfgs []IssuerConfig, o SourceOptions) ([]Issuer, error) {
+	out := make([]Issuer, len(cfgs))
+	x.inherited = make([][]string, len(cfgs))
+	for i, c := range cfgs {
+		at := func(e *ConfigError) error {
+			e.index = i + 1
+			return e
+		}
+		if c.Name == "" {
+			return nil, at(configErr("", settingName, "no name: each issuer of the file has one"))
+		}
+		if named := c.KeySource.named(); len(named) > 1 {
+			return nil, at(configErr(c.Name, named[1], "set at most one of %s", andList(KeySources())))
+		}
+		cfg := Config{
+			Issuer: c.Issuer, Audiences: c.Audiences, Algorithms: c.Algorithms,
+			GroupsClaim: c.GroupsClaim, RequiredScope: c.RequiredScope, DPoP: o.DPoP,
+		}
+		if c.DPoP != "" {
+			m, err := ParseDPoPMode(c.DPoP)
+			if err != nil {
+				return nil, at(&ConfigError{Issuer: c.Name, Field: string(settingDPoP), Err: err})
+			}
+			cfg.DPoP = m
+		} else {
+			x.inherited[i] = append(x.inherited[i], string(settingDPoP))
+		}
+		if c.RequiredScope == "" && o.RequiredScope != "" {
+			cfg.RequiredScope = o.RequiredScope
+			x.inherited[i] = append(x.inherited[i], string(settingRequiredScope))
+		}
+		out[i] = Issuer{Name: c.Name, Config: cfg}
+	}
+	return checkIssuers(out...)
+}
+
+// andList joins items as "a, b and c".
+func andList(items []string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " and " + items[len(items)-1]
 }
 
 // issuer returns the line of issuer i, 0 when unknown.
-func (l fileLines) issuer(i int) int {
-	if i < 0 || i >= len(l.issuers) {
+func (x fileIndex) issuer(i int) int {
+	if i < 0 || i >= len(x.nodes) {
 		return 0
 	}
-	return l.issuers[i].Line
+	return x.nodes[i].Line
 }
 
-// key returns the line of key in issuer i, or def.
-func (l fileLines) key(i int, key string, def int) int {
-	if i < 0 || i >= len(l.issuers) {
-		return def
+// key returns the line of key in issuer i, 0 when it has none.
+func (x fileIndex) key(i int, key string) int {
+	if i < 0 || i >= len(x.nodes) {
+		return 0
 	}
-	c := l.issuers[i].Content
+	c := x.nodes[i].Content
 	for k := 0; k+1 < len(c); k += 2 {
 		if c[k].Value == key {
 			return c[k].Line
 		}
 	}
-	return def
+	return 0
 }
 
-// fromFlags are the settings of a file issuer that, absent from the file,
-// come from the flags (SourceOptions).
-var fromFlags = []string{"required_scope", "dpop"}
-
-// explain places a *ConfigError of the verifier at the line of the
-// setting at fault, or of its issuer. An error of no issuer (an Options
-// setting), or of a setting the issuer took from the flags, is not the
-// file's: it is returned as it is, for the caller to name its flag.
-func (l fileLines) explain(path string, err error) error {
+// explain places err, when it is a *ConfigError of the file's issuers, at
+// the line of the setting at fault, or else of its issuer; a value that
+// must be unique also names the line where it came first. An error of a
+// setting that is no issuer's, or of one the issuer took from
+// SourceOptions, is not the file's: it is returned as it is, for the
+// caller to name its flag.
+func (x fileIndex) explain(path string, err error) error {
 	var ce *ConfigError
-	if !errors.As(err, &ce) || ce.Issuer == "" {
+	if !errors.As(err, &ce) {
 		return err
 	}
-	for i, n := range l.issuers {
-		if nodeValue(n, "name") != ce.Issuer {
-			continue
+	i := ce.index - 1
+	if i < 0 {
+		if ce.Field == string(settingIssuers) {
+			return &FileError{File: path, Err: err}
 		}
-		line := l.key(i, ce.Field, 0)
-		if line == 0 && slices.Contains(fromFlags, ce.Field) {
-			return err
-		}
-		if line == 0 {
-			line = n.Line
-		}
-		return &FileError{File: path, Line: line, Err: err}
+		return err
 	}
-	return &FileError{File: path, Err: err}
-}
-
-// nodeValue returns the scalar value of key in mapping n.
-func nodeValue(n *yaml.Node, key string) string {
-	for k := 0; k+1 < len(n.Content); k += 2 {
-		if n.Content[k].Value == key {
-			return n.Content[k+1].Value
-		}
+	line := x.key(i, ce.Field)
+	if line == 0 && slices.Contains(x.inherited[i], ce.Field) {
+		return err
 	}
-	return ""
+	if line == 0 {
+		line = x.issuer(i)
+	}
+	if ce.first > 0 {
+		first := x.key(ce.first-1, ce.Field)
+		if first == 0 {
+			first = x.issuer(ce.first - 1)
+		}
+		err = fmt.Errorf("%w (first at line %d)", err, first)
+	}
+	return &FileError{File: path, Line: line, Err: err}
 }

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,15 +52,21 @@ func TestLoadIssuersFileErrors(t *testing.T) {
 		{"repeated name", "issuers:\n  - name: staff\n    issuer: https://a\n  - name: staff\n    issuer: https://b\n", 4, `issuer name "staff" appears twice (first at line 2)`},
 		{"repeated iss", "issuers:\n  - name: a\n    issuer: https://a\n  - name: b\n    issuer: https://a\n", 5, `also that of issuer a`},
 		{"bad name", "issuers:\n  - name: Staff\n    issuer: https://a\n", 2, `issuer name "Staff"`},
-		{"no iss", "issuers:\n  - name: staff\n    audiences: [x]\n", 2, "no issuer"},
-		{"two key sources", "issuers:\n  - name: staff\n    issuer: https://a\n    jwks_url: https://a/jwks\n    key_file: k.json\n", 2, "at most one"},
+		{"no iss", "issuers:\n  - name: staff\n    audiences: [x]\n", 2, "issuer staff: issuer: no iss value"},
+		{"no name", "issuers:\n  - issuer: https://a\n", 2, "name: no name"},
+		{"reserved name default", "issuers:\n  - name: default\n    issuer: https://a\n", 2, `issuer name "default" is reserved`},
+		{"reserved name unknown", "issuers:\n  - name: a\n    issuer: https://a\n  - name: unknown\n    issuer: https://b\n", 4, `issuer name "unknown" is reserved`},
+		{"iss with a password", "issuers:\n  - name: staff\n    issuer: https://u:s3cret@a/r\n", 3, "without user information or query"},
+		{"iss with a query", "issuers:\n  - name: staff\n    key_file: k.json\n    issuer: https://a/r?k=v\n", 4, "without user information or query"},
+		{"two key sources", "issuers:\n  - name: staff\n    issuer: https://a\n    jwks_url: https://a/jwks\n    key_file: k.json\n", 5, "key_file: set at most one of jwks_url, key_file and hmac_secret_file"},
 		{"bad dpop mode", "issuers:\n  - name: staff\n    issuer: https://a\n    dpop: always\n", 4, `dpop: "always"`},
 		{"wrong type", "issuers:\n  - name: staff\n    issuer: https://a\n    audiences: {a: b}\n", 4, "cannot unmarshal"},
 		{"blank audience", "issuers:\n  - name: staff\n    issuer: https://a\n    hmac_secret_file: " + secret + "\n    audiences: [' ']\n", 5, "audiences: blank audience"},
 		{"unknown algorithm", "issuers:\n  - name: staff\n    issuer: https://a\n    hmac_secret_file: " + secret + "\n    algorithms: [HS256, XS1]\n", 5, `unknown algorithm "XS1"`},
-		{"key source with no fitting key", "issuers:\n  - name: staff\n    issuer: https://a\n    hmac_secret_file: " + secret + "\n    algorithms: [RS256]\n", 2, "no key for the allowed algorithms RS256"},
+		{"key source with no fitting key", "issuers:\n  - name: staff\n    issuer: https://a\n    hmac_secret_file: " + secret + "\n    algorithms: [RS256]\n", 4, "hmac_secret_file: hmac secret file " + secret + " has no key for the allowed algorithms RS256"},
 		{"missing key file", "issuers:\n  - name: staff\n    issuer: https://a\n    key_file: /nonexistent/keys.json\n", 2, "/nonexistent/keys.json"},
-		{"jwks url not http", "issuers:\n  - name: staff\n    issuer: https://a\n    jwks_url: ftp://a/jwks\n", 2, "scheme"},
+		{"jwks url not http", "issuers:\n  - name: staff\n    issuer: https://a\n    jwks_url: ftp://a/jwks\n", 4, `jwks_url: scheme "ftp"`},
+		{"issuer not a URL to discover", "issuers:\n  - name: staff\n    issuer: plantstore\n", 3, "issuer: OIDC discovery"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -78,6 +85,9 @@ func TestLoadIssuersFileErrors(t *testing.T) {
 			}
 			if tt.line > 0 && !strings.HasPrefix(err.Error(), fmt.Sprintf("%s:%d: ", path, tt.line)) {
 				t.Errorf("error %q does not start with FILE:LINE", err)
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("error %q repeats a password of the file", err)
 			}
 		})
 	}
@@ -454,5 +464,66 @@ func TestIssuersFileDefaults(t *testing.T) {
 		if c := got[name]; c.RequiredScope != want.scope || c.DPoP != want.dpop {
 			t.Errorf("issuer %s: required scope %q, DPoP %v; want %q, %v", name, c.RequiredScope, c.DPoP, want.scope, want.dpop)
 		}
+	}
+}
+
+// TestIssuersFileSettingsFromOptions: a bad value an issuer took from
+// SourceOptions (the flags) is returned as the *ConfigError of that
+// setting, for the caller to name its flag, not as a line of the file;
+// the same value written in the file is the file's, at its line.
+func TestIssuersFileSettingsFromOptions(t *testing.T) {
+	keys := authtest.WriteJWKS(t, authtest.NewKey(t, "ES256"))
+	o := auth.SourceOptions{RequiredScope: "two words"}
+	inherits := writeIssuers(t, "issuers:\n  - name: staff\n    issuer: https://a\n    key_file: "+keys+"\n")
+	_, err := auth.LoadIssuersFile(t.Context(), inherits, o)
+	var ce *auth.ConfigError
+	var fe *auth.FileError
+	if !errors.As(err, &ce) || ce.Field != "required_scope" || errors.As(err, &fe) {
+		t.Errorf("a bad scope from the options = %v; want the required_scope *ConfigError, not a *FileError", err)
+	}
+	own := writeIssuers(t, "issuers:\n  - name: staff\n    issuer: https://a\n    key_file: "+keys+"\n    required_scope: two words\n")
+	if _, err := auth.LoadIssuersFile(t.Context(), own, o); !errors.As(err, &fe) || fe.Line != 5 {
+		t.Errorf("a bad scope of the file = %v; want a *FileError at line 5", err)
+	}
+}
+
+// TestIssuersReloadKeepsKeys: a reload that changes an issuer's rules but
+// not its key source (name, issuer, jwks_url) keeps that source: its keys
+// verify at once, with no new fetch, so a reload never empties a key set
+// that was serving.
+func TestIssuersReloadKeepsKeys(t *testing.T) {
+	ti := newTwoIssuers(t)
+	custTok := ti.token(t, ti.custKey, custIss, "bob", nil)
+	original, err := os.ReadFile(ti.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := strings.Replace(string(original), custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n    audiences: [plantstore]",
+		custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n    audiences: [plantstore, shop]\n    algorithms: [ES256]", 1)
+	if changed == string(original) {
+		t.Fatal("the rewrite changed nothing")
+	}
+	if err := os.WriteFile(ti.path, []byte(changed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hits := ti.custSrv.Hits.Load()
+	if _, _, err := ti.f.Reload(func(is []auth.Issuer) error { return ti.v.SetIssuers(is...) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ti.v.Verify(t.Context(), custTok); err != nil {
+		t.Errorf("customers token right after a reload that changed its audiences: %v; want it verified by the kept keys", err)
+	}
+	if err := ti.v.Ready(); err != nil {
+		t.Errorf("Ready() right after the reload = %v", err)
+	}
+	if n := ti.custSrv.Hits.Load(); n != hits {
+		t.Errorf("the customers JWKS got %d requests on a reload that kept its source; want none", n-hits)
+	}
+	got := map[string]auth.Config{}
+	for _, is := range ti.v.Issuers() {
+		got[is.Name] = is.Config
+	}
+	if c := got["customers"]; !slices.Equal(c.Audiences, []string{"plantstore", "shop"}) || !slices.Equal(c.Algorithms, []string{"ES256"}) {
+		t.Errorf("customers after the reload: %+v; want the new audiences and algorithms", c)
 	}
 }

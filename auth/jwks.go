@@ -120,8 +120,9 @@ var _ Keys = (*JWKS)(nil)
 // runs in the loop, so an identity provider that is down at start does not
 // stop the service from starting (see [JWKS.Ready]). It returns an error
 // only for bad options: no URL and no issuer, a URL or issuer that is not
-// an absolute http or https URL, or a negative duration or size. A nil log
-// logs nothing; a nil m records nothing.
+// an absolute http or https URL or a negative refresh period (a
+// *[ConfigError]), or another negative duration or size. A nil log logs
+// nothing; a nil m records nothing.
 func NewJWKS(ctx context.Context, opts JWKSOptions, log *zap.Logger, m *Metrics) (*JWKS, error) {
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
@@ -159,28 +160,43 @@ func (o *JWKSOptions) setDefaults() error {
 	switch {
 	case o.URL != "":
 		if _, err := parseHTTPURL(o.URL); err != nil {
-			return fmt.Errorf("jwks url: %w", err)
+			return &ConfigError{Issuer: o.Name, Field: string(settingJWKSURL), Err: err}
 		}
 	case o.Issuer != "":
 		if _, err := parseHTTPURL(o.Issuer); err != nil {
-			return fmt.Errorf("jwks issuer: %w", err)
+			return &ConfigError{Issuer: o.Name, Field: string(settingIssuer), Err: fmt.Errorf("OIDC discovery: %w", err)}
 		}
 	default:
 		return errors.New("jwks: no URL and no issuer")
 	}
+	// The refresh periods are the caller's settings; the other durations
+	// are tuning that only tests change.
 	for _, d := range []struct {
-		field string
+		field setting
 		v     *time.Duration
 		def   time.Duration
 	}{
-		{"refresh", &o.Refresh, DefaultJWKSRefresh},
-		{"min_refresh", &o.MinRefresh, DefaultJWKSMinRefresh},
-		{"timeout", &o.Timeout, DefaultJWKSTimeout},
-		{"min_backoff", &o.MinBackoff, DefaultJWKSMinBackoff},
-		{"max_backoff", &o.MaxBackoff, DefaultJWKSMaxBackoff},
+		{settingRefresh, &o.Refresh, DefaultJWKSRefresh},
+		{settingMinRefresh, &o.MinRefresh, DefaultJWKSMinRefresh},
 	} {
 		if *d.v < 0 {
-			return &ConfigError{Field: d.field, Err: fmt.Errorf("negative duration %v", *d.v)}
+			return configErr("", d.field, "negative duration %v", *d.v)
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"timeout", &o.Timeout, DefaultJWKSTimeout},
+		{"min backoff", &o.MinBackoff, DefaultJWKSMinBackoff},
+		{"max backoff", &o.MaxBackoff, DefaultJWKSMaxBackoff},
+	} {
+		if *d.v < 0 {
+			return fmt.Errorf("jwks %s: negative duration %v", d.name, *d.v)
 		}
 		if *d.v == 0 {
 			*d.v = d.def

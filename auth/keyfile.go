@@ -22,11 +22,11 @@ import (
 // reads it again, and [KeyFile.Watch] does so whenever it changes. It is
 // safe for concurrent use.
 type KeyFile struct {
-	path string
-	kind string // "key file" or "hmac secret file", for messages
-	read func(path string) (keys []Key, digest [sha256.Size]byte, err error)
-	m    *Metrics
-	mu   sync.Mutex // serializes Reload
+	path    string
+	setting setting // settingKeyFile or settingHMACSecretFile
+	read    func(path string) (keys []Key, digest [sha256.Size]byte, err error)
+	m       *Metrics
+	mu      sync.Mutex // serializes Reload
 	// digest is the SHA-256 of what the keys were read from, so that a
 	// read of the same bytes changes nothing (under mu).
 	digest [sha256.Size]byte
@@ -50,15 +50,15 @@ var _ Keys = (*KeyFile)(nil)
 // The error names the file and the problem, never key material. m, if not
 // nil, counts the keys in plantstore_jwks_keys.
 func LoadKeyFile(path string, m *Metrics) (*KeyFile, error) {
-	return loadFile(path, "key file", readKeyFile, m)
+	return loadFile(path, settingKeyFile, readKeyFile, m)
 }
 
-func loadFile(path, kind string, read func(string) ([]Key, [sha256.Size]byte, error), m *Metrics) (*KeyFile, error) {
+func loadFile(path string, s setting, read func(string) ([]Key, [sha256.Size]byte, error), m *Metrics) (*KeyFile, error) {
 	keys, digest, err := read(path)
 	if err != nil {
-		return nil, fmt.Errorf("load %s %s: %w", kind, path, err)
+		return nil, fmt.Errorf("load %s %s: %w", kindOf(s), path, err)
 	}
-	f := &KeyFile{path: path, kind: kind, read: read, m: m, digest: digest}
+	f := &KeyFile{path: path, setting: s, read: read, m: m, digest: digest}
 	f.keys.Store(NewKeySet(keys))
 	m.AddKeys(len(keys))
 	return f, nil
@@ -75,7 +75,7 @@ func (f *KeyFile) Reload() (changed bool, err error) {
 	keys, digest, err := f.read(f.path)
 	if err != nil {
 		f.m.KeyFileReload(RefreshFailure)
-		return false, fmt.Errorf("reload %s %s: %w", f.kind, f.path, err)
+		return false, fmt.Errorf("reload %s %s: %w", kindOf(f.setting), f.path, err)
 	}
 	if digest == f.digest {
 		return false, nil
@@ -97,7 +97,11 @@ func (f *KeyFile) Key(_ context.Context, kid, alg string) (Key, error) {
 }
 
 // String names the file: "key file PATH" or "hmac secret file PATH".
-func (f *KeyFile) String() string { return f.kind + " " + f.path }
+func (f *KeyFile) String() string { return kindOf(f.setting) + " " + f.path }
+
+// kindOf is how messages name the file of setting s: "key file" for
+// key_file.
+func kindOf(s setting) string { return strings.ReplaceAll(string(s), "_", " ") }
 
 func readKeyFile(path string) ([]Key, [sha256.Size]byte, error) {
 	fh, err := os.Open(path)

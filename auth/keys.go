@@ -8,7 +8,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rsa"
 	"errors"
-	"fmt"
 	"strings"
 )
 
@@ -153,10 +152,11 @@ func (s *KeySet) fitsAny(algs []string) bool {
 	return false
 }
 
-// checkStatic returns an error naming each part of k whose keys are known
-// now (a key set, a key file, an HMAC secret file) and of which no key
-// fits any of algs: such a source could never verify a token.
-func checkStatic(k Keys, algs []string) error {
+// checkStatic returns a *ConfigError naming the first part of k whose keys
+// are known now (a key set, a key file, an HMAC secret file) and of which
+// no key fits any of algs: such a source could never verify a token. It
+// cites the file's own setting, or, for a key set, the algorithms.
+func checkStatic(k Keys, algs []string) *ConfigError {
 	var parts []Keys
 	if m, ok := k.(multiKeys); ok {
 		parts = m
@@ -165,22 +165,23 @@ func checkStatic(k Keys, algs []string) error {
 	}
 	for _, p := range parts {
 		var (
-			ks   *KeySet
-			name string
+			ks    *KeySet
+			name  string
+			field setting
 		)
 		switch s := p.(type) {
 		case *KeySet:
 			if s == nil {
 				continue // no set yet: nothing to judge
 			}
-			ks, name = s, "key set"
+			ks, name, field = s, "key set", settingAlgorithms
 		case *KeyFile:
-			ks, name = s.keys.Load(), s.String()
+			ks, name, field = s.keys.Load(), s.String(), s.setting
 		default:
 			continue
 		}
 		if !ks.fitsAny(algs) {
-			return fmt.Errorf("%s has no key for the allowed algorithms %s", name, strings.Join(algs, ","))
+			return configErr("", field, "%s has no key for the allowed algorithms %s", name, strings.Join(algs, ","))
 		}
 	}
 	return nil

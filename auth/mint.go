@@ -68,7 +68,7 @@ func Mint(key crypto.PrivateKey, alg string, c MintClaims) (string, error) {
 	if err := fitsPrivate(key, alg); err != nil {
 		return "", fmt.Errorf("mint token: %w", err)
 	}
-	method := jwt.GetSigningMethod(alg)
+	method := signingMethod(alg)
 	if method == nil {
 		return "", fmt.Errorf("mint token: unknown algorithm %q", alg)
 	}
@@ -108,9 +108,9 @@ func Mint(key crypto.PrivateKey, alg string, c MintClaims) (string, error) {
 		claims["cnf"] = map[string]any{"jkt": jkt}
 	}
 	if len(c.Groups) > 0 {
-		path := c.GroupsClaim
-		if path == "" {
-			path = "groups"
+		path, err := claimPath(c.GroupsClaim)
+		if err != nil {
+			return "", fmt.Errorf("mint token: groups claim %w", err)
 		}
 		if err := setPath(claims, path, c.Groups); err != nil {
 			return "", fmt.Errorf("mint token: %w", err)
@@ -141,25 +141,22 @@ func Mint(key crypto.PrivateKey, alg string, c MintClaims) (string, error) {
 	return s, nil
 }
 
-// setPath sets the claim at a dotted path, making the objects on the way.
-func setPath(claims map[string]any, path string, v any) error {
-	parts := strings.Split(path, ".")
-	if slices.Contains(parts, "") {
-		return fmt.Errorf("groups claim %q has an empty path element", path)
-	}
+// setPath sets the claim at path (see claimPath), making the objects on
+// the way.
+func setPath(claims map[string]any, path []string, v any) error {
 	cur := claims
-	for _, p := range parts[:len(parts)-1] {
+	for _, p := range path[:len(path)-1] {
 		next, ok := cur[p].(map[string]any)
 		if !ok {
 			if _, taken := cur[p]; taken {
-				return fmt.Errorf("groups claim %q: %q is already a claim that is not an object", path, p)
+				return fmt.Errorf("groups claim %q: %q is already a claim that is not an object", strings.Join(path, "."), p)
 			}
 			next = map[string]any{}
 			cur[p] = next
 		}
 		cur = next
 	}
-	cur[parts[len(parts)-1]] = v
+	cur[path[len(path)-1]] = v
 	return nil
 }
 
@@ -381,7 +378,7 @@ func Proof(key crypto.PrivateKey, alg, method, uri, token string) (string, error
 	if token != "" {
 		claims["ath"] = accessTokenHash(token)
 	}
-	tok := jwt.NewWithClaims(jwt.GetSigningMethod(alg), claims)
+	tok := jwt.NewWithClaims(signingMethod(alg), claims)
 	tok.Header["typ"] = "dpop+jwt"
 	tok.Header["jwk"] = jwk.Marshal()
 	return tok.SignedString(key)

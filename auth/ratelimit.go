@@ -37,10 +37,10 @@ type RateLimit struct {
 // and finite and burst is at least 1.
 func NewRateLimit(perSecond float64, burst int) (*RateLimit, error) {
 	if !(perSecond > 0) || math.IsInf(perSecond, 0) {
-		return nil, configErr("", "rate", "want a positive number of requests a second")
+		return nil, configErr("", settingRate, "want a positive number of requests a second")
 	}
 	if burst < 1 {
-		return nil, configErr("", "burst", "must be at least 1")
+		return nil, configErr("", settingBurst, "must be at least 1")
 	}
 	return &RateLimit{
 		limit: rate.Limit(perSecond),

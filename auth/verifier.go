@@ -1,13 +1,8 @@
 package auth
 
 import (
-	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"net/http"
 	"net/netip"
 	"net/url"
 	"slices"
@@ -18,21 +13,11 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// This file answers "how is a token verified": [Verifier.Authenticate] is
-// the one entry point; everything it does, in order, is below it.
-
-// maxCredential is the largest Authorization header, and so the largest
-// token, that is looked at; anything longer is refused unparsed.
-const maxCredential = 8 << 10
-
 // Defaults of [Options].
 const (
 	DefaultMaxGroups  = 256
 	DefaultCacheBytes = 32 << 20
 )
-
-// maxNumericDate is 9999-12-31T23:59:59Z, the latest NumericDate accepted.
-const maxNumericDate = 253402300799
 
 // Config is the verification policy of one issuer. Its zero value accepts
 // any iss and aud with the default algorithms, groups at "groups" and no
@@ -146,15 +131,21 @@ type issuer struct {
 
 // NewVerifier returns a Verifier for the given issuers, which must be
 // either exactly one unnamed issuer or one or more named ones with
-// distinct names and distinct iss values. It returns an error for a
-// negative leeway or MaxGroups, and for an issuer whose Config does not
-// hold (see [Verifier.SetIssuers]).
+// distinct names and distinct iss values. It returns a *[ConfigError] for
+// a negative leeway, MaxGroups or DPoPWindow, a PublicURL that is not an
+// http or https URL without user, query or fragment, and for issuers that
+// [Verifier.SetIssuers] refuses.
+//
+// NewVerifier makes golang-jwt know the alg name Ed25519 (RFC 9864), an
+// alias of EdDSA that DPoP proofs may carry: golang-jwt keeps its methods
+// in one table of the process, so this is registered there, once per
+// process; see registerEd25519.
 func NewVerifier(o Options, issuers ...Issuer) (*Verifier, error) {
 	if o.Leeway < 0 {
-		return nil, configErr("", "leeway", "negative duration %s", o.Leeway)
+		return nil, configErr("", settingLeeway, "negative duration %s", o.Leeway)
 	}
 	if o.MaxGroups < 0 {
-		return nil, configErr("", "max_groups", "negative number %d", o.MaxGroups)
+		return nil, configErr("", settingMaxGroups, "negative number %d", o.MaxGroups)
 	}
 	if o.MaxGroups == 0 {
 		o.MaxGroups = DefaultMaxGroups
@@ -163,14 +154,15 @@ func NewVerifier(o Options, issuers ...Issuer) (*Verifier, error) {
 		o.CacheBytes = DefaultCacheBytes
 	}
 	if o.DPoPWindow < 0 {
-		return nil, configErr("", "dpop_window", "negative duration %s", o.DPoPWindow)
+		return nil, configErr("", settingDPoPWindow, "negative duration %s", o.DPoPWindow)
 	}
 	if o.DPoPWindow == 0 {
 		o.DPoPWindow = DefaultDPoPWindow
 	}
 	if u := o.PublicURL; u != nil && (u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "") {
-		return nil, configErr("", "public_url", "want an http or https URL without user, query or fragment")
+		return nil, configErr("", settingPublicURL, "want an http or https URL without user, query or fragment")
 	}
+	registerEd25519()
 	v := &Verifier{opts: o, now: time.Now, cache: newTokenCache(o.CacheBytes), replays: newReplayCache(replayCacheEntries, replayKeyQuota)}
 	if err := v.SetIssuers(issuers...); err != nil {
 		return nil, err
@@ -181,39 +173,31 @@ func NewVerifier(o Options, issuers ...Issuer) (*Verifier, error) {
 // SetIssuers makes v verify against issuers from now on; on an error v
 // keeps the issuers it had. An issuer whose name, Config and Keys are those
 // of a current one keeps its cached tokens; the tokens of the others stop
-// counting at once. It returns an error when there is no issuer, when an
-// unnamed issuer comes with others, for a repeated or invalid name, a
-// repeated iss, a named issuer without iss, a nil Keys, a blank audience,
-// the algorithm "none" or an unknown one, a groups claim with an empty path
-// element, or a required scope that is not one RFC 6749 scope token.
+// counting at once.
+//
+// The rules: at least one issuer; either one unnamed issuer or named ones,
+// each name 1 to 32 of [a-z0-9-], unique, and neither of the issuer label
+// values [IssuerDefault] and [IssuerUnknown]; a named issuer's iss set and
+// unique; an iss that is a URL has no user information or query, since
+// the resource metadata publishes it; no algorithm "none" or unknown one,
+// no blank audience, no groups claim with an empty path element, a
+// required scope that is one RFC 6749 scope token; Keys not nil, and
+// static keys (a key set, a key file, an HMAC secret file) of which at
+// least one fits the issuer's algorithms. Each refusal of a setting is a
+// *[ConfigError].
 func (v *Verifier) SetIssuers(issuers ...Issuer) error {
-	if len(issuers) == 0 {
-		return configErr("", "issuers", "no issuer")
+	checked, err := checkIssuers(issuers...)
+	if err != nil {
+		return err
 	}
 	old := v.issuers.Load()
-	t := &issuerTable{byIss: make(map[string]*issuer, len(issuers))}
-	names := make(map[string]bool, len(issuers))
-	for _, is := range issuers {
-		if is.Name == "" && len(issuers) > 1 {
-			return configErr("", "name", "the unnamed issuer cannot be combined with others")
-		}
-		if is.Name != "" && !validIssuerName(is.Name) {
-			return configErr("", "name", "issuer name %q: want 1 to 32 of a-z, 0-9 and -", is.Name)
-		}
-		if names[is.Name] {
-			return configErr("", "name", "issuer name %q appears twice", is.Name)
-		}
-		names[is.Name] = true
-		if is.Name != "" {
-			if is.Config.Issuer == "" {
-				return configErr(is.Name, "issuer", "no iss value")
-			}
-			if _, dup := t.byIss[is.Config.Issuer]; dup {
-				return configErr(is.Name, "issuer", "issuer %q has the same iss %q", t.byIss[is.Config.Issuer].name, is.Config.Issuer)
-			}
-		}
+	t := &issuerTable{byIss: make(map[string]*issuer, len(checked))}
+	for i, is := range checked {
 		n, err := v.newIssuer(is, old)
 		if err != nil {
+			if ce, ok := err.(*ConfigError); ok {
+				ce.index = i + 1
+			}
 			return err
 		}
 		if is.Name == "" {
@@ -234,23 +218,97 @@ func (v *Verifier) SetIssuers(issuers ...Issuer) error {
 	return nil
 }
 
-// validIssuerName reports whether name is 1 to 32 of [a-z0-9-].
-func validIssuerName(name string) bool {
-	return len(name) >= 1 && len(name) <= 32 && strings.Trim(name, "abcdefghijklmnopqrstuvwxyz0123456789-") == ""
+// checkIssuers applies the rules of [Verifier.SetIssuers] but those of
+// the keys, and returns the issuers with their Configs' defaults filled
+// in. Its *ConfigError values carry the position of the issuer at fault,
+// which the issuers file maps to its lines; the file applies these rules
+// before it opens any key source.
+func checkIssuers(issuers ...Issuer) ([]Issuer, error) {
+	if len(issuers) == 0 {
+		return nil, configErr("", settingIssuers, "no issuer")
+	}
+	at := func(i int, e *ConfigError) error {
+		e.index = i + 1
+		return e
+	}
+	out := make([]Issuer, len(issuers))
+	names, isses := make(map[string]int, len(issuers)), make(map[string]int, len(issuers))
+	for i, is := range issuers {
+		if is.Name == "" && len(issuers) > 1 {
+			return nil, at(i, configErr("", settingName, "the unnamed issuer cannot be combined with others"))
+		}
+		if is.Name != "" {
+			if err := checkIssuerName(is.Name); err != nil {
+				return nil, at(i, &ConfigError{Field: string(settingName), Err: err})
+			}
+		}
+		if j, dup := names[is.Name]; dup {
+			e := configErr("", settingName, "issuer name %q appears twice", is.Name)
+			e.first = j + 1
+			return nil, at(i, e)
+		}
+		names[is.Name] = i
+		iss := is.Config.Issuer
+		if err := checkIssuerURL(iss); err != nil {
+			return nil, at(i, &ConfigError{Issuer: is.Name, Field: string(settingIssuer), Err: err})
+		}
+		if is.Name != "" {
+			if iss == "" {
+				return nil, at(i, configErr(is.Name, settingIssuer, "no iss value"))
+			}
+			if j, dup := isses[iss]; dup {
+				return nil, at(i, configErr(is.Name, settingIssuer, "iss %q is also that of issuer %s", iss, issuers[j].Name))
+			}
+			isses[iss] = i
+		}
+		c, err := is.Config.check()
+		if err != nil {
+			ce := err.(*ConfigError)
+			ce.Issuer = is.Name
+			return nil, at(i, ce)
+		}
+		out[i] = Issuer{Name: is.Name, Config: c, Keys: is.Keys}
+	}
+	return out, nil
 }
 
-// newIssuer checks is and returns it ready to verify, or the equal issuer
-// of old.
+// checkIssuerName returns why name cannot name an issuer, or nil.
+func checkIssuerName(name string) error {
+	if len(name) < 1 || len(name) > 32 || strings.Trim(name, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
+		return fmt.Errorf("issuer name %q: want 1 to 32 of a-z, 0-9 and -", name)
+	}
+	if name == IssuerDefault || name == IssuerUnknown {
+		return fmt.Errorf("issuer name %q is reserved: the metrics' issuer label names the -jwt-* flags' issuer %q and a request of no issuer %q", name, IssuerDefault, IssuerUnknown)
+	}
+	return nil
+}
+
+// checkIssuerURL returns an error when iss is a URL (it has a scheme) with
+// user information or a query: RFC 9728 metadata publishes it.
+func checkIssuerURL(iss string) error {
+	u, err := url.Parse(iss)
+	if err != nil || u.Scheme == "" {
+		return nil // not a URL: any string may be an iss
+	}
+	if u.User != nil || u.RawQuery != "" || u.ForceQuery {
+		return errors.New("want a URL without user information or query: the resource metadata publishes it")
+	}
+	return nil
+}
+
+// newIssuer returns is, checked by checkIssuers, ready to verify, or the
+// equal issuer of old.
 func (v *Verifier) newIssuer(is Issuer, old *issuerTable) (*issuer, error) {
 	if is.Keys == nil {
-		return nil, configErr(is.Name, "keys", "no key source")
+		if is.Name != "" {
+			return nil, fmt.Errorf("issuer %s: no key source", is.Name)
+		}
+		return nil, errors.New("no key source")
 	}
-	cfg, err := cleanConfig(is.Name, is.Config)
-	if err != nil {
-		return nil, err
-	}
+	cfg := is.Config
 	if err := checkStatic(is.Keys, cfg.Algorithms); err != nil {
-		return nil, &ConfigError{Issuer: is.Name, Field: "keys", Err: err}
+		err.Issuer = is.Name
+		return nil, err
 	}
 	if old != nil {
 		for _, o := range old.all {
@@ -277,12 +335,14 @@ func (v *Verifier) newIssuer(is Issuer, old *issuerTable) (*issuer, error) {
 		// WithAudience passes when aud contains any one of them.
 		opts = append(opts, jwt.WithAudience(cfg.Audiences...))
 	}
+	// check made the path from a valid claim.
+	path, _ := claimPath(cfg.GroupsClaim)
 	n := &issuer{
 		name:       is.Name,
 		cfg:        cfg,
 		keys:       is.Keys,
 		parser:     jwt.NewParser(opts...),
-		groupsPath: strings.Split(cfg.GroupsClaim, "."),
+		groupsPath: path,
 	}
 	if gen, ok := generationOf(is.Keys); ok {
 		n.gen = gen
@@ -290,9 +350,10 @@ func (v *Verifier) newIssuer(is Issuer, old *issuerTable) (*issuer, error) {
 	return n, nil
 }
 
-// cleanConfig checks c, the Config of the issuer named name, and fills in
-// its defaults. Errors are *ConfigError.
-func cleanConfig(name string, c Config) (Config, error) {
+// check returns c with its defaults filled in (the default algorithms, in
+// order and without repeats; groups at "groups"), or the *ConfigError of
+// the rule of [Verifier.SetIssuers] it breaks.
+func (c Config) check() (Config, error) {
 	known := DefaultAlgorithms()
 	algs := c.Algorithms
 	if len(algs) == 0 {
@@ -301,10 +362,10 @@ func cleanConfig(name string, c Config) (Config, error) {
 	clean := make([]string, 0, len(algs))
 	for _, a := range algs {
 		if strings.EqualFold(a, "none") {
-			return c, configErr(name, "algorithms", `algorithm "none" is never allowed`)
+			return c, configErr("", settingAlgorithms, `algorithm "none" is never allowed`)
 		}
 		if !slices.Contains(known, a) {
-			return c, configErr(name, "algorithms", "unknown algorithm %q (want some of %s)", a, strings.Join(known, ", "))
+			return c, configErr("", settingAlgorithms, "unknown algorithm %q (want some of %s)", a, strings.Join(known, ", "))
 		}
 		if !slices.Contains(clean, a) {
 			clean = append(clean, a)
@@ -313,18 +374,18 @@ func cleanConfig(name string, c Config) (Config, error) {
 	c.Algorithms = clean
 	for _, a := range c.Audiences {
 		if strings.TrimSpace(a) == "" {
-			return c, configErr(name, "audiences", "blank audience: a list of blanks would check nothing")
+			return c, configErr("", settingAudiences, "blank audience: a list of blanks would check nothing")
 		}
 	}
 	c.Audiences = slices.Clone(c.Audiences)
 	if c.GroupsClaim == "" {
-		c.GroupsClaim = "groups"
+		c.GroupsClaim = defaultGroupsClaim
 	}
-	if slices.Contains(strings.Split(c.GroupsClaim, "."), "") {
-		return c, configErr(name, "groups_claim", "%q has an empty path element", c.GroupsClaim)
+	if _, err := claimPath(c.GroupsClaim); err != nil {
+		return c, &ConfigError{Field: string(settingGroupsClaim), Err: err}
 	}
 	if c.RequiredScope != "" && !isScopeToken(c.RequiredScope) {
-		return c, configErr(name, "required_scope", "%q is not a single scope token", c.RequiredScope)
+		return c, configErr("", settingRequiredScope, "%q is not a single scope token", c.RequiredScope)
 	}
 	return c, nil
 }
@@ -368,570 +429,4 @@ func keysReady(k Keys) error {
 		return r.Ready()
 	}
 	return nil
-}
-
-// Authenticate checks the credential of r and returns the caller it
-// names. It is what [Middleware] calls, and it does, in order:
-//
-//  1. read the one Authorization header: "Bearer <token>" (RFC 6750 §2.1)
-//     or "DPoP <token>" (RFC 9449 §7.1), the scheme in any case, one or
-//     more spaces, at most 8 KiB;
-//  2. [Verifier.Verify] the token;
-//  3. apply the DPoP mode of the token's issuer: a token bound to a key
-//     (cnf.jkt) needs the DPoP scheme and one valid DPoP proof header,
-//     checked as RFC 9449 §4.3 says (typ, an asymmetric alg, a public jwk
-//     whose thumbprint is cnf.jkt, the signature, htm, htu, iat within the
-//     window, ath, a jti not seen before on this replica); an unbound token
-//     needs the Bearer scheme, and is refused where DPoP is required.
-//
-// Every error is an *[Error]: 401 with [ReasonMissing] when there is no
-// credential, 401 invalid_token for a credential that fails a check, 401
-// invalid_dpop_proof for a bad proof, and 403 insufficient_scope for a
-// valid token without the required scope. The returned Identity is shared
-// with other requests that present the same token and must not be
-// modified.
-func (v *Verifier) Authenticate(r *http.Request) (*Identity, error) {
-	c, err := credentialOf(r.Header)
-	if err != nil {
-		return nil, err
-	}
-	e, err := v.verify(r.Context(), c.token)
-	if err != nil {
-		err.DPoP = c.dpop
-		return nil, err
-	}
-	// A token verified before still needs a proof of its own, every time.
-	if err := v.bind(r, c, e); err != nil {
-		err.Issuer, err.routed, err.Subject = e.id.Issuer, true, e.id.Subject
-		return nil, err
-	}
-	return &e.id, nil
-}
-
-// credential is the token of an Authorization header and its scheme.
-type credential struct {
-	token string
-	dpop  bool // the DPoP scheme rather than Bearer
-}
-
-// credentialOf returns the credential of the one Authorization header of
-// h.
-func credentialOf(h http.Header) (credential, *Error) {
-	values := h.Values("Authorization")
-	switch len(values) {
-	case 0:
-		return credential{}, &Error{Status: http.StatusUnauthorized, Reason: ReasonMissing}
-	case 1:
-	default:
-		return credential{}, invalidToken(ReasonMalformed)
-	}
-	v := values[0]
-	if len(v) > maxCredential {
-		return credential{}, invalidToken(ReasonTooLarge)
-	}
-	scheme, rest, ok := strings.Cut(v, " ")
-	var c credential
-	switch {
-	case !ok:
-		return credential{}, invalidToken(ReasonMalformed)
-	case strings.EqualFold(scheme, "Bearer"):
-	case strings.EqualFold(scheme, "DPoP"):
-		c.dpop = true
-	default:
-		return credential{}, invalidToken(ReasonMalformed)
-	}
-	// RFC 6750 §2.1 and RFC 9449 §7.1: the scheme, 1*SP, a b64token.
-	c.token = strings.TrimLeft(rest, " ")
-	if c.token == "" {
-		e := invalidToken(ReasonMalformed)
-		e.DPoP = c.dpop
-		return credential{}, e
-	}
-	return c, nil
-}
-
-// Verify checks a bearer token and returns the caller it names:
-//
-//  1. a token over 8 KiB is refused unparsed;
-//  2. a token verified before, still in the cache, whose exp, nbf and iat
-//     still hold now, of an issuer still configured whose keys have not
-//     changed since, is accepted as it was;
-//  3. the token must be RFC 6750 b64token characters and a JWS in compact
-//     form;
-//  4. it is routed to an issuer: the unnamed one, or the one whose iss it
-//     names ([ReasonUnknownIssuer] for none, at once, with no key fetch);
-//  5. the header: alg in the issuer's allow-list (never "none"), no crit,
-//     typ absent or an access token type, kid a string;
-//  6. the key: by kid from the issuer's keys only, of the algorithm's
-//     family ([ReasonUnknownKey] otherwise); jku, jwk, x5u and x5c are never
-//     read;
-//  7. the signature;
-//  8. the claims: exp required, and exp, nbf and iat numbers from 0 to
-//     253402300799 held to the leeway (iat never in the future); iss and
-//     aud as the issuer's Config says;
-//  9. the caller: sub a non-empty string, groups (a string or an array of
-//     strings at the groups claim, at most MaxGroups), scope and scp (a
-//     string split at U+0020 only, the items of an array taken whole);
-//  10. the required scope (403 when missing).
-//
-// A token that passed is cached until it expires, within the cache's byte
-// budget. Refusals are never cached. Errors are *[Error], as for
-// [Verifier.Authenticate]; the Identity is shared and must not be
-// modified.
-func (v *Verifier) Verify(ctx context.Context, token string) (*Identity, error) {
-	e, err := v.verify(ctx, token)
-	if err != nil {
-		return nil, err
-	}
-	return &e.id, nil
-}
-
-func (v *Verifier) verify(ctx context.Context, token string) (*cacheEntry, *Error) {
-	if len(token) > maxCredential {
-		return nil, invalidToken(ReasonTooLarge)
-	}
-	var h uint64
-	if v.cache != nil {
-		h = v.cache.hashOf(token)
-		if e := v.cache.get(token, h); e != nil && e.live() && e.validAt(v.now(), v.opts.Leeway) {
-			return e, nil
-		}
-	}
-	if !isB64Token(token) {
-		return nil, invalidToken(ReasonMalformed)
-	}
-	is, err := v.route(token)
-	if err != nil {
-		return nil, err
-	}
-	e, err := v.verifyWith(ctx, is, token, h)
-	if err != nil {
-		err.Issuer, err.routed = is.name, true
-		return nil, err
-	}
-	return e, nil
-}
-
-// verifyWith verifies token with the keys and rules of is, and caches it
-// under h when it passed.
-func (v *Verifier) verifyWith(ctx context.Context, is *issuer, token string, h uint64) (*cacheEntry, *Error) {
-	// The generation is read before the keys are: an entry can only claim
-	// a generation whose keys it was checked against, or an older one.
-	var gen uint64
-	if is.gen != nil {
-		gen = is.gen()
-	}
-	claims := claimSet{}
-	tok, err := is.parser.ParseWithClaims(token, &claims, func(t *jwt.Token) (any, error) {
-		return is.key(ctx, t)
-	})
-	if err != nil {
-		return nil, is.classify(tok, claims, err)
-	}
-	id, ae := v.identity(is, claims)
-	if ae != nil {
-		return nil, ae
-	}
-	e := &cacheEntry{id: id, hash: h, iss: is, gen: gen}
-	if e.jkt, ae = confirmation(claims); ae != nil {
-		return nil, ae
-	}
-	if v.cache != nil && is.gen != nil {
-		e.exp, e.nbf, e.iat = claims.times()
-		// A copy, so that the cache holds no request memory.
-		e.token = strings.Clone(token)
-		v.cache.put(e)
-	}
-	return e, nil
-}
-
-// route returns the issuer a token goes to: the unnamed one when there is
-// one, else the one whose iss the token's payload names. The payload is
-// read here only to choose; the chosen issuer verifies everything.
-func (v *Verifier) route(token string) (*issuer, *Error) {
-	t := v.issuers.Load()
-	if t.unnamed != nil {
-		return t.unnamed, nil
-	}
-	iss, ok := peekIssuer(token)
-	if !ok {
-		return nil, invalidToken(ReasonMalformed)
-	}
-	is := t.byIss[iss]
-	if is == nil {
-		return nil, invalidToken(ReasonUnknownIssuer)
-	}
-	return is, nil
-}
-
-// peekIssuer returns the iss of a compact JWS without verifying anything:
-// "" when the payload has none, and false when the payload is not a
-// base64url JSON object or iss is not a string.
-func peekIssuer(token string) (string, bool) {
-	_, rest, ok := strings.Cut(token, ".")
-	if !ok {
-		return "", false
-	}
-	payload, _, ok := strings.Cut(rest, ".")
-	if !ok {
-		return "", false
-	}
-	b, err := base64.RawURLEncoding.Strict().DecodeString(payload)
-	if err != nil {
-		return "", false
-	}
-	var p struct {
-		Iss *string `json:"iss"`
-	}
-	if err := json.Unmarshal(b, &p); err != nil {
-		return "", false
-	}
-	if p.Iss == nil {
-		return "", true
-	}
-	return *p.Iss, true
-}
-
-// key is the jwt.Keyfunc: it runs after the parser has checked alg against
-// the allow-list, and picks the key by kid from the issuer's keys only.
-func (is *issuer) key(ctx context.Context, t *jwt.Token) (any, error) {
-	if _, ok := t.Header["crit"]; ok {
-		// No extension is understood, so any crit list must be refused
-		// (RFC 7515 section 4.1.11).
-		return nil, invalidToken(ReasonCrit)
-	}
-	if raw, ok := t.Header["typ"]; ok {
-		// RFC 8725 §3.11: a token that says it is another kind of JWT (a
-		// JWE, a security event, a logout or DPoP proof) is not an access
-		// token, whoever signed it.
-		if typ, ok := raw.(string); !ok || !accessTokenType(typ) {
-			return nil, invalidToken(ReasonMalformed)
-		}
-	}
-	var kid string
-	if raw, ok := t.Header["kid"]; ok {
-		s, ok := raw.(string)
-		if !ok {
-			return nil, invalidToken(ReasonMalformed)
-		}
-		kid = s
-	}
-	alg := t.Method.Alg()
-	k, err := is.keys.Key(ctx, kid, alg)
-	switch {
-	case err == nil:
-	case errors.Is(err, ErrUnknownKey), errors.Is(err, ErrAmbiguousKey), errors.Is(err, ErrKeyMismatch):
-		return nil, invalidToken(ReasonUnknownKey)
-	default:
-		return nil, invalidToken(ReasonKeysUnavailable)
-	}
-	// Checked again whatever the source: an RSA or EC public key must never
-	// reach the HMAC verifier as a secret, nor an empty secret at all.
-	if !k.Fits(alg) {
-		return nil, invalidToken(ReasonUnknownKey)
-	}
-	return k.Public, nil
-}
-
-// accessTokenType reports whether typ, a JWS typ header, names an access
-// token: "JWT" (RFC 7519 §5.1) or "at+jwt" (RFC 9068 §2.1), compared
-// without regard to case and with an optional "application/" prefix
-// (RFC 7515 §4.1.9).
-func accessTokenType(typ string) bool {
-	t := strings.ToLower(typ)
-	t = strings.TrimPrefix(t, "application/")
-	return t == "jwt" || t == "at+jwt"
-}
-
-// classify turns a golang-jwt parse error into the refusal it stands for.
-func (is *issuer) classify(tok *jwt.Token, claims claimSet, err error) *Error {
-	var ae *Error
-	switch {
-	case errors.As(err, &ae):
-		// Raised by key.
-		return ae
-	case errors.Is(err, jwt.ErrTokenMalformed):
-		return invalidToken(ReasonMalformed)
-	case tok == nil:
-		return invalidToken(ReasonMalformed)
-	case tok.Method == nil:
-		// alg missing, not a string, or not an algorithm golang-jwt knows
-		// ("None", "NONE", ...).
-		return invalidToken(ReasonAlgorithm)
-	case !slices.Contains(is.cfg.Algorithms, tok.Method.Alg()):
-		// golang-jwt reports a refused alg as ErrTokenSignatureInvalid.
-		return invalidToken(ReasonAlgorithm)
-	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
-		return invalidToken(ReasonBadSignature)
-	case errors.Is(err, jwt.ErrTokenInvalidClaims):
-		return invalidToken(is.claimsReason(claims, err))
-	}
-	return invalidToken(ReasonMalformed)
-}
-
-// claimsReason names the claim check that err, a validation error from
-// golang-jwt, failed. When several failed, the first in this order wins:
-// types and ranges, exp, nbf and iat, iss, aud.
-func (is *issuer) claimsReason(claims claimSet, err error) Reason {
-	switch {
-	case errors.Is(err, jwt.ErrInvalidType), errors.Is(err, errNumericDate):
-		return ReasonClaims
-	case errors.Is(err, jwt.ErrTokenExpired):
-		return ReasonExpired
-	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
-		// Raised for exp, and for iss and aud when they are expected; the
-		// claims say which one is absent.
-		if _, ok := claims["exp"]; !ok {
-			return ReasonMissingExp
-		}
-		if iss, _ := jwt.MapClaims(claims).GetIssuer(); is.cfg.Issuer != "" && iss == "" {
-			return ReasonIssuer
-		}
-		return ReasonAudience
-	case errors.Is(err, jwt.ErrTokenNotValidYet), errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
-		return ReasonNotYetValid
-	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
-		return ReasonIssuer
-	case errors.Is(err, jwt.ErrTokenInvalidAudience):
-		return ReasonAudience
-	}
-	return ReasonClaims
-}
-
-// identity builds the caller from verified claims and applies the checks
-// golang-jwt does not make: sub, the groups (type and count) and scope
-// types, and the required scope.
-func (v *Verifier) identity(is *issuer, claims claimSet) (Identity, *Error) {
-	id := Identity{Issuer: is.name}
-	switch sub := claims["sub"].(type) {
-	case nil:
-		return Identity{}, invalidToken(ReasonNoSubject)
-	case string:
-		if sub == "" {
-			return Identity{}, invalidToken(ReasonNoSubject)
-		}
-		id.Subject = sub
-	default:
-		return Identity{}, invalidToken(ReasonClaims)
-	}
-
-	raw, err := lookupPath(claims, is.cfg.GroupsClaim, is.groupsPath)
-	if err != nil {
-		return Identity{}, invalidToken(ReasonClaims)
-	}
-	if list, ok := raw.([]any); ok && len(list) > v.opts.MaxGroups {
-		// Counted before anything is made of them: no valid token may make
-		// a request cost much more than an ordinary one.
-		return Identity{}, invalidToken(ReasonTooManyGroups)
-	}
-	var ok bool
-	if id.Groups, ok = appendStrings(nil, raw, false); !ok {
-		return Identity{}, invalidToken(ReasonClaims)
-	}
-
-	if id.Scopes, ok = appendStrings(nil, claims["scope"], true); !ok {
-		return Identity{}, invalidToken(ReasonClaims)
-	}
-	if id.Scopes, ok = appendStrings(id.Scopes, claims["scp"], true); !ok {
-		return Identity{}, invalidToken(ReasonClaims)
-	}
-
-	if s := is.cfg.RequiredScope; s != "" && !slices.Contains(id.Scopes, s) {
-		return Identity{}, &Error{Status: http.StatusForbidden, Code: "insufficient_scope", Reason: ReasonScope,
-			Scope: s, Subject: id.Subject, Issuer: is.name}
-	}
-	return id, nil
-}
-
-// confirmation returns the cnf.jkt of a token (RFC 9449 §6.1): the
-// thumbprint of the key it is bound to, "" for an unbound token.
-func confirmation(claims claimSet) (string, *Error) {
-	raw, ok := claims["cnf"]
-	if !ok {
-		return "", nil
-	}
-	cnf, ok := raw.(map[string]any)
-	if !ok {
-		return "", invalidToken(ReasonClaims)
-	}
-	j, ok := cnf["jkt"]
-	if !ok {
-		return "", nil // another kind of confirmation: nothing DPoP checks
-	}
-	jkt, ok := j.(string)
-	if !ok || jkt == "" {
-		return "", invalidToken(ReasonClaims)
-	}
-	return jkt, nil
-}
-
-// lookupPath returns the claim named name, or, when there is none, the
-// value at path through nested objects. A missing or null value is nil; a
-// non-object on the way is an error.
-func lookupPath(claims map[string]any, name string, path []string) (any, error) {
-	if v, ok := claims[name]; ok || len(path) == 1 {
-		return v, nil
-	}
-	var cur any = claims
-	for _, p := range path {
-		if cur == nil {
-			return nil, nil
-		}
-		obj, ok := cur.(map[string]any)
-		if !ok {
-			return nil, errors.New("not an object")
-		}
-		cur = obj[p]
-	}
-	return cur, nil
-}
-
-// appendStrings appends to dst the strings of v, a string or an array of
-// strings, skipping empty and repeated values; split divides a string (not
-// the items of an array, which are taken whole) at the space character
-// U+0020 only (RFC 6749 §3.3 scope lists). It reports false when v has
-// another type. Past a few values, repeats are found with a map: comparing
-// each of 256 groups (or of the thousands of words an 8 KiB scope can
-// hold) with all before it cost more than verifying the token.
-func appendStrings(dst []string, v any, split bool) ([]string, bool) {
-	n := len(dst)
-	switch x := v.(type) {
-	case []any:
-		n += len(x)
-	case string:
-		if split {
-			n += strings.Count(x, " ") + 1
-		}
-	}
-	var seen map[string]struct{}
-	if n > 8 {
-		seen = make(map[string]struct{}, n)
-		for _, s := range dst {
-			seen[s] = struct{}{}
-		}
-	}
-	add := func(s string) {
-		if s == "" {
-			return
-		}
-		if seen != nil {
-			if _, dup := seen[s]; dup {
-				return
-			}
-			seen[s] = struct{}{}
-		} else if slices.Contains(dst, s) {
-			return
-		}
-		dst = append(dst, s)
-	}
-	switch x := v.(type) {
-	case nil:
-	case string:
-		if !split {
-			add(x)
-			break
-		}
-		for f := range strings.SplitSeq(x, " ") {
-			add(f)
-		}
-	case []any:
-		for _, e := range x {
-			s, ok := e.(string)
-			if !ok {
-				return dst, false
-			}
-			add(s)
-		}
-	default:
-		return dst, false
-	}
-	return dst, true
-}
-
-// claimSet is the payload of a token as golang-jwt decodes it, with the
-// NumericDate getters held to the range the contract allows, so that no
-// overflow ever turns a far-future nbf or iat into the past.
-type claimSet map[string]any
-
-// errNumericDate: a time claim is not a number from 0 to 253402300799.
-var errNumericDate = errors.New("numeric date out of range")
-
-func (c claimSet) GetExpirationTime() (*jwt.NumericDate, error) { return c.date("exp") }
-func (c claimSet) GetNotBefore() (*jwt.NumericDate, error)      { return c.date("nbf") }
-func (c claimSet) GetIssuedAt() (*jwt.NumericDate, error)       { return c.date("iat") }
-func (c claimSet) GetIssuer() (string, error)                   { return jwt.MapClaims(c).GetIssuer() }
-func (c claimSet) GetSubject() (string, error)                  { return jwt.MapClaims(c).GetSubject() }
-func (c claimSet) GetAudience() (jwt.ClaimStrings, error)       { return jwt.MapClaims(c).GetAudience() }
-
-// date returns the NumericDate claim name: nil when absent, an error
-// wrapping errNumericDate when it is not a number from 0 to year 9999.
-func (c claimSet) date(name string) (*jwt.NumericDate, error) {
-	raw, ok := c[name]
-	if !ok {
-		return nil, nil
-	}
-	f, ok := raw.(float64)
-	if !ok || !(f >= 0 && f <= maxNumericDate) {
-		return nil, fmt.Errorf("%w: %s", errNumericDate, name)
-	}
-	sec, frac := math.Modf(f)
-	return jwt.NewNumericDate(time.Unix(int64(sec), int64(frac*1e9))), nil
-}
-
-// times returns exp, nbf and iat of verified claims in Unix nanoseconds
-// (nbf and iat math.MinInt64 when absent). Verified claims hold them in
-// range, and year 9999 fits an int64 of nanoseconds only up to 2262, so a
-// later date is held at the end of the range: "never" for exp.
-func (c claimSet) times() (exp, nbf, iat int64) {
-	nanos := func(name string) int64 {
-		d, err := c.date(name)
-		if err != nil || d == nil {
-			return math.MinInt64
-		}
-		if d.Time.After(time.Unix(0, math.MaxInt64)) {
-			return math.MaxInt64
-		}
-		return d.Time.UnixNano()
-	}
-	return nanos("exp"), nanos("nbf"), nanos("iat")
-}
-
-// isB64Token reports whether s matches RFC 6750's
-// b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=".
-func isB64Token(s string) bool {
-	i := 0
-	for ; i < len(s); i++ {
-		c := s[i]
-		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
-			c == '-' || c == '.' || c == '_' || c == '~' || c == '+' || c == '/' {
-			continue
-		}
-		break
-	}
-	if i == 0 {
-		return false
-	}
-	for ; i < len(s); i++ {
-		if s[i] != '=' {
-			return false
-		}
-	}
-	return true
-}
-
-// isScopeToken reports whether s is one RFC 6749 scope-token, which also
-// makes it safe inside a quoted-string of the challenge.
-func isScopeToken(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
-			return false
-		}
-	}
-	return s != ""
-}
-
-// invalidToken returns the 401 invalid_token refusal for r.
-func invalidToken(r Reason) *Error {
-	return &Error{Status: http.StatusUnauthorized, Code: "invalid_token", Reason: r}
 }

@@ -1,0 +1,360 @@
+package auth
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// maxCredential is the largest Authorization header, and so the largest
+// token, that is looked at; anything longer is refused unparsed.
+const maxCredential = 8 << 10
+
+// Authenticate checks the credential of r and returns the caller it
+// names. It is the one way in to verification ([Middleware] calls it),
+// and it does, in order, the cheap refusals first:
+//
+//  1. the header: the one Authorization header, "Bearer <token>" (RFC 6750
+//     §2.1) or "DPoP <token>" (RFC 9449 §7.1), the scheme in any case, one
+//     or more spaces; over 8 KiB it is refused unparsed;
+//  2. the cache: a token verified before, still in the cache, whose exp,
+//     nbf and iat still hold now, of an issuer still configured whose keys
+//     have not changed since, goes on to step 10 as it was;
+//  3. the form: RFC 6750 b64token characters, a JWS in compact form;
+//  4. the issuer: the unnamed one, or the one whose iss the token names
+//     ([ReasonUnknownIssuer] for none, at once, with no key fetch);
+//  5. the JOSE header: alg in the issuer's allow-list (never "none"), no
+//     crit, typ absent or an access token type, kid a string;
+//  6. the key: by kid from the issuer's keys only, of the algorithm's
+//     family ([ReasonUnknownKey] otherwise); jku, jwk, x5u and x5c are
+//     never read;
+//  7. the signature;
+//  8. the claims: exp required, and exp, nbf and iat numbers from 0 to
+//     253402300799 held to the leeway (iat never in the future); iss and
+//     aud as the issuer's Config says;
+//  9. the caller (see claims.go): sub a non-empty string, groups (a string
+//     or an array of strings at the groups claim, at most MaxGroups),
+//     scope and scp (a string split at U+0020 only, the items of an array
+//     taken whole), and the required scope (403 when missing);
+//  10. the binding, every time, cached or not: a token bound to a key
+//     (cnf.jkt) needs the DPoP scheme and one valid DPoP proof header,
+//     checked as RFC 9449 §4.3 says (typ, an asymmetric alg, a public jwk
+//     whose thumbprint is cnf.jkt, the signature, htm, htu, iat within the
+//     window, ath, a jti not seen before on this replica); an unbound token
+//     needs the Bearer scheme, and is refused where the issuer requires
+//     DPoP.
+//
+// A token that passed steps 3 to 9 is cached until it expires, within the
+// cache's byte budget; refusals are never cached. Every error is an
+// *[Error]: 401 with [ReasonMissing] when there is no credential, 401
+// invalid_token for a credential that fails a check, 401
+// invalid_dpop_proof for a bad proof, 403 insufficient_scope for a valid
+// token without the required scope, and 429 for [ReasonDPoPQuota]. The
+// returned Identity is shared with other requests that present the same
+// token and must not be modified.
+func (v *Verifier) Authenticate(r *http.Request) (*Identity, error) {
+	c, err := credentialOf(r.Header)
+	if err != nil {
+		return nil, err
+	}
+	e, err := v.verify(r.Context(), c.token)
+	if err != nil {
+		err.DPoP = c.dpop
+		return nil, err
+	}
+	// A token verified before still needs a proof of its own, every time.
+	if err := v.bind(r, c, e); err != nil {
+		err.Issuer, err.routed, err.Subject = e.id.Issuer, true, e.id.Subject
+		return nil, err
+	}
+	return &e.id, nil
+}
+
+// credential is the token of an Authorization header and its scheme.
+type credential struct {
+	token string
+	dpop  bool // the DPoP scheme rather than Bearer
+}
+
+// credentialOf returns the credential of the one Authorization header of
+// h.
+func credentialOf(h http.Header) (credential, *Error) {
+	values := h.Values("Authorization")
+	switch len(values) {
+	case 0:
+		return credential{}, &Error{Status: http.StatusUnauthorized, Reason: ReasonMissing}
+	case 1:
+	default:
+		return credential{}, invalidToken(ReasonMalformed)
+	}
+	v := values[0]
+	if len(v) > maxCredential {
+		return credential{}, invalidToken(ReasonTooLarge)
+	}
+	scheme, rest, ok := strings.Cut(v, " ")
+	var c credential
+	switch {
+	case !ok:
+		return credential{}, invalidToken(ReasonMalformed)
+	case strings.EqualFold(scheme, "Bearer"):
+	case strings.EqualFold(scheme, "DPoP"):
+		c.dpop = true
+	default:
+		return credential{}, invalidToken(ReasonMalformed)
+	}
+	// RFC 6750 §2.1 and RFC 9449 §7.1: the scheme, 1*SP, a b64token.
+	c.token = strings.TrimLeft(rest, " ")
+	if c.token == "" {
+		e := invalidToken(ReasonMalformed)
+		e.DPoP = c.dpop
+		return credential{}, e
+	}
+	return c, nil
+}
+
+// verify is steps 2 to 9 of [Verifier.Authenticate] for token.
+func (v *Verifier) verify(ctx context.Context, token string) (*cacheEntry, *Error) {
+	if len(token) > maxCredential {
+		return nil, invalidToken(ReasonTooLarge)
+	}
+	var h uint64
+	if v.cache != nil {
+		h = v.cache.hashOf(token)
+		if e := v.cache.get(token, h); e != nil && e.live() && e.validAt(v.now(), v.opts.Leeway) {
+			return e, nil
+		}
+	}
+	if !isB64Token(token) {
+		return nil, invalidToken(ReasonMalformed)
+	}
+	is, err := v.route(token)
+	if err != nil {
+		return nil, err
+	}
+	e, err := v.verifyWith(ctx, is, token, h)
+	if err != nil {
+		err.Issuer, err.routed = is.name, true
+		return nil, err
+	}
+	return e, nil
+}
+
+// verifyWith verifies token with the keys and rules of is, and caches it
+// under h when it passed.
+func (v *Verifier) verifyWith(ctx context.Context, is *issuer, token string, h uint64) (*cacheEntry, *Error) {
+	// The generation is read before the keys are: an entry can only claim
+	// a generation whose keys it was checked against, or an older one.
+	var gen uint64
+	if is.gen != nil {
+		gen = is.gen()
+	}
+	claims := claimSet{}
+	tok, err := is.parser.ParseWithClaims(token, &claims, func(t *jwt.Token) (any, error) {
+		return is.key(ctx, t)
+	})
+	if err != nil {
+		return nil, is.classify(tok, claims, err)
+	}
+	id, ae := v.identity(is, claims)
+	if ae != nil {
+		return nil, ae
+	}
+	e := &cacheEntry{id: id, hash: h, iss: is, gen: gen}
+	if e.jkt, ae = confirmation(claims); ae != nil {
+		return nil, ae
+	}
+	if v.cache != nil && is.gen != nil {
+		e.exp, e.nbf, e.iat = claims.times()
+		// A copy, so that the cache holds no request memory.
+		e.token = strings.Clone(token)
+		v.cache.put(e)
+	}
+	return e, nil
+}
+
+// route returns the issuer a token goes to: the unnamed one when there is
+// one, else the one whose iss the token's payload names. The payload is
+// read here only to choose; the chosen issuer verifies everything.
+func (v *Verifier) route(token string) (*issuer, *Error) {
+	t := v.issuers.Load()
+	if t.unnamed != nil {
+		return t.unnamed, nil
+	}
+	iss, ok := peekIssuer(token)
+	if !ok {
+		return nil, invalidToken(ReasonMalformed)
+	}
+	is := t.byIss[iss]
+	if is == nil {
+		return nil, invalidToken(ReasonUnknownIssuer)
+	}
+	return is, nil
+}
+
+// peekIssuer returns the iss of a compact JWS without verifying anything:
+// "" when the payload has none, and false when the payload is not a
+// base64url JSON object or iss is not a string.
+func peekIssuer(token string) (string, bool) {
+	_, rest, ok := strings.Cut(token, ".")
+	if !ok {
+		return "", false
+	}
+	payload, _, ok := strings.Cut(rest, ".")
+	if !ok {
+		return "", false
+	}
+	b, err := base64.RawURLEncoding.Strict().DecodeString(payload)
+	if err != nil {
+		return "", false
+	}
+	var p struct {
+		Iss *string `json:"iss"`
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return "", false
+	}
+	if p.Iss == nil {
+		return "", true
+	}
+	return *p.Iss, true
+}
+
+// key is the jwt.Keyfunc: it runs after the parser has checked alg against
+// the allow-list, and picks the key by kid from the issuer's keys only.
+func (is *issuer) key(ctx context.Context, t *jwt.Token) (any, error) {
+	if _, ok := t.Header["crit"]; ok {
+		// No extension is understood, so any crit list must be refused
+		// (RFC 7515 section 4.1.11).
+		return nil, invalidToken(ReasonCrit)
+	}
+	if raw, ok := t.Header["typ"]; ok {
+		// RFC 8725 §3.11: a token that says it is another kind of JWT (a
+		// JWE, a security event, a logout or DPoP proof) is not an access
+		// token, whoever signed it.
+		if typ, ok := raw.(string); !ok || !accessTokenType(typ) {
+			return nil, invalidToken(ReasonMalformed)
+		}
+	}
+	var kid string
+	if raw, ok := t.Header["kid"]; ok {
+		s, ok := raw.(string)
+		if !ok {
+			return nil, invalidToken(ReasonMalformed)
+		}
+		kid = s
+	}
+	alg := t.Method.Alg()
+	k, err := is.keys.Key(ctx, kid, alg)
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrUnknownKey), errors.Is(err, ErrAmbiguousKey), errors.Is(err, ErrKeyMismatch):
+		return nil, invalidToken(ReasonUnknownKey)
+	default:
+		return nil, invalidToken(ReasonKeysUnavailable)
+	}
+	// Checked again whatever the source: an RSA or EC public key must never
+	// reach the HMAC verifier as a secret, nor an empty secret at all.
+	if !k.Fits(alg) {
+		return nil, invalidToken(ReasonUnknownKey)
+	}
+	return k.Public, nil
+}
+
+// accessTokenType reports whether typ, a JWS typ header, names an access
+// token: "JWT" (RFC 7519 §5.1) or "at+jwt" (RFC 9068 §2.1), compared
+// without regard to case and with an optional "application/" prefix
+// (RFC 7515 §4.1.9).
+func accessTokenType(typ string) bool {
+	t := strings.ToLower(typ)
+	t = strings.TrimPrefix(t, "application/")
+	return t == "jwt" || t == "at+jwt"
+}
+
+// classify turns a golang-jwt parse error into the refusal it stands for.
+func (is *issuer) classify(tok *jwt.Token, claims claimSet, err error) *Error {
+	var ae *Error
+	switch {
+	case errors.As(err, &ae):
+		// Raised by key.
+		return ae
+	case errors.Is(err, jwt.ErrTokenMalformed):
+		return invalidToken(ReasonMalformed)
+	case tok == nil:
+		return invalidToken(ReasonMalformed)
+	case tok.Method == nil:
+		// alg missing, not a string, or not an algorithm golang-jwt knows
+		// ("None", "NONE", ...).
+		return invalidToken(ReasonAlgorithm)
+	case !slices.Contains(is.cfg.Algorithms, tok.Method.Alg()):
+		// golang-jwt reports a refused alg as ErrTokenSignatureInvalid.
+		return invalidToken(ReasonAlgorithm)
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
+		return invalidToken(ReasonBadSignature)
+	case errors.Is(err, jwt.ErrTokenInvalidClaims):
+		return invalidToken(is.claimsReason(claims, err))
+	}
+	return invalidToken(ReasonMalformed)
+}
+
+// claimsReason names the claim check that err, a validation error from
+// golang-jwt, failed. When several failed, the first in this order wins:
+// types and ranges, exp, nbf and iat, iss, aud.
+func (is *issuer) claimsReason(claims claimSet, err error) Reason {
+	switch {
+	case errors.Is(err, jwt.ErrInvalidType), errors.Is(err, errNumericDate):
+		return ReasonClaims
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return ReasonExpired
+	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
+		// Raised for exp, and for iss and aud when they are expected; the
+		// claims say which one is absent.
+		if _, ok := claims["exp"]; !ok {
+			return ReasonMissingExp
+		}
+		if iss, _ := jwt.MapClaims(claims).GetIssuer(); is.cfg.Issuer != "" && iss == "" {
+			return ReasonIssuer
+		}
+		return ReasonAudience
+	case errors.Is(err, jwt.ErrTokenNotValidYet), errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
+		return ReasonNotYetValid
+	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
+		return ReasonIssuer
+	case errors.Is(err, jwt.ErrTokenInvalidAudience):
+		return ReasonAudience
+	}
+	return ReasonClaims
+}
+
+// isB64Token reports whether s matches RFC 6750's
+// b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=".
+func isB64Token(s string) bool {
+	i := 0
+	for ; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			c == '-' || c == '.' || c == '_' || c == '~' || c == '+' || c == '/' {
+			continue
+		}
+		break
+	}
+	if i == 0 {
+		return false
+	}
+	for ; i < len(s); i++ {
+		if s[i] != '=' {
+			return false
+		}
+	}
+	return true
+}
+
+// invalidToken returns the 401 invalid_token refusal for r.
+func invalidToken(r Reason) *Error {
+	return &Error{Status: http.StatusUnauthorized, Code: "invalid_token", Reason: r}
+}

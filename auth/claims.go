@@ -1,0 +1,245 @@
+package auth
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// maxNumericDate is 9999-12-31T23:59:59Z, the latest NumericDate accepted.
+const maxNumericDate = 253402300799
+
+// identity builds the caller from verified claims and applies the checks
+// golang-jwt does not make: sub, the groups (type and count) and scope
+// types, and the required scope.
+func (v *Verifier) identity(is *issuer, claims claimSet) (Identity, *Error) {
+	id := Identity{Issuer: is.name}
+	switch sub := claims["sub"].(type) {
+	case nil:
+		return Identity{}, invalidToken(ReasonNoSubject)
+	case string:
+		if sub == "" {
+			return Identity{}, invalidToken(ReasonNoSubject)
+		}
+		id.Subject = sub
+	default:
+		return Identity{}, invalidToken(ReasonClaims)
+	}
+
+	raw, err := lookupPath(claims, is.cfg.GroupsClaim, is.groupsPath)
+	if err != nil {
+		return Identity{}, invalidToken(ReasonClaims)
+	}
+	if list, ok := raw.([]any); ok && len(list) > v.opts.MaxGroups {
+		// Counted before anything is made of them: no valid token may make
+		// a request cost much more than an ordinary one.
+		return Identity{}, invalidToken(ReasonTooManyGroups)
+	}
+	var ok bool
+	if id.Groups, ok = appendStrings(nil, raw, false); !ok {
+		return Identity{}, invalidToken(ReasonClaims)
+	}
+
+	if id.Scopes, ok = appendStrings(nil, claims["scope"], true); !ok {
+		return Identity{}, invalidToken(ReasonClaims)
+	}
+	if id.Scopes, ok = appendStrings(id.Scopes, claims["scp"], true); !ok {
+		return Identity{}, invalidToken(ReasonClaims)
+	}
+
+	if s := is.cfg.RequiredScope; s != "" && !slices.Contains(id.Scopes, s) {
+		return Identity{}, &Error{Status: http.StatusForbidden, Code: "insufficient_scope", Reason: ReasonScope,
+			Scope: s, Subject: id.Subject, Issuer: is.name}
+	}
+	return id, nil
+}
+
+// confirmation returns the cnf.jkt of a token (RFC 9449 §6.1): the
+// thumbprint of the key it is bound to, "" for an unbound token.
+func confirmation(claims claimSet) (string, *Error) {
+	raw, ok := claims["cnf"]
+	if !ok {
+		return "", nil
+	}
+	cnf, ok := raw.(map[string]any)
+	if !ok {
+		return "", invalidToken(ReasonClaims)
+	}
+	j, ok := cnf["jkt"]
+	if !ok {
+		return "", nil // another kind of confirmation: nothing DPoP checks
+	}
+	jkt, ok := j.(string)
+	if !ok || jkt == "" {
+		return "", invalidToken(ReasonClaims)
+	}
+	return jkt, nil
+}
+
+// lookupPath returns the claim named name, or, when there is none, the
+// value at path through nested objects. A missing or null value is nil; a
+// non-object on the way is an error.
+func lookupPath(claims map[string]any, name string, path []string) (any, error) {
+	if v, ok := claims[name]; ok || len(path) == 1 {
+		return v, nil
+	}
+	var cur any = claims
+	for _, p := range path {
+		if cur == nil {
+			return nil, nil
+		}
+		obj, ok := cur.(map[string]any)
+		if !ok {
+			return nil, errors.New("not an object")
+		}
+		cur = obj[p]
+	}
+	return cur, nil
+}
+
+// defaultGroupsClaim is where the groups are when an issuer names no
+// groups claim.
+const defaultGroupsClaim = "groups"
+
+// claimPath returns the path of a groups claim: a top-level name, or a
+// dotted path into nested objects ("realm_access.roles"); "" is
+// defaultGroupsClaim. An empty element ("a..b", "a.") is an error. It is
+// the one reader of a claim path, for verifying and for minting.
+func claimPath(claim string) ([]string, error) {
+	if claim == "" {
+		claim = defaultGroupsClaim
+	}
+	path := strings.Split(claim, ".")
+	if slices.Contains(path, "") {
+		return nil, fmt.Errorf("%q has an empty path element", claim)
+	}
+	return path, nil
+}
+
+// appendStrings appends to dst the strings of v, a string or an array of
+// strings, skipping empty and repeated values; split divides a string (not
+// the items of an array, which are taken whole) at the space character
+// U+0020 only (RFC 6749 §3.3 scope lists). It reports false when v has
+// another type. Past a few values, repeats are found with a map: comparing
+// each of 256 groups (or of the thousands of words an 8 KiB scope can
+// hold) with all before it cost more than verifying the token.
+func appendStrings(dst []string, v any, split bool) ([]string, bool) {
+	n := len(dst)
+	switch x := v.(type) {
+	case []any:
+		n += len(x)
+	case string:
+		if split {
+			n += strings.Count(x, " ") + 1
+		}
+	}
+	var seen map[string]struct{}
+	if n > 8 {
+		seen = make(map[string]struct{}, n)
+		for _, s := range dst {
+			seen[s] = struct{}{}
+		}
+	}
+	add := func(s string) {
+		if s == "" {
+			return
+		}
+		if seen != nil {
+			if _, dup := seen[s]; dup {
+				return
+			}
+			seen[s] = struct{}{}
+		} else if slices.Contains(dst, s) {
+			return
+		}
+		dst = append(dst, s)
+	}
+	switch x := v.(type) {
+	case nil:
+	case string:
+		if !split {
+			add(x)
+			break
+		}
+		for f := range strings.SplitSeq(x, " ") {
+			add(f)
+		}
+	case []any:
+		for _, e := range x {
+			s, ok := e.(string)
+			if !ok {
+				return dst, false
+			}
+			add(s)
+		}
+	default:
+		return dst, false
+	}
+	return dst, true
+}
+
+// claimSet is the payload of a token as golang-jwt decodes it, with the
+// NumericDate getters held to the range the contract allows, so that no
+// overflow ever turns a far-future nbf or iat into the past.
+type claimSet map[string]any
+
+// errNumericDate: a time claim is not a number from 0 to 253402300799.
+var errNumericDate = errors.New("numeric date out of range")
+
+func (c claimSet) GetExpirationTime() (*jwt.NumericDate, error) { return c.date("exp") }
+func (c claimSet) GetNotBefore() (*jwt.NumericDate, error)      { return c.date("nbf") }
+func (c claimSet) GetIssuedAt() (*jwt.NumericDate, error)       { return c.date("iat") }
+func (c claimSet) GetIssuer() (string, error)                   { return jwt.MapClaims(c).GetIssuer() }
+func (c claimSet) GetSubject() (string, error)                  { return jwt.MapClaims(c).GetSubject() }
+func (c claimSet) GetAudience() (jwt.ClaimStrings, error)       { return jwt.MapClaims(c).GetAudience() }
+
+// date returns the NumericDate claim name: nil when absent, an error
+// wrapping errNumericDate when it is not a number from 0 to year 9999.
+func (c claimSet) date(name string) (*jwt.NumericDate, error) {
+	raw, ok := c[name]
+	if !ok {
+		return nil, nil
+	}
+	f, ok := raw.(float64)
+	if !ok || !(f >= 0 && f <= maxNumericDate) {
+		return nil, fmt.Errorf("%w: %s", errNumericDate, name)
+	}
+	sec, frac := math.Modf(f)
+	return jwt.NewNumericDate(time.Unix(int64(sec), int64(frac*1e9))), nil
+}
+
+// times returns exp, nbf and iat of verified claims in Unix nanoseconds
+// (nbf and iat math.MinInt64 when absent). Verified claims hold them in
+// range, and year 9999 fits an int64 of nanoseconds only up to 2262, so a
+// later date is held at the end of the range: "never" for exp.
+func (c claimSet) times() (exp, nbf, iat int64) {
+	nanos := func(name string) int64 {
+		d, err := c.date(name)
+		if err != nil || d == nil {
+			return math.MinInt64
+		}
+		if d.Time.After(time.Unix(0, math.MaxInt64)) {
+			return math.MaxInt64
+		}
+		return d.Time.UnixNano()
+	}
+	return nanos("exp"), nanos("nbf"), nanos("iat")
+}
+
+// isScopeToken reports whether s is one RFC 6749 scope-token, which also
+// makes it safe inside a quoted-string of the challenge.
+func isScopeToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return s != ""
+}
