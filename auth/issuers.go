@@ -216,13 +216,17 @@ func (f *IssuersFile) build(cfgs []IssuerConfig, index *fileIndex, old []builtIs
 }
 
 // sourceError returns err, the error of opening the key source of the
-// issuer at position i named name, at that issuer: a *ConfigError at the
-// line of its setting, anything else (a key file that cannot be read) at
-// the issuer's line.
+// issuer at position i named name, at that issuer: a *ConfigError of one
+// of its settings at the line of that setting, anything else (a key file
+// that cannot be read) at the issuer's line.
 func (x fileIndex) sourceError(path string, i int, name string, err error) error {
 	var ce *ConfigError
 	if errors.As(err, &ce) {
-		ce.index = i + 1
+		// A setting of the issuer's names it; one every issuer shares (a
+		// refresh period) is the caller's to place.
+		if ce.Issuer != "" {
+			ce.index = i + 1
+		}
 		return x.explain(path, ce)
 	}
 	return &FileError{File: path, Line: x.issuer(i), Err: fmt.Errorf("issuer %s: %w", name, err)}
