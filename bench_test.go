@@ -95,7 +95,10 @@ func benchTracedEngine(tb testing.TB, catalog *plants.Catalog, logTo io.Writer, 
 		tb.Fatal(err)
 	}
 	store := plants.NewMemoryStore(catalog, pm)
-	return newAPIHandler(log, reg, access, tracing, v, am, store, nil, time.Minute), tokens
+	return newAPIHandler(apiOptions{
+		log: log, reg: reg, access: access, tracing: tracing,
+		verifier: v, authMetrics: am, store: store, writeTimeout: time.Minute,
+	}), tokens
 }
 
 func benchToken(tb testing.TB, priv crypto.Signer, alg, sub string, groups ...string) string {

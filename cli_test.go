@@ -76,8 +76,13 @@ func TestServeUsage(t *testing.T) {
 		{"negative DPoP window", append(dev, "-dpop-window", "-1s"), nil, "-dpop-window"},
 		{"public URL not http", append(dev, "-public-url", "ftp://plants.example.com"), nil, "-public-url"},
 		{"public URL with a query", append(dev, "-public-url", "https://plants.example.com/?k=secret-value"), nil, "-public-url"},
-		{"HMAC secret without HS algorithms", []string{"-jwt-hmac-secret-file", hmacSecretFile(t), "-jwt-algorithms", "RS256,ES256"}, nil, "no key for the allowed algorithms RS256,ES256"},
+		{"HMAC secret without HS algorithms", []string{"-jwt-hmac-secret-file", hmacSecretFile(t), "-jwt-algorithms", "RS256,ES256"}, nil, "for flag -jwt-hmac-secret-file: hmac secret file "},
+		{"HMAC secret without HS algorithms, the algorithms", []string{"-jwt-hmac-secret-file", hmacSecretFile(t), "-jwt-algorithms", "RS256,ES256"}, nil, "has no key for the allowed algorithms RS256,ES256"},
 		{"key file without fitting keys", []string{"-jwt-key-file", edKeyFile(t), "-jwt-algorithms", "RS256"}, nil, "no key for the allowed algorithms RS256"},
+		{"key file without fitting keys from env", []string{"-jwt-algorithms", "RS256"}, map[string]string{"PLANTSTORE_JWT_KEY_FILE": edKeyFile(t)}, "for PLANTSTORE_JWT_KEY_FILE: key file "},
+		{"-dev key without fitting algorithms", append(dev, "-jwt-algorithms", "RS256"), nil, `invalid value "RS256" for flag -jwt-algorithms: key set has no key`},
+		{"issuer URL with a password", []string{"-jwt-hmac-secret-file", hmacSecretFile(t), "-jwt-issuer", "https://u:s3cret@idp.example/r"}, nil, `"https://xxxxx@idp.example/r" for flag -jwt-issuer: want a URL without user information or query`},
+		{"issuer URL with a query from env", []string{"-jwt-hmac-secret-file", hmacSecretFile(t)}, map[string]string{"PLANTSTORE_JWT_ISSUER": "https://idp.example/r?k=secret-value"}, "for PLANTSTORE_JWT_ISSUER: want a URL without user information or query"},
 		{"-dev with a database", append(dev, "-database-url", "postgres://127.0.0.1/x"), nil, "-database-url"},
 		{"-dev with a database from env", dev, map[string]string{"PLANTSTORE_DATABASE_URL": "postgres://127.0.0.1/x"}, "PLANTSTORE_DATABASE_URL"},
 		{"-dev with a key file", append(dev, "-jwt-key-file", edKeyFile(t)), nil, "-jwt-key-file"},
@@ -135,11 +140,11 @@ func TestServeEnv(t *testing.T) {
 		{"bool from env", []string{"-dev"}, map[string]string{"PLANTSTORE_PPROF": "true"},
 			func(c serveConfig) bool { return c.Pprof }},
 		{"dev only by flag", nil, map[string]string{"PLANTSTORE_DEV": "true", "PLANTSTORE_JWT_KEY_FILE": "k.json"},
-			func(c serveConfig) bool { return !c.Dev && c.KeyFile == "k.json" }},
+			func(c serveConfig) bool { return !c.Dev && c.Keys.KeyFile == "k.json" }},
 		{"defaults", []string{"-jwt-key-file", "k"}, nil,
 			func(c serveConfig) bool {
 				return c.Addr == ":8080" && c.AdminAddr == ":9090" && c.Verify.Leeway == 30*time.Second &&
-					c.Verify.MaxGroups == 256 && c.Verify.CacheBytes == 32<<20 &&
+					c.Verify.MaxGroups == 256 && c.CacheBytes == 32<<20 &&
 					c.JWKSRefresh == 15*time.Minute && c.JWKSMinRefresh == 30*time.Second &&
 					c.ShutdownDelay == 5*time.Second && c.ShutdownTimeout == 20*time.Second &&
 					c.JWT.GroupsClaim == "groups" && c.LogFormat == "json" && c.LogLevel == "info" && !c.Pprof &&
@@ -156,9 +161,11 @@ func TestServeEnv(t *testing.T) {
 				return c.Addr == ":8081" && c.AdminAddr == "0.0.0.0:9091" && c.ShutdownDelay == 2*time.Second
 			}},
 		{"sizes and counts", []string{"-dev", "-jwt-cache-bytes", "512KiB", "-jwt-max-groups", "10"}, nil,
-			func(c serveConfig) bool { return c.Verify.CacheBytes == 512<<10 && c.Verify.MaxGroups == 10 }},
+			func(c serveConfig) bool { return c.CacheBytes == 512<<10 && c.Verify.MaxGroups == 10 }},
 		{"cache off", []string{"-dev", "-jwt-cache-bytes", "0"}, nil,
-			func(c serveConfig) bool { return c.Verify.CacheBytes < 0 }},
+			func(c serveConfig) bool { o, err := c.verifierOptions(); return err == nil && o.CacheBytes < 0 }},
+		{"cache default", []string{"-dev"}, nil,
+			func(c serveConfig) bool { o, err := c.verifierOptions(); return err == nil && o.CacheBytes == 32<<20 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,18 +7,20 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/observability"
 	"github.com/plantstore/plantstore/plants/postgres"
 )
 
-// serveConfig is everything the serve flags decide. Values are checked by
-// the constructors they go to; parseServeFlags checks only what no
-// constructor sees (addresses, how flags combine).
+// serveConfig is everything the serve settings decide. Values are checked
+// by the constructors they go to; parsing checks only what no constructor
+// sees (addresses, how settings combine).
 type serveConfig struct {
 	Addr, AdminAddr string
 	Data            string
@@ -27,14 +29,18 @@ type serveConfig struct {
 	// DatabaseSnapshot serves the database's catalog from memory; false
 	// reads the database on every request.
 	DatabaseSnapshot bool
-	// JWT is the policy of the unnamed issuer the -jwt-* flags define.
-	JWT    auth.Config
-	Verify auth.Options
+	// JWT is the policy of the unnamed issuer the -jwt-* flags define,
+	// and Keys where its keys come from.
+	JWT  auth.Config
+	Keys auth.KeySource
+	// Verify holds what every issuer shares; CacheBytes (0 turns the
+	// cache off), PublicURL and TrustedProxies join it in
+	// verifierOptions.
+	Verify     auth.Options
+	CacheBytes int64
+	PublicURL  string
 	// IssuersFile names several issuers in place of the -jwt-* flags.
 	IssuersFile    string
-	JWKSURL        string
-	KeyFile        string
-	HMACSecretFile string
 	JWKSRefresh    time.Duration
 	JWKSMinRefresh time.Duration
 	TrustedProxies []netip.Prefix
@@ -54,186 +60,216 @@ type serveConfig struct {
 	// WriteTimeout bounds reading a request and each write of a response.
 	WriteTimeout time.Duration
 
-	// flags is the flag set, for the help text and the environment check;
-	// set tells how each flag got its value.
-	flags *flag.FlagSet
-	set   parsedFlags
+	// rows is the table the config was read with, set how each setting
+	// got its value, and values the flags, for the usage errors that name
+	// a setting.
+	rows   settings
+	set    parsedFlags
+	values *flag.FlagSet
 }
 
-// settingFlags names the flag each setting of the constructors comes from
-// (see auth.ConfigError).
-var settingFlags = map[string]string{
-	"leeway": "jwt-leeway", "max_groups": "jwt-max-groups", "audiences": "jwt-audience",
-	"algorithms": "jwt-algorithms", "groups_claim": "jwt-groups-claim",
-	"required_scope": "jwt-required-scope", "issuer": "jwt-issuer",
-	"rate": "rate-limit", "burst": "rate-burst",
-	"dpop_window": "dpop-window", "public_url": "public-url",
-	"refresh": "jwks-refresh", "min_refresh": "jwks-min-refresh",
-	"jwks_url": "jwt-jwks-url", "key_file": "jwt-key-file", "hmac_secret_file": "jwt-hmac-secret-file",
+// A setting is one row of the table of settings (SPEC §6): a flag, the
+// PLANTSTORE_* variable it falls back to (envName of the flag), its
+// default, its help, and the key that names it where the flag is not
+// known: in the errors of the constructor that takes it and, for a
+// setting that is also one issuer's, in the issuers file. Adding a row is
+// all a new setting needs: the flag, its variable, -h, the check for
+// unknown variables and the usage error of a refused value all read the
+// table.
+type setting struct {
+	// flag is the flag's name, kebab-case.
+	flag string
+	// key is the snake_case name constructors cite when they refuse the
+	// value: auth.ConfigError.Field, postgres.OptionError.Field in snake
+	// case. For a setting of one issuer it is also its field in the
+	// issuers file.
+	key string
+	// issuer is whether the setting is also one issuer's.
+	issuer issuerScope
+	// def is the default, as it would be given; "" for none.
+	def string
+	// help says what the setting does; -h adds the value's type, the
+	// default and the variable.
+	help string
+	// value binds the flag to its field of c.
+	value func(c *serveConfig) flag.Value
+	// secret marks a URL that may carry a password or a query: usage
+	// errors show it redacted (SPEC §2).
+	secret bool
+	// noEnv marks the flag that reads no variable (-dev).
+	noEnv bool
+	// refused is the error a constructor refuses the value with, when it
+	// is no *ConfigError or *OptionError (a sentinel).
+	refused error
 }
 
-// usage returns err, a constructor's refusal of a setting, as the usage
-// error of the flag (or variable) the setting came from.
-func (c serveConfig) usage(err error) error {
-	var ce *auth.ConfigError
-	switch {
-	case errors.As(err, &ce) && settingFlags[ce.Field] != "":
-		name := settingFlags[ce.Field]
-		return invalid(c.set, name, c.flags.Lookup(name).Value.String(), ce.Err)
-	case errors.Is(err, observability.ErrLogLevel):
-		return invalid(c.set, "log-level", c.LogLevel, err)
-	case errors.Is(err, observability.ErrLogFormat):
-		return invalid(c.set, "log-format", c.LogFormat, err)
+// issuerScope says how a setting relates to the issuers of SPEC §10.
+type issuerScope int
+
+const (
+	// global settings apply to every issuer.
+	global issuerScope = iota
+	// perIssuer settings are the -jwt-* issuer's; -jwt-issuers-file, which
+	// sets them per issuer, excludes them.
+	perIssuer
+	// issuerDefault settings are the -jwt-* issuer's, and the default of
+	// the issuers of -jwt-issuers-file that leave them out.
+	issuerDefault
+)
+
+// settings is a table of settings.
+type settings []setting
+
+// serveSettings returns the table of serve's settings, in the order -h
+// lists them (by flag name).
+func serveSettings() settings {
+	return settings{
+		{flag: "addr", key: "addr", def: ":8080", help: "API listen address (127.0.0.1:8080 with -dev)",
+			value: func(c *serveConfig) flag.Value { return addrFlag{&c.Addr} }},
+		{flag: "admin-addr", key: "admin_addr", def: ":9090", help: "admin listen address: /metrics, /healthz, /readyz, /openapi.json (127.0.0.1:9090 with -dev)",
+			value: func(c *serveConfig) flag.Value { return addrFlag{&c.AdminAddr} }},
+		{flag: "data", key: "data", help: "catalog JSON file, reloaded on SIGHUP (default: the embedded sample catalog)",
+			value: func(c *serveConfig) flag.Value { return textFlag{&c.Data} }},
+		{flag: "database-poll", key: "poll", def: postgres.DefaultPoll.String(), help: "how often the catalog version is read, to catch a change whose notification was lost",
+			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.DB.Poll} }},
+		{flag: "database-snapshot", key: "database_snapshot", def: "true", help: "serve the database's catalog from an in-memory snapshot kept current; false reads the database on every request",
+			value: func(c *serveConfig) flag.Value { return boolFlag{&c.DatabaseSnapshot} }},
+		{flag: "database-url", key: "database_url", secret: true, help: "PostgreSQL DSN (a postgres:// URL or a key=value string); serve reads the catalog from it, migrate and import require it",
+			value: func(c *serveConfig) flag.Value { return textFlag{&c.DatabaseURL} }},
+		{flag: "db-connect-timeout", key: "connect_timeout", def: postgres.DefaultConnectTimeout.String(), help: "PostgreSQL connect timeout",
+			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.DB.ConnectTimeout} }},
+		{flag: "db-max-conns", key: "max_conns", def: strconv.Itoa(postgres.DefaultMaxConns), help: "PostgreSQL pool size",
+			value: func(c *serveConfig) flag.Value { return intFlag[int32]{v: &c.DB.MaxConns, min: 1} }},
+		{flag: "db-query-timeout", key: "query_timeout", def: postgres.DefaultQueryTimeout.String(), help: "PostgreSQL query timeout",
+			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.DB.QueryTimeout} }},
+		{flag: "dev", key: "dev", noEnv: true, help: "development mode: ephemeral signing key, sample tokens printed at start, on loopback unless -addr or -admin-addr say otherwise",
+			value: func(c *serveConfig) flag.Value { return boolFlag{&c.Dev} }},
+		{flag: "dpop-window", key: "dpop_window", def: auth.DefaultDPoPWindow.String(), help: "how old a DPoP proof may be, by its iat (the leeway comes on top)",
+			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.Verify.DPoPWindow} }},
+		{flag: "jwks-min-refresh", key: "min_refresh", def: auth.DefaultJWKSMinRefresh.String(), help: "minimum time between JWKS fetches for unknown kids",
+			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.JWKSMinRefresh} }},
+		{flag: "jwks-refresh", key: "refresh", def: auth.DefaultJWKSRefresh.String(), help: "JWKS background refresh period (with jitter)",
+			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.JWKSRefresh} }},
+		{flag: "jwt-algorithms", key: "algorithms", issuer: perIssuer, help: "allowed algorithms, comma list (default: " + strings.Join(auth.DefaultAlgorithms(), ",") + ")",
+			value: func(c *serveConfig) flag.Value { return listFlag{items: &c.JWT.Algorithms} }},
+		{flag: "jwt-audience", key: "audiences", issuer: perIssuer, help: "accepted audiences, comma list (aud must contain one)",
+			value: func(c *serveConfig) flag.Value { return listFlag{items: &c.JWT.Audiences} }},
+		{flag: "jwt-cache-bytes", key: "cache_bytes", def: strconv.Itoa(auth.DefaultCacheBytes), help: "memory of the verified-token cache, everything counted (0 turns it off)",
+			value: func(c *serveConfig) flag.Value { return sizeFlag{&c.CacheBytes} }},
+		{flag: "jwt-dpop", key: "dpop", issuer: issuerDefault, def: auth.DPoPOptional.String(), help: "DPoP (RFC 9449) for the -jwt-* issuer, and for issuers of -jwt-issuers-file that say nothing: off, optional or required",
+			value: func(c *serveConfig) flag.Value { return dpopFlag{&c.JWT.DPoP} }},
+		{flag: "jwt-groups-claim", key: "groups_claim", issuer: perIssuer, def: "groups", help: "claim holding the caller's groups; dotted path for nested claims",
+			value: func(c *serveConfig) flag.Value { return textFlag{&c.JWT.GroupsClaim} }},
+		{flag: "jwt-hmac-secret-file", key: "hmac_secret_file", issuer: perIssuer, help: "HMAC secret file (enables HS256/384/512), or a directory of several, each file a secret whose name is its kid; read again when it changes and on SIGHUP",
+			value: func(c *serveConfig) flag.Value { return textFlag{&c.Keys.HMACSecretFile} }},
+		{flag: "jwt-issuer", key: "issuer", issuer: perIssuer, secret: true, help: "required iss; without another key source, the OIDC issuer to discover keys from",
+			value: func(c *serveConfig) flag.Value { return textFlag{&c.JWT.Issuer} }},
+		{flag: "jwt-issuers-file", key: "issuers", help: "YAML file of several issuers, each with its keys and rules, reloaded on SIGHUP; replaces the per-issuer -jwt-* flags",
+			value: func(c *serveConfig) flag.Value { return textFlag{&c.IssuersFile} }},
+		{flag: "jwt-jwks-url", key: "jwks_url", issuer: perIssuer, secret: true, help: "JWKS URL (http or https)",
+			value: func(c *serveConfig) flag.Value { return textFlag{&c.Keys.JWKSURL} }},
+		{flag: "jwt-key-file", key: "key_file", issuer: perIssuer, help: "JWKS JSON or PEM public keys file, read again when it changes and on SIGHUP",
+			value: func(c *serveConfig) flag.Value { return textFlag{&c.Keys.KeyFile} }},
+		{flag: "jwt-leeway", key: "leeway", def: "30s", help: "clock skew allowed on exp, nbf and iat",
+			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.Verify.Leeway} }},
+		{flag: "jwt-max-groups", key: "max_groups", def: strconv.Itoa(auth.DefaultMaxGroups), help: "most groups a token may carry (401 too_many_groups beyond)",
+			value: func(c *serveConfig) flag.Value { return intFlag[int]{v: &c.Verify.MaxGroups, min: 1} }},
+		{flag: "jwt-required-scope", key: "required_scope", issuer: issuerDefault, help: "scope every token must carry (403 otherwise)",
+			value: func(c *serveConfig) flag.Value { return textFlag{&c.JWT.RequiredScope} }},
+		{flag: "log-format", key: "log_format", def: "json", refused: observability.ErrLogFormat, help: "json or console",
+			value: func(c *serveConfig) flag.Value { return textFlag{&c.LogFormat} }},
+		{flag: "log-level", key: "log_level", def: "info", refused: observability.ErrLogLevel, help: "debug, info, warn or error",
+			value: func(c *serveConfig) flag.Value { return textFlag{&c.LogLevel} }},
+		{flag: "pprof", key: "pprof", help: "serve net/http/pprof on the admin listener",
+			value: func(c *serveConfig) flag.Value { return boolFlag{&c.Pprof} }},
+		{flag: "public-url", key: "public_url", secret: true, help: "URL callers reach the API at (the gateway's), which DPoP proofs name and /.well-known/oauth-protected-resource describes (default: each request's scheme and host)",
+			value: func(c *serveConfig) flag.Value { return textFlag{&c.PublicURL} }},
+		{flag: "rate-burst", key: "burst", def: "20", help: "requests a caller may send at once before -rate-limit applies",
+			value: func(c *serveConfig) flag.Value { return intFlag[int]{v: &c.RateBurst, min: 1} }},
+		{flag: "rate-limit", key: "rate", help: "requests a second per caller (token bucket); 0 turns the limit off",
+			value: func(c *serveConfig) flag.Value { return numberFlag{&c.RateLimit} }},
+		{flag: "shutdown-delay", key: "shutdown_delay", def: "5s", help: "time the API keeps serving after SIGTERM while /readyz is 503 (0 with -dev)",
+			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.ShutdownDelay, nonNegative: true} }},
+		{flag: "shutdown-timeout", key: "shutdown_timeout", def: "20s", help: "time allowed for in-flight requests after the delay",
+			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.ShutdownTimeout, nonNegative: true} }},
+		{flag: "trace-subject", key: "trace_subject", help: "put the caller's subject (enduser.id) and issuer name on server spans; tracing itself is on when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_TRACES_EXPORTER is set",
+			value: func(c *serveConfig) flag.Value { return boolFlag{&c.TraceSubject} }},
+		{flag: "trusted-proxies", key: "trusted_proxies", help: "CIDR list of proxies whose X-Forwarded-For (and, without -public-url, X-Forwarded-Proto and X-Forwarded-Host) is believed",
+			value: func(c *serveConfig) flag.Value { return prefixesFlag{&c.TrustedProxies} }},
+		{flag: "write-timeout", key: "write_timeout", def: "1m", help: "time allowed for reading a request and for each write of a response; 0 for none",
+			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.WriteTimeout, nonNegative: true} }},
 	}
-	return usagef("serve: %v", err)
 }
 
-// discovery reports whether keys come from OIDC discovery of the issuer:
-// -jwt-issuer is set and no other key source is.
-func (c serveConfig) discovery() bool {
-	return c.JWT.Issuer != "" && c.JWKSURL == "" && c.KeyFile == "" && c.HMACSecretFile == "" && !c.Dev
+// row returns the row of the flag name, nil when t has none.
+func (t settings) row(name string) *setting {
+	for i := range t {
+		if t[i].flag == name {
+			return &t[i]
+		}
+	}
+	return nil
 }
 
-// parseServeFlags reads the serve flags and their PLANTSTORE_* fallbacks.
-// Errors wrap errUsage.
-func parseServeFlags(args []string, e env, stderr io.Writer) (serveConfig, error) {
-	// Defaults first: a flag's default text is read when it is defined.
-	cfg := serveConfig{
-		DB: postgres.Options{
-			MaxConns:       postgres.DefaultMaxConns,
-			ConnectTimeout: postgres.DefaultConnectTimeout,
-			QueryTimeout:   postgres.DefaultQueryTimeout,
-			Poll:           postgres.DefaultPoll,
-		},
-		DatabaseSnapshot: true,
-		Verify: auth.Options{
-			Leeway:     30 * time.Second,
-			DPoPWindow: auth.DefaultDPoPWindow,
-			MaxGroups:  auth.DefaultMaxGroups,
-			CacheBytes: auth.DefaultCacheBytes,
-		},
-		JWKSRefresh:     auth.DefaultJWKSRefresh,
-		JWKSMinRefresh:  auth.DefaultJWKSMinRefresh,
-		ShutdownDelay:   5 * time.Second,
-		ShutdownTimeout: 20 * time.Second,
-		RateBurst:       20,
-		WriteTimeout:    60 * time.Second,
-	}
-	var trusted, publicURL string
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	cfg.flags = fs
-	fs.StringVar(&cfg.Addr, "addr", ":8080", "API listen address (127.0.0.1:8080 with -dev)")
-	fs.StringVar(&cfg.AdminAddr, "admin-addr", ":9090", "admin listen address: /metrics, /healthz, /readyz, /openapi.json (127.0.0.1:9090 with -dev)")
-	fs.StringVar(&cfg.Data, "data", "", "catalog JSON file, reloaded on SIGHUP (default: the embedded sample catalog)")
-	fs.StringVar(&cfg.DatabaseURL, "database-url", "", "PostgreSQL DSN; selects the PostgreSQL store")
-	fs.BoolVar(&cfg.DatabaseSnapshot, "database-snapshot", cfg.DatabaseSnapshot, "serve the database's catalog from an in-memory snapshot kept current; false reads the database on every request")
-	fs.Var(durationFlag{&cfg.DB.Poll}, "database-poll", "how often the catalog version is read, to catch a change whose notification was lost")
-	fs.Var(int32Flag{&cfg.DB.MaxConns}, "db-max-conns", "PostgreSQL pool size")
-	fs.Var(durationFlag{&cfg.DB.ConnectTimeout}, "db-connect-timeout", "PostgreSQL connect timeout")
-	fs.Var(durationFlag{&cfg.DB.QueryTimeout}, "db-query-timeout", "PostgreSQL query timeout")
-	fs.StringVar(&cfg.IssuersFile, "jwt-issuers-file", "", "YAML file of several issuers, each with its keys and rules, reloaded on SIGHUP; replaces the per-issuer -jwt-* flags")
-	fs.StringVar(&cfg.JWT.Issuer, "jwt-issuer", "", "required iss; without another key source, the OIDC issuer to discover keys from")
-	fs.StringVar(&cfg.JWKSURL, "jwt-jwks-url", "", "JWKS URL (http or https)")
-	fs.StringVar(&cfg.KeyFile, "jwt-key-file", "", "JWKS JSON or PEM public keys file, read again when it changes and on SIGHUP")
-	fs.StringVar(&cfg.HMACSecretFile, "jwt-hmac-secret-file", "", "HMAC secret file (enables HS256/384/512), or a directory of several, each file a secret whose name is its kid; read again when it changes and on SIGHUP")
-	fs.Var(listFlag{items: &cfg.JWT.Audiences}, "jwt-audience", "accepted audiences, comma list (aud must contain one)")
-	fs.Var(listFlag{items: &cfg.JWT.Algorithms}, "jwt-algorithms", "allowed algorithms, comma list (default: "+strings.Join(auth.DefaultAlgorithms(), ",")+")")
-	fs.Var(durationFlag{&cfg.Verify.Leeway}, "jwt-leeway", "clock skew allowed on exp, nbf and iat")
-	fs.StringVar(&cfg.JWT.GroupsClaim, "jwt-groups-claim", "groups", "claim holding the caller's groups; dotted path for nested claims")
-	fs.StringVar(&cfg.JWT.RequiredScope, "jwt-required-scope", "", "scope every token must carry (403 otherwise)")
-	fs.Var(intFlag{&cfg.Verify.MaxGroups}, "jwt-max-groups", "most groups a token may carry (401 too_many_groups beyond)")
-	fs.Var(sizeFlag{&cfg.Verify.CacheBytes}, "jwt-cache-bytes", "memory of the verified-token cache, everything counted (0 turns it off)")
-	fs.Var(durationFlag{&cfg.JWKSRefresh}, "jwks-refresh", "JWKS background refresh period (with jitter)")
-	fs.Var(durationFlag{&cfg.JWKSMinRefresh}, "jwks-min-refresh", "minimum time between JWKS fetches for unknown kids")
-	fs.StringVar(&trusted, "trusted-proxies", "", "CIDR list of proxies whose X-Forwarded-For (and, without -public-url, X-Forwarded-Proto and X-Forwarded-Host) is believed")
-	fs.Var(dpopFlag{&cfg.JWT.DPoP}, "jwt-dpop", "DPoP (RFC 9449) for the -jwt-* issuer, and for issuers of -jwt-issuers-file that say nothing: off, optional or required")
-	fs.Var(durationFlag{&cfg.Verify.DPoPWindow}, "dpop-window", "how old a DPoP proof may be, by its iat (the leeway comes on top)")
-	fs.StringVar(&publicURL, "public-url", "", "URL callers reach the API at (the gateway's), which DPoP proofs name and /.well-known/oauth-protected-resource describes (default: each request's scheme and host)")
-	fs.BoolVar(&cfg.Dev, "dev", false, "development mode: ephemeral signing key, sample tokens printed at start, on loopback unless -addr or -admin-addr say otherwise")
-	fs.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&cfg.LogFormat, "log-format", "json", "json or console")
-	fs.Var(durationFlag{&cfg.ShutdownDelay}, "shutdown-delay", "time the API keeps serving after SIGTERM while /readyz is 503 (0 with -dev)")
-	fs.Var(durationFlag{&cfg.ShutdownTimeout}, "shutdown-timeout", "time allowed for in-flight requests after the delay")
-	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve net/http/pprof on the admin listener")
-	fs.BoolVar(&cfg.TraceSubject, "trace-subject", false, "put the caller's subject (enduser.id) and issuer name on server spans; tracing itself is on when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_TRACES_EXPORTER is set")
-	fs.Float64Var(&cfg.RateLimit, "rate-limit", 0, "requests a second per caller (token bucket); 0 turns the limit off")
-	fs.Var(intFlag{&cfg.RateBurst}, "rate-burst", "requests a caller may send at once before -rate-limit applies")
-	fs.Var(durationFlag{&cfg.WriteTimeout}, "write-timeout", "time allowed for reading a request and for each write of a response; 0 for none")
-
-	set, err := parseFlags(fs, args, &e, stderr, "dev")
-	if err != nil {
-		return cfg, err
-	}
-	cfg.set = set
-	if fs.NArg() > 0 {
-		return cfg, usagef("serve: unexpected argument %q", fs.Arg(0))
-	}
-	for _, n := range []struct {
-		name string
-		v    int
-	}{{"jwt-max-groups", cfg.Verify.MaxGroups}, {"rate-burst", cfg.RateBurst}, {"db-max-conns", int(cfg.DB.MaxConns)}} {
-		if n.v < 1 {
-			return cfg, invalid(set, n.name, strconv.Itoa(n.v), errors.New("must be at least 1"))
-		}
-	}
-	if cfg.Verify.CacheBytes == 0 {
-		cfg.Verify.CacheBytes = -1 // the flag's 0 is "off"; the Options' 0 is "default"
-	}
-	if err := cfg.dev(set); err != nil {
-		return cfg, err
-	}
-	for _, a := range []struct{ name, v string }{{"addr", cfg.Addr}, {"admin-addr", cfg.AdminAddr}} {
-		if err := checkListenAddr(a.v); err != nil {
-			return cfg, invalid(set, a.name, a.v, err)
-		}
-	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"shutdown-delay", cfg.ShutdownDelay}, {"shutdown-timeout", cfg.ShutdownTimeout}, {"write-timeout", cfg.WriteTimeout}} {
-		if d.v < 0 {
-			return cfg, invalid(set, d.name, d.v.String(), errors.New("must not be negative"))
-		}
-	}
-	if cfg.TrustedProxies, err = observability.ParseTrustedProxies(trusted); err != nil {
-		return cfg, invalid(set, "trusted-proxies", trusted, err)
-	}
-	cfg.Verify.TrustedProxies = cfg.TrustedProxies
-	if publicURL != "" {
-		if cfg.Verify.PublicURL, err = url.Parse(publicURL); err != nil {
-			return cfg, invalid(set, "public-url", publicURL, errors.New("not a URL"))
-		}
-	}
-	if cfg.DatabaseURL != "" && cfg.Data != "" {
-		return cfg, usagef("serve: -data and -database-url select different stores; set one")
-	}
-	if cfg.IssuersFile != "" {
-		for _, f := range issuerFlags {
-			if set.set(f) {
-				return cfg, usagef("serve: -jwt-issuers-file configures every issuer; -%s (%s) belongs to one issuer: set it in the file", f, envName(f))
+// define adds the flags of t to fs, bound to the fields of c and set to
+// their defaults.
+func (t settings) define(fs *flag.FlagSet, c *serveConfig) {
+	for _, s := range t {
+		v := s.value(c)
+		if s.def != "" {
+			if err := v.Set(s.def); err != nil {
+				panic("settings: the default of -" + s.flag + ": " + err.Error())
 			}
 		}
+		fs.Var(v, s.flag, s.help)
 	}
-	if cfg.IssuersFile == "" && cfg.JWT.Issuer == "" && cfg.JWKSURL == "" && cfg.KeyFile == "" && cfg.HMACSecretFile == "" && !cfg.Dev {
-		return cfg, usagef("serve: no key source: set -jwt-issuer (OIDC discovery), -jwt-jwks-url, -jwt-key-file, -jwt-hmac-secret-file or -jwt-issuers-file (or their PLANTSTORE_* variables), or run with -dev")
-	}
-	return cfg, nil
 }
 
-// issuerFlags are the flags of the one unnamed issuer, which an issuers
-// file replaces.
-var issuerFlags = []string{"jwt-issuer", "jwt-jwks-url", "jwt-key-file", "jwt-hmac-secret-file", "jwt-audience", "jwt-algorithms", "jwt-groups-claim"}
+// keySource reports whether the row names where the -jwt-* issuer's keys
+// come from (auth.KeySources).
+func (s setting) keySource() bool {
+	return s.issuer != global && slices.Contains(auth.KeySources(), s.key)
+}
+
+// parseServeFlags reads the serve settings from args and their PLANTSTORE_*
+// fallbacks. Errors wrap errUsage.
+func parseServeFlags(args []string, e env, stderr io.Writer) (serveConfig, error) {
+	return serveSettings().parse(args, e, stderr)
+}
+
+// parse reads the settings of t from args and e. Each value is checked by
+// its flag, or later by the constructor it goes to; parse checks how they
+// combine.
+func (t settings) parse(args []string, e env, stderr io.Writer) (serveConfig, error) {
+	c := serveConfig{rows: t}
+	c.values = flag.NewFlagSet("serve", flag.ContinueOnError)
+	t.define(c.values, &c)
+	set, rest, err := parseFlags(c.values, args, e, t, stderr)
+	if err != nil {
+		return c, err
+	}
+	c.set = set
+	if len(rest) > 0 {
+		return c, usagef("serve: unexpected argument %q", rest[0])
+	}
+	for _, check := range []func() error{c.dev, c.stores, c.issuers, c.keySources} {
+		if err := check(); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
 
 // dev applies the rules of -dev (SPEC §2): loopback addresses and no
 // shutdown delay unless set, no other key source or store, and no DPoP
 // mode that refuses the banner's bearer tokens.
-func (c *serveConfig) dev(set parsedFlags) error {
+func (c *serveConfig) dev() error {
 	if !c.Dev {
 		return nil
 	}
-	for _, f := range []string{"database-url", "jwt-jwks-url", "jwt-key-file", "jwt-hmac-secret-file", "jwt-issuers-file"} {
-		if set.set(f) {
-			return usagef("serve: -dev signs its own tokens on the embedded or -data catalog; it cannot be combined with -%s (%s)", f, envName(f))
+	for _, s := range c.rows {
+		if (s.keySource() || s.flag == "database-url" || s.flag == "jwt-issuers-file") && c.set.set(s.flag) {
+			return usagef("serve: -dev signs its own tokens on the embedded or -data catalog; it cannot be combined with -%s (%s)", s.flag, envName(s.flag))
 		}
 	}
 	// The banner prints bearer tokens: a mode that refuses them would
@@ -241,34 +277,138 @@ func (c *serveConfig) dev(set parsedFlags) error {
 	if c.JWT.DPoP == auth.DPoPRequired {
 		return usagef("serve: -dev prints bearer tokens, which -jwt-dpop required (%s) refuses; use off or optional with -dev", envName("jwt-dpop"))
 	}
-	if !set.set("addr") {
+	if !c.set.set("addr") {
 		c.Addr = "127.0.0.1:8080"
 	}
-	if !set.set("admin-addr") {
+	if !c.set.set("admin-addr") {
 		c.AdminAddr = "127.0.0.1:9090"
 	}
-	if !set.set("shutdown-delay") {
+	if !c.set.set("shutdown-delay") {
 		c.ShutdownDelay = 0
 	}
 	return nil
 }
 
-// invalid is the usage error for a bad value of flag name, naming the
-// variable when the value came from one.
-func invalid(set parsedFlags, name, value string, err error) error {
-	where := "flag -" + name
-	if set.fromEnv[name] {
-		where = envName(name)
+// stores refuses two stores at once.
+func (c *serveConfig) stores() error {
+	if c.DatabaseURL != "" && c.Data != "" {
+		return usagef("serve: -data and -database-url select different stores; set one")
 	}
-	if urlFlags[name] {
+	return nil
+}
+
+// issuers refuses the settings of the -jwt-* issuer beside an issuers
+// file, which configures every issuer (SPEC §10).
+func (c *serveConfig) issuers() error {
+	if c.IssuersFile == "" {
+		return nil
+	}
+	for _, s := range c.rows {
+		if s.issuer == perIssuer && c.set.set(s.flag) {
+			return usagef("serve: -jwt-issuers-file configures every issuer; -%s (%s) belongs to one issuer: set it in the file", s.flag, envName(s.flag))
+		}
+	}
+	return nil
+}
+
+// keySources refuses a start with no key source: -jwt-issuer to discover,
+// a key source of the -jwt-* issuer, an issuers file or -dev (SPEC §2).
+func (c *serveConfig) keySources() error {
+	if c.IssuersFile != "" || c.JWT.Issuer != "" || c.Dev || c.Keys != (auth.KeySource{}) {
+		return nil
+	}
+	names := []string{"-jwt-issuer (OIDC discovery)"}
+	for _, s := range c.rows {
+		if s.keySource() {
+			names = append(names, "-"+s.flag)
+		}
+	}
+	return usagef("serve: no key source: set %s or -jwt-issuers-file (or their PLANTSTORE_* variables), or run with -dev", strings.Join(names, ", "))
+}
+
+// discovery reports whether the -jwt-* issuer's keys come from OIDC
+// discovery of -jwt-issuer: no key source is set.
+func (c serveConfig) discovery() bool {
+	return c.JWT.Issuer != "" && c.Keys == (auth.KeySource{}) && !c.Dev
+}
+
+// verifierOptions returns the options every issuer shares.
+func (c serveConfig) verifierOptions() (auth.Options, error) {
+	o := c.Verify
+	o.CacheBytes = c.CacheBytes
+	if o.CacheBytes == 0 {
+		o.CacheBytes = -1 // the flag's 0 is "off"; the Options' 0 is "default"
+	}
+	o.TrustedProxies = c.TrustedProxies
+	if c.PublicURL != "" {
+		u, err := url.Parse(c.PublicURL)
+		if err != nil {
+			return o, c.invalid(c.rows.row("public-url"), errors.New("not a URL"))
+		}
+		o.PublicURL = u
+	}
+	return o, nil
+}
+
+// refused returns err as the usage error of the setting a constructor
+// refused: an *auth.ConfigError or a *postgres.OptionError naming the
+// setting's key, or a setting's own sentinel. Any other *auth.ConfigError
+// is a usage error in general terms; other errors are returned as they
+// are (the service cannot run).
+func (c serveConfig) refused(err error) error {
+	var (
+		ce    *auth.ConfigError
+		oe    *postgres.OptionError
+		key   string
+		cause = err
+	)
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ce):
+		key, cause = ce.Field, ce.Err
+	case errors.As(err, &oe):
+		key, cause = snakeCase(oe.Field), oe.Err
+	}
+	for i, s := range c.rows {
+		if key != "" && s.key == key || s.refused != nil && errors.Is(err, s.refused) {
+			return c.invalid(&c.rows[i], cause)
+		}
+	}
+	if ce != nil || oe != nil {
+		return usagef("serve: %v", err)
+	}
+	return err
+}
+
+// invalid is the usage error for the value of the setting s, naming its
+// variable when the value came from one.
+func (c serveConfig) invalid(s *setting, err error) error {
+	where := "flag -" + s.flag
+	if c.set.fromEnv[s.flag] {
+		where = envName(s.flag)
+	}
+	value := c.values.Lookup(s.flag).Value.String()
+	if s.secret {
 		value = auth.RedactURL(value)
 	}
 	return usagef("serve: invalid value %q for %s: %v", value, where, err)
 }
 
-// urlFlags are the flags whose value is a URL that may carry secrets (a
-// password, a query string): a message shows them redacted (SPEC §2).
-var urlFlags = map[string]bool{"jwt-jwks-url": true, "jwt-issuer": true, "public-url": true, "database-url": true}
+// snakeCase returns a Go field name in snake case: MaxConns is max_conns.
+func snakeCase(name string) string {
+	var b strings.Builder
+	for i, r := range name {
+		if unicode.IsUpper(r) {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
 
 // checkListenAddr reports whether s is a host:port a listener can take:
 // a port from 0 to 65535 and a host that is empty, an IP address or a name.
@@ -283,43 +423,5 @@ func checkListenAddr(s string) error {
 	if host != "" && net.ParseIP(host) == nil && strings.Trim(host, "0123456789.") == "" {
 		return errors.New("not an IP address")
 	}
-	return nil
-}
-
-// int32Flag is a flag.Value for an int32.
-type int32Flag struct{ v *int32 }
-
-func (f int32Flag) String() string {
-	if f.v == nil {
-		return "0"
-	}
-	return strconv.FormatInt(int64(*f.v), 10)
-}
-
-func (f int32Flag) Set(s string) error {
-	n, err := strconv.ParseInt(s, 10, 32)
-	if err != nil {
-		return errors.New("want a whole number")
-	}
-	*f.v = int32(n)
-	return nil
-}
-
-// dpopFlag is a DPoP mode flag: off, optional or required.
-type dpopFlag struct{ m *auth.DPoPMode }
-
-func (f dpopFlag) String() string {
-	if f.m == nil {
-		return "optional"
-	}
-	return f.m.String()
-}
-
-func (f dpopFlag) Set(s string) error {
-	m, err := auth.ParseDPoPMode(s)
-	if err != nil {
-		return errors.New("want off, optional or required")
-	}
-	*f.m = m
 	return nil
 }

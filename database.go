@@ -8,6 +8,10 @@ import (
 	"io"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/plantstore/plantstore/observability"
 	"github.com/plantstore/plantstore/plants"
 	"github.com/plantstore/plantstore/plants/postgres"
 )
@@ -15,31 +19,24 @@ import (
 // errPending is what "migrate -status" returns when migrations wait.
 var errPending = errors.New("migrations pending")
 
-// databaseFlags parses the flags of migrate and import: -database-url (or
-// PLANTSTORE_DATABASE_URL) plus those already on fs, and returns the
-// positional arguments. Flags may come before or after them.
-func databaseFlags(fs *flag.FlagSet, dsn *string, args []string, e env, stderr io.Writer) ([]string, error) {
-	var noEnv []string
-	fs.VisitAll(func(f *flag.Flag) { noEnv = append(noEnv, f.Name) })
-	fs.StringVar(dsn, "database-url", "", "PostgreSQL DSN (required)")
-	var positional []string
-	for {
-		if _, err := parseFlags(fs, args, &e, stderr, noEnv...); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		positional = append(positional, fs.Arg(0))
-		args = fs.Args()[1:]
+// databaseFlags parses the flags of migrate and import: those on fs and
+// the -database-url row of the table of settings, which also reads
+// PLANTSTORE_DATABASE_URL. It returns the DSN and the positional
+// arguments; flags may come before or after them.
+func databaseFlags(fs *flag.FlagSet, args []string, e env, stderr io.Writer) (dsn string, positional []string, err error) {
+	var c serveConfig
+	rows := settings{*serveSettings().row("database-url")}
+	rows.define(fs, &c)
+	if _, positional, err = parseFlags(fs, args, e, rows, stderr); err != nil {
+		return "", nil, err
 	}
-	if *dsn == "" {
-		return nil, usagef("%s: -database-url (or PLANTSTORE_DATABASE_URL) is required", fs.Name())
+	if c.DatabaseURL == "" {
+		return "", nil, usagef("%s: -database-url (or PLANTSTORE_DATABASE_URL) is required", fs.Name())
 	}
-	if err := postgres.CheckDSN(*dsn); err != nil {
-		return nil, usagef("%s: invalid value for flag -database-url: %v", fs.Name(), err)
+	if err := postgres.CheckDSN(c.DatabaseURL); err != nil {
+		return "", nil, usagef("%s: invalid value for flag -database-url: %v", fs.Name(), err)
 	}
-	return positional, nil
+	return c.DatabaseURL, positional, nil
 }
 
 // migrate implements "plantstore migrate": it applies the embedded schema
@@ -47,11 +44,10 @@ func databaseFlags(fs *flag.FlagSet, dsn *string, args []string, e env, stderr i
 // and exits 1 when migrations are pending. Running it again, or from two
 // replicas at once, is safe.
 func migrate(ctx context.Context, args []string, e env, stdout, stderr io.Writer) error {
-	var dsn string
 	var status bool
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	fs.BoolVar(&status, "status", false, "show the applied and the embedded schema versions; exit 1 when migrations are pending")
-	rest, err := databaseFlags(fs, &dsn, args, e, stderr)
+	dsn, rest, err := databaseFlags(fs, args, e, stderr)
 	if err != nil {
 		return err
 	}
@@ -101,11 +97,10 @@ func versions(vs []int64) string {
 // importCatalog implements "plantstore import": it validates a catalog file
 // exactly as serve does, then loads it in one transaction.
 func importCatalog(ctx context.Context, args []string, e env, stdout, stderr io.Writer) error {
-	var dsn string
 	var replace bool
 	fs := flag.NewFlagSet("import", flag.ContinueOnError)
 	fs.BoolVar(&replace, "replace", false, "replace the whole catalog instead of adding to it")
-	rest, err := databaseFlags(fs, &dsn, args, e, stderr)
+	dsn, rest, err := databaseFlags(fs, args, e, stderr)
 	if err != nil {
 		return err
 	}
@@ -123,56 +118,43 @@ func importCatalog(ctx context.Context, args []string, e env, stdout, stderr io.
 	return nil
 }
 
-// optionFlags names the flag each postgres.Options field comes from.
-var optionFlags = map[string]string{
-	"Poll": "database-poll", "MaxConns": "db-max-conns",
-	"ConnectTimeout": "db-connect-timeout", "QueryTimeout": "db-query-timeout",
-}
-
 // openDatabase opens the PostgreSQL store of serve: by default a snapshot
 // of the catalog served from memory, with -database-snapshot=false the
 // store that reads the database on every request. Either runs a
-// background loop that serve waits for.
-func (s *service) openDatabase(m *plants.Metrics) error {
-	o := s.cfg.DB
-	o.Log = s.log.Named("catalog")
-	o.Metrics = postgres.NewMetrics(s.reg)
-	if s.tracing.Enabled() {
-		o.TracerProvider = s.tracing.Provider()
+// background loop that bg waits for.
+func openDatabase(bg *background, cfg serveConfig, reg prometheus.Registerer, log *zap.Logger, tracing *observability.Tracing, m *plants.Metrics) (catalog, error) {
+	o := cfg.DB
+	o.Log = log.Named("catalog")
+	o.Metrics = postgres.NewMetrics(reg)
+	if tracing.Enabled() {
+		o.TracerProvider = tracing.Provider()
 	}
 	var (
-		store interface {
-			plants.Store
-			Done() <-chan struct{}
-		}
-		ready func(context.Context) error
-		stop  func()
-		err   error
+		c    catalog
+		done <-chan struct{}
+		err  error
 	)
-	if s.cfg.DatabaseSnapshot {
+	if cfg.DatabaseSnapshot {
 		var snap *postgres.Snapshot
-		snap, err = postgres.OpenSnapshot(s.bg, s.cfg.DatabaseURL, o, m)
-		if err == nil {
-			store, ready, stop, s.storeName = snap, snap.Ready, snap.Close, "snapshot"
+		if snap, err = postgres.OpenSnapshot(bg.ctx, cfg.DatabaseURL, o, m); err == nil {
+			c.store, c.ready, c.close, c.name, done = snap, snap.Ready, snap.Close, "snapshot", snap.Done()
 		}
 	} else {
 		var pg *postgres.Store
-		pg, err = postgres.Open(s.bg, s.cfg.DatabaseURL, o, m)
-		if err == nil {
-			store, ready, stop, s.storeName = pg, pg.Ping, pg.Close, "postgres"
+		if pg, err = postgres.Open(bg.ctx, cfg.DatabaseURL, o, m); err == nil {
+			c.store, c.ready, c.close, c.name, done = pg, pg.Ping, pg.Close, "postgres", pg.Done()
 		}
 	}
-	var oe *postgres.OptionError
 	switch {
 	case errors.Is(err, postgres.ErrMalformedDSN):
-		return usagef("serve: invalid value for -database-url: %v", err)
-	case errors.As(err, &oe) && optionFlags[oe.Field] != "":
-		name := optionFlags[oe.Field]
-		return invalid(s.cfg.set, name, s.cfg.flags.Lookup(name).Value.String(), oe.Err)
+		// No value is shown: a DSN that does not parse cannot be redacted.
+		return c, usagef("serve: invalid value for -database-url: %v", err)
 	case err != nil:
-		return fmt.Errorf("open database: %w", err)
+		if err := cfg.refused(err); isUsage(err) {
+			return c, err
+		}
+		return c, fmt.Errorf("open database: %w", err)
 	}
-	s.store, s.storeReady, s.closeStore = store, ready, stop
-	s.loops = append(s.loops, store.Done())
-	return nil
+	bg.wait(done)
+	return c, nil
 }

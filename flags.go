@@ -5,17 +5,20 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/observability"
 )
 
 // errHelp is returned when -h printed a command's flags.
 var errHelp = flag.ErrHelp
 
-// envPrefix starts the name of every variable a serve flag reads.
+// envPrefix starts the name of every variable a setting reads.
 const envPrefix = "PLANTSTORE_"
 
 // env is the process environment.
@@ -54,12 +57,14 @@ func envName(flagName string) string {
 // services named plantstore-*): they share the prefix but are no settings.
 var serviceLinkVar = regexp.MustCompile(`^PLANTSTORE(_[A-Z0-9_]+)?_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT(_[A-Z0-9_]+)?)$`)
 
-// unknownVars returns the PLANTSTORE_* variables of e that name no flag of
-// fs (but those in noEnv, which read no variable) and are not Kubernetes
-// service links, in the order of the environment.
-func unknownVars(e env, fs *flag.FlagSet, noEnv ...string) []string {
+// unknownVars returns the PLANTSTORE_* variables of e that are the
+// variable of no row of t and are not Kubernetes service links, in the
+// order of the environment.
+func (t settings) unknownVars(e env) []string {
 	known := map[string]bool{}
-	fs.VisitAll(func(f *flag.Flag) { known[envName(f.Name)] = !slices.Contains(noEnv, f.Name) })
+	for _, s := range t {
+		known[envName(s.flag)] = !s.noEnv
+	}
 	var out []string
 	for _, name := range e.names {
 		if strings.HasPrefix(name, envPrefix) && !known[name] && !serviceLinkVar.MatchString(name) {
@@ -78,50 +83,56 @@ type parsedFlags struct {
 // the environment.
 func (p parsedFlags) set(name string) bool { return p.fromArgs[name] || p.fromEnv[name] }
 
-// parseFlags parses args into fs, then, when e is not nil, fills every
-// flag that args did not set from its PLANTSTORE_* variable (the flag
-// wins), except those in noEnv. Errors wrap errUsage, fit on one line and
-// name the variable when the value came from one; -h prints the flags and
-// returns errHelp.
-func parseFlags(fs *flag.FlagSet, args []string, e *env, stderr io.Writer, noEnv ...string) (parsedFlags, error) {
+// parseFlags parses args into fs, flags before or after the positional
+// arguments, which it returns; then it fills every flag of a row of rows
+// that args did not set from its PLANTSTORE_* variable (the flag wins).
+// The command's other flags read args only. Errors wrap errUsage, fit on
+// one line and name the variable when the value came from one; -h prints
+// the flags and returns errHelp.
+func parseFlags(fs *flag.FlagSet, args []string, e env, rows settings, stderr io.Writer) (parsedFlags, []string, error) {
 	p := parsedFlags{fromArgs: map[string]bool{}, fromEnv: map[string]bool{}}
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			printFlags(stderr, fs, e != nil, noEnv)
-			return p, errHelp
+	var rest []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				printFlags(stderr, fs, rows)
+				return p, nil, errHelp
+			}
+			return p, nil, usagef("%s: %v", fs.Name(), err)
 		}
-		return p, usagef("%s: %v", fs.Name(), err)
+		fs.Visit(func(f *flag.Flag) { p.fromArgs[f.Name] = true })
+		if fs.NArg() == 0 {
+			break
+		}
+		rest, args = append(rest, fs.Arg(0)), fs.Args()[1:]
 	}
-	fs.Visit(func(f *flag.Flag) { p.fromArgs[f.Name] = true })
-	if e == nil {
-		return p, nil
+	for _, s := range rows {
+		v, ok := e.vars[envName(s.flag)]
+		if s.noEnv || p.fromArgs[s.flag] || !ok || v == "" || fs.Lookup(s.flag) == nil {
+			continue
+		}
+		if err := fs.Set(s.flag, v); err != nil {
+			return p, nil, usagef("%s: invalid value %q for %s: %v", fs.Name(), v, envName(s.flag), err)
+		}
+		p.fromEnv[s.flag] = true
 	}
-	var err error
-	fs.VisitAll(func(f *flag.Flag) {
-		if p.fromArgs[f.Name] || slices.Contains(noEnv, f.Name) || err != nil {
-			return
-		}
-		v, ok := e.vars[envName(f.Name)]
-		if !ok || v == "" {
-			return
-		}
-		if e := fs.Set(f.Name, v); e != nil {
-			err = usagef("%s: invalid value %q for %s: %v", fs.Name(), v, envName(f.Name), e)
-			return
-		}
-		p.fromEnv[f.Name] = true
-	})
-	return p, err
+	return p, rest, nil
 }
 
-// printFlags writes the usage of fs: each flag with its default and, when
-// withEnv, the variable it also reads.
-func printFlags(w io.Writer, fs *flag.FlagSet, withEnv bool, noEnv []string) {
+// typed is a flag value that names its type for -h.
+type typed interface{ Type() string }
+
+// printFlags writes the usage of fs: each flag with the type of its value,
+// its default and, for a row of rows, the variable it also reads.
+func printFlags(w io.Writer, fs *flag.FlagSet, rows settings) {
 	fmt.Fprintf(w, "usage: plantstore %s [flags]%s\n\nflags:\n", fs.Name(), positional[fs.Name()])
 	fs.VisitAll(func(f *flag.Flag) {
 		name, help := flag.UnquoteUsage(f)
+		if t, ok := f.Value.(typed); ok {
+			name = t.Type()
+		}
 		line := "  -" + f.Name
 		if name != "" {
 			line += " " + name
@@ -131,7 +142,7 @@ func printFlags(w io.Writer, fs *flag.FlagSet, withEnv bool, noEnv []string) {
 		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" {
 			notes = append(notes, "default "+strconv.Quote(f.DefValue))
 		}
-		if withEnv && !slices.Contains(noEnv, f.Name) {
+		if s := rows.row(f.Name); s != nil && !s.noEnv {
 			notes = append(notes, "env "+envName(f.Name))
 		}
 		if len(notes) > 0 {
@@ -143,6 +154,41 @@ func printFlags(w io.Writer, fs *flag.FlagSet, withEnv bool, noEnv []string) {
 
 // positional is the synopsis of each command's arguments after its flags.
 var positional = map[string]string{"import": " FILE"}
+
+// textFlag is a string flag.
+type textFlag struct{ s *string }
+
+func (f textFlag) String() string {
+	if f.s == nil {
+		return ""
+	}
+	return *f.s
+}
+
+func (f textFlag) Set(s string) error { *f.s = s; return nil }
+func (textFlag) Type() string         { return "string" }
+
+// boolFlag is a flag that is on when given without a value.
+type boolFlag struct{ b *bool }
+
+func (f boolFlag) String() string {
+	if f.b == nil {
+		return "false"
+	}
+	return strconv.FormatBool(*f.b)
+}
+
+func (f boolFlag) Set(s string) error {
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return errors.New("want true or false")
+	}
+	*f.b = b
+	return nil
+}
+
+func (boolFlag) IsBoolFlag() bool { return true }
+func (boolFlag) Type() string     { return "" }
 
 // listFlag is a comma-separated list; blanks around items are dropped, and
 // a blank item is an error (a list of blanks must never read as no list).
@@ -176,9 +222,14 @@ func (l listFlag) Set(s string) error {
 	return nil
 }
 
+func (listFlag) Type() string { return "list" }
+
 // durationFlag is a time.Duration flag whose error says what a duration
-// looks like.
-type durationFlag struct{ d *time.Duration }
+// looks like; with nonNegative, a negative one is refused.
+type durationFlag struct {
+	d           *time.Duration
+	nonNegative bool
+}
 
 func (f durationFlag) String() string {
 	if f.d == nil {
@@ -195,9 +246,14 @@ func (f durationFlag) Set(s string) error {
 		}
 		return errors.New("want a duration such as 30s, 5m or 1h")
 	}
+	if f.nonNegative && d < 0 {
+		return errors.New("must not be negative")
+	}
 	*f.d = d
 	return nil
 }
+
+func (durationFlag) Type() string { return "duration" }
 
 // sizeFlag is a size in bytes, given as a number of bytes or with a
 // binary unit: 32MiB, 512KiB, 1GiB.
@@ -237,21 +293,121 @@ func (f sizeFlag) Set(s string) error {
 	return nil
 }
 
-// intFlag is an int flag whose error says what it wants.
-type intFlag struct{ v *int }
+func (sizeFlag) Type() string { return "size" }
 
-func (f intFlag) String() string {
+// intFlag is a whole-number flag of any integer type whose error says
+// what it wants; with min set, a smaller number is refused.
+type intFlag[T int | int32] struct {
+	v   *T
+	min T
+}
+
+func (f intFlag[T]) String() string {
 	if f.v == nil {
 		return "0"
 	}
-	return strconv.Itoa(*f.v)
+	return strconv.FormatInt(int64(*f.v), 10)
 }
 
-func (f intFlag) Set(s string) error {
-	n, err := strconv.Atoi(s)
-	if err != nil {
+func (f intFlag[T]) Set(s string) error {
+	var zero T
+	bits := 64
+	if _, is32 := any(zero).(int32); is32 {
+		bits = 32
+	}
+	n, err := strconv.ParseInt(s, 10, bits)
+	if err != nil || int64(T(n)) != n {
 		return errors.New("want a whole number")
+	}
+	if f.min != 0 && T(n) < f.min {
+		return fmt.Errorf("must be at least %d", f.min)
+	}
+	*f.v = T(n)
+	return nil
+}
+
+func (intFlag[T]) Type() string { return "int" }
+
+// numberFlag is a float64 flag.
+type numberFlag struct{ v *float64 }
+
+func (f numberFlag) String() string {
+	if f.v == nil {
+		return "0"
+	}
+	return strconv.FormatFloat(*f.v, 'g', -1, 64)
+}
+
+func (f numberFlag) Set(s string) error {
+	n, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return errors.New("want a number")
 	}
 	*f.v = n
 	return nil
 }
+
+func (numberFlag) Type() string { return "number" }
+
+// addrFlag is a listen address: host:port, a port from 0 to 65535 and a
+// host that is empty, an IP address or a name.
+type addrFlag struct{ s *string }
+
+func (f addrFlag) String() string { return textFlag(f).String() }
+
+func (f addrFlag) Set(s string) error {
+	if err := checkListenAddr(s); err != nil {
+		return err
+	}
+	*f.s = s
+	return nil
+}
+
+func (addrFlag) Type() string { return "host:port" }
+
+// prefixesFlag is a comma list of CIDR prefixes or addresses, read by
+// observability.ParseTrustedProxies.
+type prefixesFlag struct{ p *[]netip.Prefix }
+
+func (f prefixesFlag) String() string {
+	if f.p == nil {
+		return ""
+	}
+	s := make([]string, len(*f.p))
+	for i, p := range *f.p {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func (f prefixesFlag) Set(s string) error {
+	p, err := observability.ParseTrustedProxies(s)
+	if err != nil {
+		return err
+	}
+	*f.p = p
+	return nil
+}
+
+func (prefixesFlag) Type() string { return "prefixes" }
+
+// dpopFlag is a DPoP mode flag: off, optional or required.
+type dpopFlag struct{ m *auth.DPoPMode }
+
+func (f dpopFlag) String() string {
+	if f.m == nil {
+		return "optional"
+	}
+	return f.m.String()
+}
+
+func (f dpopFlag) Set(s string) error {
+	m, err := auth.ParseDPoPMode(s)
+	if err != nil {
+		return errors.New("want off, optional or required")
+	}
+	*f.m = m
+	return nil
+}
+
+func (dpopFlag) Type() string { return "mode" }

@@ -38,6 +38,18 @@ func heapBallast(getenv func(string) string) []byte {
 	return make([]byte, ballastSize)
 }
 
+// holdHeapBallast holds the heap ballast of a serving process (see
+// heapBallast) until ctx ends or the returned function is called, which
+// waits for it to be let go.
+func holdHeapBallast(ctx context.Context, getenv func(string) string) (release func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	held := holdBallast(ctx, heapBallast(getenv), ballastCheck)
+	return func() {
+		cancel()
+		<-held
+	}
+}
+
 // ballastCheck is how often holdBallast reads the live heap.
 const ballastCheck = time.Second
 

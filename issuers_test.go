@@ -147,6 +147,13 @@ func TestIssuersFileUsage(t *testing.T) {
 		authtest.WriteJWKS(t, authtest.NewKey(t, "ES256"))+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	reserved, fetched := filepath.Join(t.TempDir(), "reserved.yaml"), filepath.Join(t.TempDir(), "fetched.yaml")
+	if err := os.WriteFile(reserved, []byte("issuers:\n  - name: default\n    issuer: https://a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(fetched, []byte("issuers:\n  - name: staff\n    issuer: https://a\n    jwks_url: http://127.0.0.1:1/jwks\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range []struct {
 		args []string
 		env  map[string]string
@@ -164,6 +171,8 @@ func TestIssuersFileUsage(t *testing.T) {
 		{[]string{"-jwt-issuers-file", good, "-jwt-leeway", "-1s"}, nil, `invalid value "-1s" for flag -jwt-leeway`},
 		{[]string{"-jwt-issuers-file", good}, map[string]string{"PLANTSTORE_DPOP_WINDOW": "-1s"}, `PLANTSTORE_DPOP_WINDOW`},
 		{[]string{"-jwt-issuers-file", good, "-jwt-required-scope", "two words"}, nil, `invalid value "two words" for flag -jwt-required-scope`},
+		{[]string{"-jwt-issuers-file", reserved}, nil, reserved + `:2: name: issuer name "default" is reserved`},
+		{[]string{"-jwt-issuers-file", fetched, "-jwks-refresh", "-1s"}, nil, `invalid value "-1s" for flag -jwks-refresh`},
 	} {
 		err := run(t.Context(), append([]string{"serve", "-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0"}, tt.args...), envOf(tt.env), nil, nil, nil)
 		if !isUsage(err) || !strings.Contains(err.Error(), tt.want) {

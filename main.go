@@ -62,6 +62,9 @@ func (e usageError) Unwrap() []error {
 	return []error{e.err, errUsage}
 }
 
+// isUsage reports whether err is a usage error (exit status 2).
+func isUsage(err error) bool { return errors.Is(err, errUsage) }
+
 func usagef(format string, a ...any) error {
 	return usageError{fmt.Errorf(format, a...)}
 }

@@ -288,6 +288,3 @@ func answers(url string, want int) func() bool {
 		return resp.StatusCode == want
 	}
 }
-
-// isUsage reports whether err is a usage error (exit status 2).
-func isUsage(err error) bool { return errors.Is(err, errUsage) }

@@ -35,30 +35,28 @@ const maxHeaderBytes = 16 << 10
 const adminShutdownTimeout = 5 * time.Second
 
 // serve runs the service until ctx ends or SIGINT or SIGTERM arrives, then
-// drains (SPEC §9); SIGHUP reloads the files. Each step is a method of
-// service, in the order it runs.
+// drains (SPEC §9); SIGHUP reloads the files. Each step is a function that
+// reads the config and what the steps before it returned, in the order
+// they run.
 func serve(ctx context.Context, args []string, e env, stdout, stderr io.Writer) error {
 	cfg, err := parseServeFlags(args, e, stderr)
 	if err != nil {
 		return err
 	}
-	ballastCtx, stopBallast := context.WithCancel(ctx)
-	ballastHeld := holdBallast(ballastCtx, heapBallast(e.get), ballastCheck)
-	defer func() { stopBallast(); <-ballastHeld }()
+	defer holdHeapBallast(ctx, e.get)()
 
-	ver, rev := buildVersion()
 	out := observability.NewLogOutput(stderr)
 	defer out.Close()
 	log, access, err := observability.NewLogger(out, cfg.LogLevel, cfg.LogFormat)
 	if err != nil {
-		return cfg.usage(err)
+		return cfg.refused(err)
 	}
-	if names := unknownVars(e, cfg.flags, "dev"); len(names) > 0 {
+	if names := cfg.rows.unknownVars(e); len(names) > 0 {
 		log.Warn("unknown PLANTSTORE_* environment variables are ignored", zap.Strings("names", names))
 	}
-
+	version, revision := buildVersion()
 	tracing, err := observability.NewTracing(ctx, observability.TracingOptions{
-		Getenv: e.get, Version: ver, Subject: cfg.TraceSubject, Log: log,
+		Getenv: e.get, Version: version, Subject: cfg.TraceSubject, Log: log,
 	})
 	if err != nil {
 		return usagef("serve: %v", err)
@@ -71,248 +69,280 @@ func serve(ctx context.Context, args []string, e env, stdout, stderr io.Writer) 
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
-	s := newService(ctx, cfg, log, observability.NewRegistry(ver, rev))
-	s.tracing, s.version = tracing, ver
-	defer s.stopBackground()
-	if err := s.openStore(); err != nil {
+	bg := newBackground(ctx)
+	defer bg.stop()
+	reg := observability.NewRegistry(version, revision)
+	cat, err := openStore(bg, cfg, reg, log, tracing)
+	if err != nil {
 		return err
 	}
-	defer s.closeStore()
-	if err := s.openKeys(); err != nil {
+	defer cat.close()
+	keys, err := openKeys(bg, cfg, reg, log, tracing)
+	if err != nil {
 		return err
 	}
-	if err := s.listen(access); err != nil {
+	handler, err := newAPIOptions(cfg, log, reg, access, tracing, keys, cat)
+	if err != nil {
+		return err
+	}
+	var draining atomic.Bool
+	admin := observability.AdminHandler(observability.AdminOptions{
+		Registry: reg, Ready: readiness(&draining, keys.verifier, cat.ready), OpenAPI: api.OpenAPI, Pprof: cfg.Pprof,
+	})
+	srv, err := listen(cfg, log, newAPIHandler(handler), admin, cat.name, version)
+	if err != nil {
 		return err
 	}
 	if cfg.Dev {
-		if err := printDevBanner(stdout, s.devKey, s.dev, s.apiLn.Addr()); err != nil {
+		banner := devSetup{config: cfg.JWT, catalog: cat.source}
+		if err := printDevBanner(stdout, keys.devKey, banner, srv.apiLn.Addr()); err != nil {
 			return fmt.Errorf("dev tokens: %w", err)
 		}
 	}
+	s := &service{cfg: cfg, log: log, catalog: cat, keys: keys, bg: bg, servers: srv, draining: &draining}
 	return s.run(ctx, sigs)
 }
 
-// service is the running service: what each step of serve made.
-type service struct {
-	cfg     serveConfig
-	log     *zap.Logger
-	reg     *prometheus.Registry
-	tracing *observability.Tracing
-	version string
-	// bg is the context of background work (key refreshes). It outlives
-	// the stop signal: keys must keep verifying while requests drain.
-	bg     context.Context
-	stopBg context.CancelFunc
-	loops  []<-chan struct{} // closed when each background loop has ended
-
-	store         plants.Store
-	storeName     string
-	storeReady    func(context.Context) error
-	closeStore    func()
-	memory        *plants.MemoryStore // nil on PostgreSQL
-	catalogSource string              // for the -dev banner
-
-	verifier    *auth.Verifier
-	authMetrics *auth.Metrics
-	source      *auth.Source      // nil with -dev or an issuers file
-	issuers     *auth.IssuersFile // nil without -jwt-issuers-file
-	devKey      crypto.Signer
-	dev         devSetup
-
-	draining       atomic.Bool
-	api, admin     *http.Server
-	apiLn, adminLn net.Listener
+// background is the work of the service that outlives requests (key
+// refreshes, catalog loads): its context, which the stop signal does not
+// end, since keys must keep verifying while requests drain, and the loops
+// to wait for.
+type background struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	loops  []<-chan struct{} // each closed when its loop has ended
 }
 
-func newService(ctx context.Context, cfg serveConfig, log *zap.Logger, reg *prometheus.Registry) *service {
-	s := &service{
-		cfg:        cfg,
-		log:        log,
-		reg:        reg,
-		closeStore: func() {},
-	}
-	s.bg, s.stopBg = context.WithCancel(context.WithoutCancel(ctx))
-	return s
+func newBackground(ctx context.Context) *background {
+	b := &background{}
+	b.ctx, b.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	return b
 }
 
-// stopBackground ends the background loops and waits for them, so that
-// none logs after serve returns.
-func (s *service) stopBackground() {
-	s.stopBg()
-	for _, done := range s.loops {
+// wait adds a loop, done when done is closed.
+func (b *background) wait(done <-chan struct{}) { b.loops = append(b.loops, done) }
+
+// stop ends the background work and waits for it, so that nothing logs
+// after serve returns.
+func (b *background) stop() {
+	b.cancel()
+	for _, done := range b.loops {
 		<-done
 	}
+}
+
+// catalog is the store openStore opened.
+type catalog struct {
+	store plants.Store
+	name  string // memory, snapshot or postgres, for the log
+	ready func(context.Context) error
+	close func()
+	// memory is the in-memory store of the -data file or of the sample,
+	// which SIGHUP reloads; nil on PostgreSQL.
+	memory *plants.MemoryStore
+	// source is where the catalog comes from, for the -dev banner.
+	source string
 }
 
 // openStore opens the catalog: PostgreSQL with -database-url (see
 // openDatabase), else the -data file or the embedded sample catalog in
 // memory.
-func (s *service) openStore() error {
-	m := plants.NewMetrics(s.reg)
-	if s.cfg.DatabaseURL != "" {
-		return s.openDatabase(m)
+func openStore(bg *background, cfg serveConfig, reg prometheus.Registerer, log *zap.Logger, tracing *observability.Tracing) (catalog, error) {
+	m := plants.NewMetrics(reg)
+	if cfg.DatabaseURL != "" {
+		return openDatabase(bg, cfg, reg, log, tracing, m)
 	}
-	catalog, source := plants.SampleCatalog(), "the embedded sample catalog"
-	if s.cfg.Data != "" {
+	c, source := plants.SampleCatalog(), "the embedded sample catalog"
+	if cfg.Data != "" {
 		var err error
-		if catalog, err = plants.LoadCatalogFile(s.cfg.Data); err != nil {
-			return fmt.Errorf("load catalog: %w", err)
+		if c, err = plants.LoadCatalogFile(cfg.Data); err != nil {
+			return catalog{}, fmt.Errorf("load catalog: %w", err)
 		}
-		source = s.cfg.Data
+		source = cfg.Data
 	}
-	s.memory = plants.NewMemoryStore(catalog, m)
-	s.store, s.storeReady, s.storeName, s.catalogSource = s.memory, s.memory.Ready, "memory", source
-	return nil
+	mem := plants.NewMemoryStore(c, m)
+	return catalog{store: mem, name: "memory", ready: mem.Ready, close: func() {}, memory: mem, source: source}, nil
+}
+
+// verification is the verifier openKeys built, with what SIGHUP reloads.
+type verification struct {
+	verifier *auth.Verifier
+	metrics  *auth.Metrics
+	// source is the -jwt-* issuer's key source; nil with -dev or an
+	// issuers file.
+	source *auth.Source
+	// issuers is the issuers file; nil without -jwt-issuers-file.
+	issuers *auth.IssuersFile
+	// devKey signs the -dev banner's tokens; nil without -dev.
+	devKey crypto.Signer
 }
 
 // openKeys builds the verifier: of the issuers of -jwt-issuers-file, or of
 // the one issuer the -jwt-* flags (or -dev) define.
-func (s *service) openKeys() error {
-	s.authMetrics = auth.NewMetrics(s.reg)
-	if s.cfg.IssuersFile != "" {
-		return s.openIssuersFile()
+func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *zap.Logger, tracing *observability.Tracing) (verification, error) {
+	vf := verification{metrics: auth.NewMetrics(reg)}
+	opts, err := cfg.verifierOptions()
+	if err != nil {
+		return vf, err
+	}
+	src := auth.SourceOptions{
+		Refresh: cfg.JWKSRefresh, MinRefresh: cfg.JWKSMinRefresh,
+		RequiredScope: cfg.JWT.RequiredScope, DPoP: cfg.JWT.DPoP,
+		Log: log, Metrics: vf.metrics, TracerProvider: tracing.Provider(),
+	}
+	if cfg.IssuersFile != "" {
+		return openIssuersFile(bg, cfg, opts, src, vf)
 	}
 	var keys auth.Keys
-	if s.cfg.Dev {
-		key, devKeys, err := newDevKey(s.authMetrics)
-		if err != nil {
-			return fmt.Errorf("dev key: %w", err)
+	if cfg.Dev {
+		var set *auth.KeySet
+		if vf.devKey, set, err = newDevKey(vf.metrics); err != nil {
+			return vf, fmt.Errorf("dev key: %w", err)
 		}
-		s.devKey, s.dev = key, devSetup{config: s.cfg.JWT, catalog: s.catalogSource}
-		keys = devKeys
+		keys = set
 	} else {
-		src, err := auth.OpenSource(s.bg, "", s.cfg.JWT, auth.KeySource{
-			JWKSURL: s.cfg.JWKSURL, KeyFile: s.cfg.KeyFile, HMACSecretFile: s.cfg.HMACSecretFile,
-		}, s.sourceOptions())
-		var ce *auth.ConfigError
-		if errors.As(err, &ce) {
-			return s.cfg.usage(err)
+		if vf.source, err = auth.OpenSource(bg.ctx, "", cfg.JWT, cfg.Keys, src); err != nil {
+			return vf, cfg.refused(err)
 		}
-		if err != nil {
-			return err
-		}
-		s.source, keys = src, src.Keys()
-		s.loops = append(s.loops, src.Done())
+		bg.wait(vf.source.Done())
+		keys = vf.source.Keys()
 	}
-	v, err := auth.NewVerifier(s.cfg.Verify, auth.Issuer{Config: s.cfg.JWT, Keys: keys})
-	if err != nil {
-		return s.cfg.usage(err)
+	if vf.verifier, err = auth.NewVerifier(opts, auth.Issuer{Config: cfg.JWT, Keys: keys}); err != nil {
+		return vf, cfg.refused(err)
 	}
-	s.verifier = v
-	return nil
-}
-
-// sourceOptions are the options of the key sources.
-func (s *service) sourceOptions() auth.SourceOptions {
-	return auth.SourceOptions{
-		Refresh: s.cfg.JWKSRefresh, MinRefresh: s.cfg.JWKSMinRefresh,
-		RequiredScope: s.cfg.JWT.RequiredScope, DPoP: s.cfg.JWT.DPoP, Log: s.log, Metrics: s.authMetrics,
-		TracerProvider: s.tracing.Provider(),
-	}
+	return vf, nil
 }
 
 // openIssuersFile builds the issuers of -jwt-issuers-file and their
-// verifier. What the file says wrong is a usage error naming its line.
-func (s *service) openIssuersFile() error {
-	f, err := auth.LoadIssuersFile(s.bg, s.cfg.IssuersFile, s.sourceOptions())
+// verifier. What the file says wrong is a usage error naming its line; a
+// setting the file's issuers took from the flags is named as its flag.
+func openIssuersFile(bg *background, cfg serveConfig, opts auth.Options, src auth.SourceOptions, vf verification) (verification, error) {
 	var fe *auth.FileError
-	var ce *auth.ConfigError
-	switch {
-	case errors.As(err, &fe):
-		return usagef("serve: -jwt-issuers-file: %v", err)
-	case errors.As(err, &ce):
-		// A setting of the flags, such as a refresh period.
-		return s.cfg.usage(err)
-	case err != nil:
-		return err
+	f, err := auth.LoadIssuersFile(bg.ctx, cfg.IssuersFile, src)
+	if errors.As(err, &fe) {
+		return vf, usagef("serve: -jwt-issuers-file: %v", err)
 	}
-	s.issuers = f
+	if err != nil {
+		return vf, cfg.refused(err)
+	}
+	vf.issuers = f
 	done := make(chan struct{})
 	go func() { f.Wait(); close(done) }()
-	s.loops = append(s.loops, done)
-	v, err := auth.NewVerifier(s.cfg.Verify, f.Issuers()...)
-	if err != nil {
+	bg.wait(done)
+	if vf.verifier, err = auth.NewVerifier(opts, f.Issuers()...); err != nil {
 		if errors.As(f.Explain(err), &fe) {
-			return usagef("serve: -jwt-issuers-file: %v", fe)
+			return vf, usagef("serve: -jwt-issuers-file: %v", fe)
 		}
-		return s.cfg.usage(err)
+		return vf, cfg.refused(err)
 	}
-	s.verifier = v
-	return nil
+	return vf, nil
 }
 
-// ready is the readiness check of /readyz: not draining, keys usable, the
-// store answering.
-func (s *service) ready(ctx context.Context) error {
-	if s.draining.Load() {
-		return errors.New("draining")
+// readiness is the check of /readyz: not draining, keys usable, the store
+// answering.
+func readiness(draining *atomic.Bool, v *auth.Verifier, store func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if draining.Load() {
+			return errors.New("draining")
+		}
+		if err := v.Ready(); err != nil {
+			return fmt.Errorf("keys: %w", err)
+		}
+		if err := store(ctx); err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+		return nil
 	}
-	if err := s.verifier.Ready(); err != nil {
-		return fmt.Errorf("keys: %w", err)
-	}
-	if err := s.storeReady(ctx); err != nil {
-		return fmt.Errorf("store: %w", err)
-	}
-	return nil
 }
 
-// listen builds the two servers and binds their listeners.
-func (s *service) listen(access *observability.AccessLog) error {
-	var afterAuth []gin.HandlerFunc
-	if s.cfg.RateLimit != 0 {
-		limit, err := auth.NewRateLimit(s.cfg.RateLimit, s.cfg.RateBurst)
-		if err != nil {
-			return s.cfg.usage(err)
-		}
-		afterAuth = append(afterAuth, auth.LimitSubjects(limit))
-	}
-	handler := newAPIHandler(s.log, s.reg, access, s.tracing, s.verifier, s.authMetrics, s.store, s.cfg.TrustedProxies, s.cfg.WriteTimeout, afterAuth...)
-	serverLog := zap.NewStdLog(s.log.Named("http"))
+// servers are the API and admin servers with their listeners bound.
+type servers struct {
+	api, admin     *http.Server
+	apiLn, adminLn net.Listener
+}
+
+// listen builds the two servers of api and admin and binds their
+// listeners; store and version are for the log line that says so.
+func listen(cfg serveConfig, log *zap.Logger, api, admin http.Handler, store, version string) (servers, error) {
+	serverLog := zap.NewStdLog(log.Named("http"))
 	// The first read and write deadlines: the list handler moves the write
 	// deadline (and the read one, which would otherwise end the request's
 	// context) before each write, so a long stream to a reader that keeps
 	// up is never cut, and a stalled reader is cut after -write-timeout.
-	s.api = &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       s.cfg.WriteTimeout,
-		WriteTimeout:      s.cfg.WriteTimeout,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          serverLog,
-		// "OPTIONS *" would get net/http's bare 200; like any other path it
-		// is the API's 404.
-		DisableGeneralOptionsHandler: true,
-	}
-	s.admin = &http.Server{
-		Handler: observability.AdminHandler(observability.AdminOptions{
-			Registry: s.reg, Ready: s.ready, OpenAPI: api.OpenAPI, Pprof: s.cfg.Pprof,
-		}),
-		ReadHeaderTimeout: 5 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		ErrorLog:          serverLog,
+	s := servers{
+		api: &http.Server{
+			Handler:           api,
+			ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout:       cfg.WriteTimeout,
+			WriteTimeout:      cfg.WriteTimeout,
+			IdleTimeout:       120 * time.Second,
+			MaxHeaderBytes:    maxHeaderBytes,
+			ErrorLog:          serverLog,
+			// "OPTIONS *" would get net/http's bare 200; like any other
+			// path it is the API's 404.
+			DisableGeneralOptionsHandler: true,
+		},
+		admin: &http.Server{
+			Handler:           admin,
+			ReadHeaderTimeout: 5 * time.Second,
+			IdleTimeout:       120 * time.Second,
+			ErrorLog:          serverLog,
+		},
 	}
 	var err error
-	if s.apiLn, err = net.Listen("tcp", s.cfg.Addr); err != nil {
-		return fmt.Errorf("API listener: %w", err)
+	if s.apiLn, err = net.Listen("tcp", cfg.Addr); err != nil {
+		return s, fmt.Errorf("API listener: %w", err)
 	}
-	if s.adminLn, err = net.Listen("tcp", s.cfg.AdminAddr); err != nil {
+	if s.adminLn, err = net.Listen("tcp", cfg.AdminAddr); err != nil {
 		s.apiLn.Close()
-		return fmt.Errorf("admin listener: %w", err)
+		return s, fmt.Errorf("admin listener: %w", err)
 	}
-	s.log.Info("listening",
+	log.Info("listening",
 		zap.String("api_addr", s.apiLn.Addr().String()),
 		zap.String("admin_addr", s.adminLn.Addr().String()),
-		zap.String("store", s.storeName),
-		zap.String("version", s.version),
-		zap.Bool("dev", s.cfg.Dev))
-	return nil
+		zap.String("store", store),
+		zap.String("version", version),
+		zap.Bool("dev", cfg.Dev))
+	return s, nil
 }
 
-// newAPIHandler is the whole API surface: the middleware order, the one
-// route, and the 404 and 405 answers. afterAuth (the rate limit) runs
-// between the credential check and the handler.
-func newAPIHandler(log *zap.Logger, reg prometheus.Registerer, access *observability.AccessLog, tracing *observability.Tracing, v *auth.Verifier, am *auth.Metrics, store plants.Store, trusted []netip.Prefix, writeTimeout time.Duration, afterAuth ...gin.HandlerFunc) http.Handler {
+// newAPIOptions gathers what the API handler is built from: the log,
+// metrics and tracing, the verifier, the store, and the rate limit of
+// -rate-limit.
+func newAPIOptions(cfg serveConfig, log *zap.Logger, reg prometheus.Registerer, access *observability.AccessLog, tracing *observability.Tracing, keys verification, cat catalog) (apiOptions, error) {
+	o := apiOptions{
+		log: log, reg: reg, access: access, tracing: tracing,
+		verifier: keys.verifier, authMetrics: keys.metrics, store: cat.store,
+		trustedProxies: cfg.TrustedProxies, writeTimeout: cfg.WriteTimeout,
+	}
+	if cfg.RateLimit != 0 {
+		var err error
+		if o.rateLimit, err = auth.NewRateLimit(cfg.RateLimit, cfg.RateBurst); err != nil {
+			return o, cfg.refused(err)
+		}
+	}
+	return o, nil
+}
+
+// apiOptions is what the API handler is built from.
+type apiOptions struct {
+	log            *zap.Logger
+	reg            prometheus.Registerer
+	access         *observability.AccessLog
+	tracing        *observability.Tracing
+	verifier       *auth.Verifier
+	authMetrics    *auth.Metrics
+	store          plants.Store
+	trustedProxies []netip.Prefix
+	writeTimeout   time.Duration
+	// rateLimit, when not nil, limits each caller between the credential
+	// check and the handler.
+	rateLimit *auth.RateLimit
+}
+
+// newAPIHandler is the whole API surface: the middleware order, the
+// routes, and the 404 and 405 answers.
+func newAPIHandler(o apiOptions) http.Handler {
 	e := gin.New()
 	// SPEC §1: every other path is 404 with no redirects, another method is
 	// 405, and X-Forwarded-For counts only through -trusted-proxies.
@@ -324,17 +354,20 @@ func newAPIHandler(log *zap.Logger, reg prometheus.Registerer, access *observabi
 	// Request ID, metrics and the access line around everything; then the
 	// error renderer, which recovers panics; then the header limit.
 	e.Use(
-		observability.Middleware(access, observability.NewHTTPMetrics(reg), trusted, tracing),
-		api.RenderErrors(log),
+		observability.Middleware(o.access, observability.NewHTTPMetrics(o.reg), o.trustedProxies, o.tracing),
+		api.RenderErrors(o.log),
 		api.HeaderLimit(maxHeaderBytes),
 	)
-	route := append([]gin.HandlerFunc{auth.Middleware(v, am)}, afterAuth...)
-	route = append(route, api.ListHandler(store, api.NewMetrics(reg), writeTimeout))
+	route := []gin.HandlerFunc{auth.Middleware(o.verifier, o.authMetrics)}
+	if o.rateLimit != nil {
+		route = append(route, auth.LimitSubjects(o.rateLimit))
+	}
+	route = append(route, api.ListHandler(o.store, api.NewMetrics(o.reg), o.writeTimeout))
 	e.GET("/plants", route...)
 	e.HEAD("/plants", route...)
 	// RFC 9728: what a client needs to get a token; no credential needed.
-	e.GET(auth.ResourceMetadataPath, auth.MetadataHandler(v))
-	e.HEAD(auth.ResourceMetadataPath, auth.MetadataHandler(v))
+	e.GET(auth.ResourceMetadataPath, auth.MetadataHandler(o.verifier))
+	e.HEAD(auth.ResourceMetadataPath, auth.MetadataHandler(o.verifier))
 	e.NoRoute(api.NotFound)
 	// gin reaches NoMethod only for a path that a route matched with
 	// another method: one of the two routes, named from the path.
@@ -348,12 +381,24 @@ func newAPIHandler(log *zap.Logger, reg prometheus.Registerer, access *observabi
 	return e
 }
 
+// service is the running service: what the steps of serve opened, which
+// its main loop serves, reloads and drains.
+type service struct {
+	cfg      serveConfig
+	log      *zap.Logger
+	catalog  catalog
+	keys     verification
+	bg       *background
+	servers  servers
+	draining *atomic.Bool // read by /readyz
+}
+
 // run serves until ctx ends or a stop signal comes on sigs, reloading on
 // SIGHUP, then drains.
 func (s *service) run(ctx context.Context, sigs <-chan os.Signal) error {
 	errc := make(chan error, 2)
-	go func() { errc <- s.api.Serve(s.apiLn) }()
-	go func() { errc <- s.admin.Serve(s.adminLn) }()
+	go func() { errc <- s.servers.api.Serve(s.servers.apiLn) }()
+	go func() { errc <- s.servers.admin.Serve(s.servers.adminLn) }()
 	for {
 		select {
 		case sig := <-sigs:
@@ -384,29 +429,27 @@ func (s *service) drain(sigs <-chan os.Signal) error {
 	if !forced {
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 		done := make(chan error, 1)
-		go func() { done <- s.api.Shutdown(ctx) }()
+		go func() { done <- s.servers.api.Shutdown(ctx) }()
 		var err error
 		err, forced = waitOrStop(done, sigs)
 		cancel()
-		if !forced {
-			if err != nil {
-				// The stop was asked for and happens: the connections still
-				// busy after -shutdown-timeout are closed, and the exit stays
-				// clean.
-				s.log.Warn("requests still in flight after the shutdown timeout were cut", zap.Duration("shutdown_timeout", s.cfg.ShutdownTimeout))
-			}
+		if !forced && err != nil {
+			// The stop was asked for and happens: the connections still
+			// busy after -shutdown-timeout are closed, and the exit stays
+			// clean.
+			s.log.Warn("requests still in flight after the shutdown timeout were cut", zap.Duration("shutdown_timeout", s.cfg.ShutdownTimeout))
 		}
 	}
 	if forced {
 		s.log.Warn("second stop signal: closing every connection now")
 	}
-	_ = s.api.Close()
+	_ = s.servers.api.Close()
 	actx, acancel := context.WithTimeout(context.Background(), adminShutdownTimeout)
-	if err := s.admin.Shutdown(actx); err != nil {
-		_ = s.admin.Close()
+	if err := s.servers.admin.Shutdown(actx); err != nil {
+		_ = s.servers.admin.Close()
 	}
 	acancel()
-	s.stopBackground()
+	s.bg.stop()
 	s.log.Info("stopped")
 	if forced {
 		return errForced
@@ -446,23 +489,25 @@ func waitOrStop[T any](done <-chan T, sigs <-chan os.Signal) (v T, stopped bool)
 // reload re-reads -data, the key files and the issuers file (SIGHUP). A
 // bad file is refused and what was serving keeps serving.
 func (s *service) reload() {
-	if s.issuers != nil {
-		added, removed, err := s.issuers.Reload(func(is []auth.Issuer) error { return s.verifier.SetIssuers(is...) })
+	if f := s.keys.issuers; f != nil {
+		added, removed, err := f.Reload(func(is []auth.Issuer) error { return s.keys.verifier.SetIssuers(is...) })
 		if err != nil {
 			s.log.Error("issuers file reload refused; the previous issuers keep serving", zap.Error(err))
 		} else {
 			s.log.Info("issuers file reloaded", zap.Strings("added", added), zap.Strings("removed", removed))
 		}
 	}
-	if s.memory != nil && s.cfg.Data != "" {
-		catalog, err := s.memory.ReloadFile(s.cfg.Data)
+	if s.catalog.memory != nil && s.cfg.Data != "" {
+		c, err := s.catalog.memory.ReloadFile(s.cfg.Data)
 		if err != nil {
 			s.log.Error("catalog reload refused; the previous catalog keeps serving", zap.Error(err))
 		} else {
-			s.log.Info("catalog reloaded", zap.Int("plants", catalog.Len()))
+			s.log.Info("catalog reloaded", zap.Int("plants", c.Len()))
 		}
 	}
-	if s.source != nil {
-		s.source.Reload()
+	if s.keys.source != nil {
+		// A SIGHUP is asked for: the source says so even when nothing
+		// changed.
+		s.keys.source.Reload()
 	}
 }

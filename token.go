@@ -31,16 +31,17 @@ func mintToken(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&scope, "scope", "", "scopes, space-separated")
 	fs.Var(listFlag{&aud, true}, "aud", "audiences, comma list")
 	fs.StringVar(&iss, "iss", "", "issuer")
-	fs.Var(durationFlag{&ttl}, "ttl", "lifetime from now; negative for a token that has already expired")
-	fs.Var(durationFlag{&nbf}, "nbf", "not valid before now plus this (nbf claim); 0 for no nbf")
+	fs.Var(durationFlag{d: &ttl}, "ttl", "lifetime from now; negative for a token that has already expired")
+	fs.Var(durationFlag{d: &nbf}, "nbf", "not valid before now plus this (nbf claim); 0 for no nbf")
 	fs.StringVar(&kid, "kid", "", "key ID (default: the key's RFC 7638 thumbprint; none for a secret)")
 	fs.StringVar(&dpopKey, "dpop-key", "", "client private key file (PKCS#8 PEM or JWK) the token is bound to (cnf.jkt, RFC 9449): it is then accepted only with DPoP proofs of that key; see \"plantstore proof\"")
-	if _, err := parseFlags(fs, args, nil, stderr); err != nil {
+	_, rest, err := parseFlags(fs, args, env{}, nil, stderr)
+	if err != nil {
 		return err
 	}
 	switch {
-	case fs.NArg() > 0:
-		return usagef("token: unexpected argument %q", fs.Arg(0))
+	case len(rest) > 0:
+		return usagef("token: unexpected argument %q", rest[0])
 	case (keyPath == "") == (secretPath == ""):
 		return usagef("token: set one of -key and -hmac-secret-file")
 	case sub == "":
@@ -111,12 +112,13 @@ func proof(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&method, "method", "GET", "HTTP method of the request (htm)")
 	fs.StringVar(&uri, "url", "", "URL of the request, as the service is reached (htu; query and fragment do not count) (required)")
 	fs.StringVar(&token, "token", "", "access token the request presents (ath)")
-	if _, err := parseFlags(fs, args, nil, stderr); err != nil {
+	_, rest, err := parseFlags(fs, args, env{}, nil, stderr)
+	if err != nil {
 		return err
 	}
 	switch {
-	case fs.NArg() > 0:
-		return usagef("proof: unexpected argument %q", fs.Arg(0))
+	case len(rest) > 0:
+		return usagef("proof: unexpected argument %q", rest[0])
 	case keyPath == "":
 		return usagef("proof: -key is required")
 	case uri == "":
@@ -142,12 +144,13 @@ func keygen(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("keygen", flag.ContinueOnError)
 	fs.StringVar(&alg, "alg", "RS256", "RS256, ES256 or EdDSA")
 	fs.StringVar(&out, "out", "", "output prefix: writes PREFIX.key and PREFIX.jwks.json (required)")
-	if _, err := parseFlags(fs, args, nil, stderr); err != nil {
+	_, rest, err := parseFlags(fs, args, env{}, nil, stderr)
+	if err != nil {
 		return err
 	}
 	switch {
-	case fs.NArg() > 0:
-		return usagef("keygen: unexpected argument %q", fs.Arg(0))
+	case len(rest) > 0:
+		return usagef("keygen: unexpected argument %q", rest[0])
 	case out == "":
 		return usagef("keygen: -out is required")
 	case alg != "RS256" && alg != "ES256" && alg != "EdDSA":
