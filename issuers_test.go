@@ -12,7 +12,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/plants"
 )
 
 // TestIssuersFileServe serves two issuers from an issuers file, with a
@@ -177,6 +179,35 @@ func TestIssuersFileUsage(t *testing.T) {
 		err := run(t.Context(), append([]string{"serve", "-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0"}, tt.args...), envOf(tt.env), nil, nil, nil)
 		if !isUsage(err) || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("serve %q = %v; want a usage error containing %q", tt.args, err, tt.want)
+		}
+	}
+}
+
+// TestIssuerNameRules holds the two readers of issuer names to one rule:
+// auth, which refuses to configure an issuer of a name, and plants, which
+// refuses a catalog reader qualified by a name ("group@<name>:x"). They
+// agree on every name of the corpus but the two that auth keeps for the
+// metrics' issuer label: a reader of "default" or "unknown" is well
+// formed, and no caller can ever hold it.
+func TestIssuerNameRules(t *testing.T) {
+	keys := auth.NewKeySet([]auth.Key{{ID: "k", Public: []byte(strings.Repeat("s", 32))}})
+	corpus := []string{
+		"staff", "a", "0", "-", "a-b-c", "x9", strings.Repeat("a", 32), strings.Repeat("a", 33), "",
+		"Staff", "st aff", "staff!", "staff@x", "st:aff", "stäff", "st\x00aff", "st.aff", "st_aff",
+		auth.IssuerDefault, auth.IssuerUnknown, "defaults", "unknown-1",
+	}
+	for _, name := range corpus {
+		_, err := auth.NewVerifier(auth.Options{}, auth.Issuer{Name: name, Config: auth.Config{Issuer: "https://idp.example/" + name}, Keys: keys})
+		authOK := err == nil
+		plantsOK := plants.ValidIssuerName(name)
+		reserved := name == auth.IssuerDefault || name == auth.IssuerUnknown
+		switch {
+		case name == "" && authOK:
+			// The unnamed issuer, which qualifies nobody.
+		case reserved && (authOK || !plantsOK):
+			t.Errorf("reserved name %q: auth accepts %v, plants %v; want auth to refuse a name plants reads", name, authOK, plantsOK)
+		case !reserved && authOK != plantsOK:
+			t.Errorf("issuer name %q: auth accepts %v (%v), plants %v; want them to agree", name, authOK, err, plantsOK)
 		}
 	}
 }
