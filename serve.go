@@ -81,7 +81,7 @@ func serve(ctx context.Context, args []string, e env, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	handler, err := newAPIOptions(cfg, log, reg, access, tracing, keys, cat)
+	apiOpts, err := newAPIOptions(cfg, log, reg, access, tracing, keys, cat)
 	if err != nil {
 		return err
 	}
@@ -89,7 +89,7 @@ func serve(ctx context.Context, args []string, e env, stdout, stderr io.Writer) 
 	admin := observability.AdminHandler(observability.AdminOptions{
 		Registry: reg, Ready: readiness(&draining, keys.verifier, cat.ready), OpenAPI: api.OpenAPI, Pprof: cfg.Pprof,
 	})
-	srv, err := listen(cfg, log, newAPIHandler(handler), admin, cat.name, version)
+	srv, err := listen(cfg, log, newAPIHandler(apiOpts), admin, cat.name, version)
 	if err != nil {
 		return err
 	}
