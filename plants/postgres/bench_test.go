@@ -174,7 +174,7 @@ func logPlans(b *testing.B, dsn string) {
 		explain(c.name, postgres.ListLimitedSQL, c.caller.Principals(), int64(0), false, 10)
 	}
 	ps := callerHalf.Principals()
-	args := make([]any, 0, len(ps)+1)
+	args := []any{int64(0), false}
 	for _, p := range ps {
 		args = append(args, p)
 	}

@@ -67,31 +67,38 @@ func (s *Store) list(parent context.Context, principals []string, limit int, yie
 	}
 }
 
-// listOnce runs the list queries once and yields the rows. It reports
-// whether it yielded any.
+// listOnce runs the listing once and yields its rows. It reports whether
+// it yielded any.
 //
-// With a limit, one statement: for each principal, at most limit rows of
-// its ordered index range, then the first limit of all those in order. Its
-// text never changes, so its plan is prepared once per connection. Its
-// cost is one index probe per principal plus the rows read, at most limit
-// × principals: a principal that no plant names costs a probe that finds
-// nothing, and sending it costs too, which for the 256 groups a token may
-// carry came to several times an ordinary caller's whole request. So the
-// store remembers, per catalog version, the principals that read nothing
+// Each answer comes from one consistent state of the database, never from
+// both sides of an import's commit: it is the rows of one statement, or,
+// when the principals must be sorted out first, of the second of two
+// statements run in one read-only REPEATABLE READ transaction, which see
+// one snapshot.
+//
+// The statement reads, for each principal, its ordered index range of
+// plant_readers: with a limit, at most limit rows of each range, then the
+// first limit of all those in order (listLimitedSQL, whose text never
+// changes, so its plan is prepared once per connection); without one, a
+// merge of the ranges, which the planner streams without sorting
+// (listSQL: a sort of every visible plant would spill to disk on a large
+// catalog). Its cost is one index probe per principal plus the rows read.
+// A principal that no plant names costs a probe that finds nothing, and
+// sending it costs too, which for the 256 groups a token may carry came to
+// several times an ordinary caller's whole request. So the store
+// remembers, per catalog version, the principals that read nothing
 // (s.none), and leaves them out. The statement reads the catalog version
 // itself: when it is no longer the one they were found at, it answers a
 // single row saying so instead of plants, and the listing starts again
 // without them; an import that gives them plants is thus seen by the very
-// next request. A caller with more than probeAbove principals the store
-// does not know yet has them sorted out first by one probe, which spares
-// its next requests.
+// next request.
 //
-// Without a limit the answer is every visible plant, and a sort of all of
-// them would spill to disk on a large catalog: the query is then a merge of
-// the principals' ordered ranges, which the planner streams without
-// sorting (Merge Append, Unique). Its text grows with the number of
-// principals, and so does its planning, so it names only the principals
-// that read some plant, found first by the same probe.
+// A caller with more than probeAbove principals the store does not know
+// yet has them sorted out first by one probe (which spares its next
+// requests, and keeps the merge's text, whose planning grows with it, to
+// the principals that read some plant), in the transaction of the listing
+// itself: the principals the probe finds reading nothing read nothing in
+// the listing's snapshot either.
 func (s *Store) listOnce(ctx context.Context, timer *time.Timer, principals []string, limit int, yield func(plants.Plant, error) bool) (bool, error) {
 	for attempt := 0; ; attempt++ {
 		rest, version, leftOut := principals, int64(0), false
@@ -100,29 +107,16 @@ func (s *Store) listOnce(ctx context.Context, timer *time.Timer, principals []st
 			rest, known, version = s.none.split(principals)
 			leftOut = len(known) > 0
 		}
-		if limit < 0 || len(rest) > probeAbove {
-			p, err := s.probe(ctx, rest, version, leftOut)
-			if err != nil {
-				return false, err
-			}
-			if p.stale {
-				s.none.saw(p.version)
-				continue
-			}
-			s.none.learn(p.version, p.none)
-			rest = p.reading
+		var (
+			yielded bool
+			stale   int64
+			err     error
+		)
+		if len(rest) > probeAbove {
+			yielded, stale, err = s.listProbed(ctx, timer, rest, version, leftOut, limit, yield)
+		} else {
+			yielded, stale, err = s.listRows(ctx, s.pool, timer, rest, version, leftOut, limit, yield)
 		}
-		if limit < 0 {
-			if len(rest) == 0 {
-				return false, nil
-			}
-			args := make([]any, 0, len(rest))
-			for _, p := range rest {
-				args = append(args, p)
-			}
-			return s.query(ctx, timer, listSQL(len(rest)), args, yield)
-		}
-		yielded, stale, err := s.queryLimited(ctx, timer, rest, version, leftOut, limit, yield)
 		if stale == 0 {
 			return yielded, err
 		}
@@ -131,10 +125,39 @@ func (s *Store) listOnce(ctx context.Context, timer *time.Timer, principals []st
 }
 
 // probeAbove is the number of principals unknown to the cache above which a
-// limited listing probes them first. An ordinary caller has three or four
+// listing probes them first. An ordinary caller has three or four
 // principals and goes straight to the listing; the probe pays off when
-// most of many principals read nothing, and costs one round trip.
+// most of many principals read nothing, and costs two round trips (the
+// probe, and the end of the transaction).
 const probeAbove = 8
+
+// snapshotTx is the transaction of a probe and its listing: both
+// statements see the snapshot of the first.
+var snapshotTx = pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+
+// listProbed sorts the principals ps out with probeSQL and lists for
+// those that read some plant, in one read-only transaction. Its results
+// are those of listRows.
+func (s *Store) listProbed(ctx context.Context, timer *time.Timer, ps []string, version int64, leftOut bool, limit int, yield func(plants.Plant, error) bool) (yielded bool, stale int64, err error) {
+	tx, err := s.pool.BeginTx(ctx, snapshotTx)
+	if err != nil {
+		return false, 0, err
+	}
+	// Read only: a rollback ends it as a commit would, and after the last
+	// row the answer is whole whatever the end of the transaction says (a
+	// failed one closes the connection). The timer bounds the wait.
+	defer tx.Rollback(ctx)
+	p, err := probe(ctx, tx, ps, version, leftOut)
+	if err != nil {
+		return false, 0, err
+	}
+	if p.stale {
+		return false, p.version, nil
+	}
+	s.none.learn(p.version, p.none)
+	// The probe's snapshot: the listing needs no check of the version.
+	return s.listRows(ctx, tx, timer, p.reading, 0, false, limit, yield)
+}
 
 // versionCTE reads the catalog version once per statement, 0 when the
 // row is missing.
@@ -182,17 +205,37 @@ type probed struct {
 // probe sorts the principals ps into those that read some plant and those
 // that read none, unless leftOut (the caller has principals that read
 // nothing at version) and the catalog left version.
-func (s *Store) probe(ctx context.Context, ps []string, version int64, leftOut bool) (probed, error) {
+func probe(ctx context.Context, q querier, ps []string, version int64, leftOut bool) (probed, error) {
 	var p probed
-	err := s.pool.QueryRow(ctx, probeSQL, ps, version, leftOut).Scan(&p.version, &p.stale, &p.reading, &p.none)
+	err := q.QueryRow(ctx, probeSQL, ps, version, leftOut).Scan(&p.version, &p.stale, &p.reading, &p.none)
 	return p, err
 }
 
-// queryLimited runs listLimitedSQL once and yields its rows. It reports
-// whether it yielded any, and the catalog version when the statement
-// found it stale (0 otherwise).
-func (s *Store) queryLimited(ctx context.Context, timer *time.Timer, ps []string, version int64, leftOut bool, limit int, yield func(plants.Plant, error) bool) (yielded bool, stale int64, err error) {
-	rows, err := s.pool.Query(ctx, listLimitedSQL, ps, version, leftOut, int64(limit))
+// rowsQuerier is what a listing runs on: the pool, or the transaction of
+// a probe.
+type rowsQuerier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// listRows runs the one statement of a listing for the principals ps on q
+// (listLimitedSQL, or listSQL without a limit) and yields its rows. It
+// reports whether it yielded any, and the catalog version when the
+// statement found it stale (leftOut and no longer version; 0 otherwise).
+func (s *Store) listRows(ctx context.Context, q rowsQuerier, timer *time.Timer, ps []string, version int64, leftOut bool, limit int, yield func(plants.Plant, error) bool) (yielded bool, stale int64, err error) {
+	if len(ps) == 0 && !leftOut {
+		return false, 0, nil
+	}
+	var rows pgx.Rows
+	if limit >= 0 {
+		rows, err = q.Query(ctx, listLimitedSQL, ps, version, leftOut, int64(limit))
+	} else {
+		args := make([]any, 0, len(ps)+2)
+		args = append(args, version, leftOut)
+		for _, p := range ps {
+			args = append(args, p)
+		}
+		rows, err = q.Query(ctx, listSQL(len(ps)), args...)
+	}
 	if err != nil {
 		return false, 0, err
 	}
@@ -210,17 +253,6 @@ func (s *Store) queryLimited(ctx context.Context, timer *time.Timer, ps []string
 		return true, r.Scan(nil, nil, nil, &stale)
 	}, yield)
 	return yielded, stale, err
-}
-
-// query runs a list query of three columns (name, plant_id, tag) once and
-// yields its rows. It reports whether it yielded any.
-func (s *Store) query(ctx context.Context, timer *time.Timer, sql string, args []any, yield func(plants.Plant, error) bool) (bool, error) {
-	rows, err := s.pool.Query(ctx, sql, args...)
-	if err != nil {
-		return false, err
-	}
-	defer rows.Close()
-	return s.yieldRows(timer, rows, nil, yield)
 }
 
 // yieldRows yields the plants of rows (name, plant_id, tag first), and
@@ -283,22 +315,29 @@ func (s *Store) observe(start time.Time, err error) {
 	s.metrics.ObserveStore(plants.StorePostgres, result, time.Since(start))
 }
 
-// listSQL returns the query of a listing without a limit for n principals
-// ($1..$n); a limited listing is listLimitedSQL's. Each principal reads one
-// ordered range of the plant_readers primary key; the planner merges the
-// ranges in order (Merge Append) and drops plants seen through several
-// principals (Unique) without sorting, so the answer streams in order.
+// listSQL returns the statement of a listing without a limit for n
+// principals ($3..$n+2), whose rows are those of listLimitedSQL, with the
+// version check of $1 and $2 as there. Each principal reads one ordered
+// range of the plant_readers primary key; the planner merges the ranges
+// in order (Merge Append) and drops plants seen through several principals
+// (Unique) without sorting, so the answer streams in order. The check is
+// an InitPlan that gates the ranges once (One-Time Filter), which keeps
+// that plan.
 func listSQL(n int) string {
 	var b strings.Builder
-	b.WriteString("SELECT DISTINCT ON (name, plant_id) name, plant_id, tag FROM (")
-	for i := range n {
-		if i > 0 {
-			b.WriteString(" UNION ALL ")
+	b.WriteString(versionCTE)
+	if n > 0 {
+		b.WriteString("\n(SELECT DISTINCT ON (name, plant_id) name, plant_id, tag, NULL::bigint FROM (")
+		for i := range n {
+			if i > 0 {
+				b.WriteString(" UNION ALL ")
+			}
+			b.WriteString("(SELECT name, plant_id, tag FROM plant_readers WHERE principal = $")
+			b.WriteString(strconv.Itoa(i + 3))
+			b.WriteString(" ORDER BY name, plant_id)")
 		}
-		b.WriteString("(SELECT name, plant_id, tag FROM plant_readers WHERE principal = $")
-		b.WriteString(strconv.Itoa(i + 1))
-		b.WriteString(" ORDER BY name, plant_id)")
+		b.WriteString(") AS visible WHERE (SELECT version FROM v) = $1 OR NOT $2 ORDER BY name, plant_id)\nUNION ALL")
 	}
-	b.WriteString(") AS visible ORDER BY name, plant_id")
+	b.WriteString("\nSELECT NULL, NULL, NULL, v.version FROM v WHERE v.version <> $1 AND $2")
 	return b.String()
 }
