@@ -18,12 +18,17 @@ import (
 // flip, so that the two catalogs give every test caller another answer:
 // the principals that read plants in one (group:x, group:g03, user:u,
 // group:h05) read none in the other, where group:y, group:g17, user:v and
-// group:h11 do; a quarter are read by * in both (under other names).
+// group:h11 do; group:r00 to r09 read in one, r05 to r14 in the other; a
+// quarter are read by * in both (under other names).
 func consistencyCatalog(t testing.TB, n int, flip bool) *plants.Catalog {
 	t.Helper()
 	first, prefix := []string{"group:x", "group:g03", "user:u", "group:h05"}, "a"
+	from := 0
 	if flip {
-		first, prefix = []string{"group:y", "group:g17", "user:v", "group:h11"}, "b"
+		first, prefix, from = []string{"group:y", "group:g17", "user:v", "group:h11"}, "b", 5
+	}
+	for i := from; i < from+10; i++ {
+		first = append(first, fmt.Sprintf("group:r%02d", i))
 	}
 	ps := make([]plants.Plant, n)
 	for i := range ps {
@@ -45,8 +50,9 @@ func consistencyCatalog(t testing.TB, n int, flip bool) *plants.Catalog {
 // answer must be the whole answer of one of the two catalogs, never a mix
 // (a listing that read part of its answer before an import committed and
 // part after). The callers cover each way the store answers: few
-// principals and many (which the store sorts out first), with and without
-// a limit. TEST_SOAK=1 runs many more imports.
+// principals and many (which the store sorts out first: those that read
+// nothing once, those that read plants on every listing), with and
+// without a limit. TEST_SOAK=1 runs many more imports.
 func TestListConsistentDuringImports(t *testing.T) {
 	t.Parallel()
 	imports := 16
@@ -68,8 +74,15 @@ func TestListConsistentDuringImports(t *testing.T) {
 	for i := range 30 {
 		hostile = append(hostile, fmt.Sprintf("h%02d", i))
 	}
+	// More than eight principals that read plants, which the store sorts
+	// out before each listing.
+	var reading []string
+	for i := range 15 {
+		reading = append(reading, fmt.Sprintf("r%02d", i))
+	}
 	callers := []plants.Caller{
 		{Subject: "u", Groups: []string{"x"}},
+		{Subject: "r", Groups: reading},
 		{Subject: "v", Groups: []string{"y", "g03"}},
 		{Subject: "w", Groups: many},
 		{Subject: "u", Groups: hostile},

@@ -115,7 +115,7 @@ func (s *Store) listOnce(ctx context.Context, timer *time.Timer, principals []st
 		if len(rest) > probeAbove {
 			yielded, stale, err = s.listProbed(ctx, timer, rest, version, leftOut, limit, yield)
 		} else {
-			yielded, stale, err = s.listRows(ctx, s.pool, timer, rest, version, leftOut, limit, yield)
+			yielded, stale, err = s.listRows(ctx, timer, rest, version, leftOut, limit, yield)
 		}
 		if stale == 0 {
 			return yielded, err
@@ -127,36 +127,68 @@ func (s *Store) listOnce(ctx context.Context, timer *time.Timer, principals []st
 // probeAbove is the number of principals unknown to the cache above which a
 // listing probes them first. An ordinary caller has three or four
 // principals and goes straight to the listing; the probe pays off when
-// most of many principals read nothing, and costs two round trips (the
-// probe, and the end of the transaction).
+// most of many principals read nothing, and costs one round trip.
 const probeAbove = 8
 
-// snapshotTx is the transaction of a probe and its listing: both
-// statements see the snapshot of the first.
-var snapshotTx = pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+// beginSnapshotSQL starts the transaction of a probe and its listing:
+// both statements see the snapshot of the first.
+const beginSnapshotSQL = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 
 // listProbed sorts the principals ps out with probeSQL and lists for
 // those that read some plant, in one read-only transaction. Its results
 // are those of listRows.
+//
+// The transaction costs no round trip of its own: its BEGIN is sent in
+// one batch with the probe, and its end (a rollback, which ends a
+// read-only transaction as a commit would) in one with the listing. A
+// connection that an error or a cancel leaves inside the transaction is
+// closed rather than returned to the pool.
 func (s *Store) listProbed(ctx context.Context, timer *time.Timer, ps []string, version int64, leftOut bool, limit int, yield func(plants.Plant, error) bool) (yielded bool, stale int64, err error) {
-	tx, err := s.pool.BeginTx(ctx, snapshotTx)
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return false, 0, err
 	}
-	// Read only: a rollback ends it as a commit would, and after the last
-	// row the answer is whole whatever the end of the transaction says (a
-	// failed one closes the connection). The timer bounds the wait.
-	defer tx.Rollback(ctx)
-	p, err := probe(ctx, tx, ps, version, leftOut)
-	if err != nil {
+	defer conn.Release()
+	var p probed
+	b := &pgx.Batch{}
+	b.Queue(beginSnapshotSQL)
+	b.Queue(probeSQL, ps, version, leftOut).QueryRow(func(r pgx.Row) error {
+		return r.Scan(&p.version, &p.stale, &p.reading, &p.none)
+	})
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return false, 0, err
 	}
-	if p.stale {
-		return false, p.version, nil
+	if p.stale || len(p.reading) == 0 {
+		if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
+			return false, 0, err
+		}
+		if p.stale {
+			return false, p.version, nil
+		}
+		s.none.learn(p.version, p.none)
+		return false, 0, nil
 	}
 	s.none.learn(p.version, p.none)
 	// The probe's snapshot: the listing needs no check of the version.
-	return s.listRows(ctx, tx, timer, p.reading, 0, false, limit, yield)
+	sql, args := listStatement(p.reading, 0, false, limit)
+	b = &pgx.Batch{}
+	b.Queue(sql, args...)
+	b.Queue("ROLLBACK")
+	br := conn.SendBatch(ctx, b)
+	defer br.Close()
+	rows, err := br.Query()
+	if err != nil {
+		return false, 0, err
+	}
+	yielded, _, err = s.yieldListing(timer, rows, yield)
+	rows.Close()
+	if err != nil {
+		return yielded, 0, err
+	}
+	// After the last row the answer is whole: a failed rollback only
+	// costs the connection.
+	_, _ = br.Exec()
+	return yielded, 0, nil
 }
 
 // versionCTE reads the catalog version once per statement, 0 when the
@@ -202,44 +234,41 @@ type probed struct {
 	reading, none []string
 }
 
-// probe sorts the principals ps into those that read some plant and those
-// that read none, unless leftOut (the caller has principals that read
-// nothing at version) and the catalog left version.
-func probe(ctx context.Context, q querier, ps []string, version int64, leftOut bool) (probed, error) {
-	var p probed
-	err := q.QueryRow(ctx, probeSQL, ps, version, leftOut).Scan(&p.version, &p.stale, &p.reading, &p.none)
-	return p, err
-}
-
-// rowsQuerier is what a listing runs on: the pool, or the transaction of
-// a probe.
-type rowsQuerier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
-// listRows runs the one statement of a listing for the principals ps on q
-// (listLimitedSQL, or listSQL without a limit) and yields its rows. It
-// reports whether it yielded any, and the catalog version when the
-// statement found it stale (leftOut and no longer version; 0 otherwise).
-func (s *Store) listRows(ctx context.Context, q rowsQuerier, timer *time.Timer, ps []string, version int64, leftOut bool, limit int, yield func(plants.Plant, error) bool) (yielded bool, stale int64, err error) {
+// listRows runs the one statement of a listing for the principals ps
+// (listStatement) and yields its rows. It reports whether it yielded any,
+// and the catalog version when the statement found it stale (leftOut and
+// no longer version; 0 otherwise).
+func (s *Store) listRows(ctx context.Context, timer *time.Timer, ps []string, version int64, leftOut bool, limit int, yield func(plants.Plant, error) bool) (yielded bool, stale int64, err error) {
 	if len(ps) == 0 && !leftOut {
 		return false, 0, nil
 	}
-	var rows pgx.Rows
-	if limit >= 0 {
-		rows, err = q.Query(ctx, listLimitedSQL, ps, version, leftOut, int64(limit))
-	} else {
-		args := make([]any, 0, len(ps)+2)
-		args = append(args, version, leftOut)
-		for _, p := range ps {
-			args = append(args, p)
-		}
-		rows, err = q.Query(ctx, listSQL(len(ps)), args...)
-	}
+	sql, args := listStatement(ps, version, leftOut, limit)
+	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return false, 0, err
 	}
 	defer rows.Close()
+	return s.yieldListing(timer, rows, yield)
+}
+
+// listStatement returns the statement of a listing for the principals ps
+// and its arguments: listLimitedSQL with a limit, listSQL without.
+func listStatement(ps []string, version int64, leftOut bool, limit int) (string, []any) {
+	if limit >= 0 {
+		return listLimitedSQL, []any{ps, version, leftOut, int64(limit)}
+	}
+	args := make([]any, 0, len(ps)+2)
+	args = append(args, version, leftOut)
+	for _, p := range ps {
+		args = append(args, p)
+	}
+	return listSQL(len(ps)), args
+}
+
+// yieldListing yields the plants of the rows of a listing statement. It
+// reports whether it yielded any, and the catalog version when the
+// statement answered that it is stale (0 otherwise).
+func (s *Store) yieldListing(timer *time.Timer, rows pgx.Rows, yield func(plants.Plant, error) bool) (yielded bool, stale int64, err error) {
 	// The marker row comes alone: check the first row only.
 	first := true
 	yielded, err = s.yieldRows(timer, rows, func(r pgx.Rows) (bool, error) {
