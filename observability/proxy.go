@@ -94,6 +94,17 @@ func clientIP(remoteAddr string, xff []string, trusted []netip.Prefix) string {
 	return client
 }
 
+// peerTrusted reports whether the peer at remoteAddr (host and port, as
+// http.Request.RemoteAddr) is within trusted.
+func peerTrusted(remoteAddr string, trusted []netip.Prefix) bool {
+	host := remoteAddr
+	if h, _, err := net.SplitHostPort(remoteAddr); err == nil {
+		host = h
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && isTrusted(a, trusted)
+}
+
 func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
 	a = a.WithZone("").Unmap()
 	for _, p := range trusted {
