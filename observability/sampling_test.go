@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -202,5 +203,44 @@ func TestSamplerVariables(t *testing.T) {
 		if err == nil {
 			_ = tr.Shutdown(context.Background())
 		}
+	}
+}
+
+// TestSDKErrorsLogged checks where the SDK's errors, which it reports
+// through one handler for the whole process, are logged: by every Tracing
+// made with a log, until its Shutdown.
+func TestSDKErrorsLogged(t *testing.T) {
+	on := func(k string) string {
+		return map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1"}[k]
+	}
+	newLogged := func() (*observability.Tracing, func(string) bool) {
+		log, _, buf := newLogger(t, "info")
+		tr, err := observability.NewTracing(t.Context(), observability.TracingOptions{Getenv: on, Log: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tr.Shutdown(context.Background()) })
+		return tr, func(msg string) bool {
+			for _, l := range buf.Lines(t) {
+				if e, _ := l["error"].(string); strings.Contains(e, msg) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	a, aLogged := newLogged()
+	_, bLogged := newLogged()
+	otel.Handle(errors.New("first collector error"))
+	if !aLogged("first collector error") || !bLogged("first collector error") {
+		t.Errorf("an SDK error with two Tracings running: logged by the first %t, the second %t; want both", aLogged("first collector error"), bLogged("first collector error"))
+	}
+	if err := a.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_, cLogged := newLogged() // its rate limit has logged nothing yet
+	otel.Handle(errors.New("second collector error"))
+	if aLogged("second collector error") || !cLogged("second collector error") {
+		t.Errorf("an SDK error after the first Tracing's Shutdown: logged by it %t, by a new one %t; want false, true", aLogged("second collector error"), cLogged("second collector error"))
 	}
 }

@@ -39,6 +39,7 @@ type Tracing struct {
 	prop     propagation.TextMapPropagator
 	sdk      *sdktrace.TracerProvider // nil when off
 	subject  bool
+	log      *zap.Logger // of the SDK's errors; nil: none
 
 	serverSpan []trace.SpanStartOption // made once: an option costs an allocation
 	names      sync.Map                // method + route -> span name, bounded as the routes are
@@ -58,7 +59,7 @@ type TracingOptions struct {
 	// server spans (-trace-subject). Off, spans carry neither.
 	Subject bool
 	// Log receives the SDK's errors (an unreachable collector, say), at
-	// most one line a minute. Nil logs nothing.
+	// most one line a minute, until Shutdown. Nil logs nothing.
 	Log *zap.Logger
 }
 
@@ -133,10 +134,12 @@ func NewTracing(ctx context.Context, o TracingOptions) (*Tracing, error) {
 		_ = exp.Shutdown(ctx)
 		return nil, fmt.Errorf("%w: resource: %w", ErrTracingConfig, err)
 	}
+	t = newTracing(sampler, o.Subject, sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	if o.Log != nil {
-		otel.SetErrorHandler(rateLimitedErrors(o.Log, exportErrorGap))
+		t.log = o.Log
+		sdkErrors.add(t, rateLimitedErrors(o.Log, exportErrorGap))
 	}
-	return newTracing(sampler, o.Subject, sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
+	return t, nil
 }
 
 // newTracing returns the Tracing of an SDK tracer provider made with opts
@@ -251,7 +254,56 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 	if !t.Enabled() {
 		return nil
 	}
-	return t.sdk.Shutdown(ctx)
+	err := t.sdk.Shutdown(ctx)
+	if t.log != nil {
+		sdkErrors.remove(t)
+	}
+	return err
+}
+
+// sdkErrors sends the errors of the OpenTelemetry SDK to the logs of the
+// Tracings that run. The SDK reports them through one handler for the
+// whole process ([otel.SetErrorHandler]), with no way to set one per
+// tracer provider or to tell which provider failed; so the handler is set
+// once, the first time a Tracing with a log is made, and each Tracing
+// between [NewTracing] and its Shutdown logs every error. A second
+// Tracing (a test's, a restart's) thus neither takes the errors of the
+// first away from its log nor leaves them going to a log that is gone.
+var sdkErrors errorFanout
+
+// errorFanout is the handler of sdkErrors. Its zero value is ready.
+type errorFanout struct {
+	once     sync.Once
+	mu       sync.RWMutex
+	handlers map[*Tracing]otel.ErrorHandler
+}
+
+// add makes h receive the SDK's errors for t, setting the SDK's handler
+// the first time.
+func (f *errorFanout) add(t *Tracing, h otel.ErrorHandler) {
+	f.once.Do(func() { otel.SetErrorHandler(f) })
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.handlers == nil {
+		f.handlers = make(map[*Tracing]otel.ErrorHandler)
+	}
+	f.handlers[t] = h
+}
+
+// remove stops t's handler.
+func (f *errorFanout) remove(t *Tracing) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.handlers, t)
+}
+
+// Handle implements [otel.ErrorHandler]: err goes to every handler.
+func (f *errorFanout) Handle(err error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for _, h := range f.handlers {
+		h.Handle(err)
+	}
 }
 
 // rateLimitedErrors logs the SDK's errors at Warn, at most one per gap,
