@@ -173,7 +173,11 @@ func (s *Snapshot) age() float64 {
 	return time.Since(time.Unix(0, s.confirmed.Load())).Seconds()
 }
 
-// confirm records that the snapshot in use was current at t.
+// confirm records that the snapshot in use was current at t, as the
+// database answered: a load, or a read of the version finding the
+// snapshot's. Nothing else may call it (a notification can come from any
+// login), so the age of a replica that cannot load a new version grows
+// from its last load.
 func (s *Snapshot) confirm(t time.Time) {
 	if n := t.UnixNano(); n > s.confirmed.Load() {
 		s.confirmed.Store(n)
@@ -430,8 +434,9 @@ func (s *Snapshot) listenLoop(ctx context.Context) {
 
 // listenOnce connects, listens, and checks the version as soon as it
 // listens (whatever was sent before is lost), then asks for a check on
-// each notification of this schema, until the connection fails or ctx
-// ends. connected is called once it listens.
+// each notification of this schema that names another version than the
+// snapshot's, until the connection fails or ctx ends. connected is called
+// once it listens.
 func (s *Snapshot) listenOnce(ctx context.Context, connected func()) error {
 	conn, err := pgx.ConnectConfig(ctx, s.listen)
 	if err != nil {
@@ -461,7 +466,9 @@ func (s *Snapshot) listenOnce(ctx context.Context, connected func()) error {
 			continue // another catalog of this database
 		}
 		if v, err := strconv.ParseInt(version, 10, 64); err == nil && v == s.version.Load() {
-			s.confirm(time.Now())
+			// Loaded already. The age is left alone: any login to the
+			// database may notify, so only the database's own answer
+			// confirms the snapshot current.
 			continue
 		}
 		s.check()
