@@ -103,8 +103,10 @@ func versions(vs []int64) string {
 func importCatalog(ctx context.Context, args []string, e env, stdout, stderr io.Writer) error {
 	var dsn string
 	var replace bool
+	var maxBytes int64
 	fs := flag.NewFlagSet("import", flag.ContinueOnError)
 	fs.BoolVar(&replace, "replace", false, "replace the whole catalog instead of adding to it")
+	fs.Int64Var(&maxBytes, "max-catalog-bytes", postgres.DefaultMaxCatalogBytes, "refuse an import that leaves the catalog with more bytes of text (ids, names, tags, readers) than this, which every replica holds in memory; 0 for no limit")
 	rest, err := databaseFlags(fs, &dsn, args, e, stderr)
 	if err != nil {
 		return err
@@ -116,7 +118,7 @@ func importCatalog(ctx context.Context, args []string, e env, stdout, stderr io.
 	if err != nil {
 		return fmt.Errorf("import: %w", err)
 	}
-	if err := postgres.Import(ctx, dsn, catalog, replace); err != nil {
+	if err := postgres.ImportLimited(ctx, dsn, catalog, replace, maxBytes); err != nil {
 		return fmt.Errorf("import: %w", err)
 	}
 	fmt.Fprintf(stdout, "imported %d plants\n", catalog.Len())
