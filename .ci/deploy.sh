@@ -113,7 +113,7 @@ for dir in deploy/overlays/*/ deploy/namespaces/; do
   echo "$name: $(grep -c '^kind:' "$tmp/manifests/$name.yaml") objects"
 done
 
-step "schemas from k8s.io/kubernetes@v$k8s_version, the HTTPRoute CRD and the Prometheus Operator CRDs"
+step "schemas from k8s.io/kubernetes@v$k8s_version, the HTTPRoute CRD, the Prometheus Operator and Envoy Gateway CRDs"
 k8s_dir="$(go mod download -json "k8s.io/kubernetes@v$k8s_version" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
 (cd deploy/check && go mod download sigs.k8s.io/gateway-api)
 gw_dir="$(cd deploy/check && go list -m -f '{{.Dir}}' sigs.k8s.io/gateway-api)"
