@@ -576,7 +576,9 @@ func TestViolationsCatch(t *testing.T) {
 		{"alert without runbook", func(o []runtime.Object) {
 			delete(alertRule(promRule(o), "PlantstoreAvailabilityBudgetBurnFast").Annotations, "runbook_url")
 		}, "alert PlantstoreAvailabilityBudgetBurnFast has no runbook_url"},
-		{"alert severity page", func(o []runtime.Object) { alertRule(promRule(o), "PlantstoreAvailabilityBudgetBurnFast").Labels["severity"] = "page" }, `severity "page"`},
+		{"alert severity page", func(o []runtime.Object) {
+			alertRule(promRule(o), "PlantstoreAvailabilityBudgetBurnFast").Labels["severity"] = "page"
+		}, `severity "page"`},
 		{"alert without for", func(o []runtime.Object) { alertRule(promRule(o), "PlantstoreCatalogReloadFailing").For = nil }, "alert PlantstoreCatalogReloadFailing has no for"},
 		{"alert for every environment", func(o []runtime.Object) {
 			alertRule(promRule(o), "PlantstoreNoVerificationKeys").Expr = intstr.FromString(`sum by (namespace, job, pod, issuer) (plantstore_jwks_keys{job="plantstore"}) == 0`)

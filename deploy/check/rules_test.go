@@ -24,7 +24,6 @@ const rulesDir = "../components/prometheus-rules"
 // ruleTests are promtool's unit test files of the rules, in rulesDir.
 var ruleTests = []string{"prometheusrule_test.yaml", "prometheusrule_slow_test.yaml"}
 
-
 // promtool returns promtool's path; without it the test skips, or fails
 // under TEST_REQUIRE_TOOLS=1.
 func promtool(t testing.TB) string {
