@@ -509,10 +509,11 @@ func TestPostgresCommands(t *testing.T) {
 		t.Fatalf("import of a bad file = %v, want an error naming it and entry 2 (counted from 1)", err)
 	}
 	sample := filepath.Join("plants", "sample_catalog.json")
-	if out, err := cmd([]string{"import", "-database-url", dsn, sample, "-replace"}, nil); err != nil || out != fmt.Sprintf("imported %d plants\n", plants.SampleCatalog().Len()) {
+	n := plants.SampleCatalog().Len()
+	if out, err := cmd([]string{"import", "-database-url", dsn, sample, "-replace"}, nil); err != nil || out != fmt.Sprintf("imported %d plants: %d added, 0 updated, 0 unchanged, 0 removed\n", n, n) {
 		t.Fatalf("import -replace = %q, %v", out, err)
 	}
-	for _, args := range [][]string{{"import", sample}, {"import", "-database-url", dsn}, {"import", "-database-url", dsn, sample, sample}, {"migrate", "-database-url", dsn, "x"}, {"migrate", "-database-url", "mysql://x/y"}} {
+	for _, args := range [][]string{{"import", sample}, {"import", "-database-url", dsn}, {"import", "-database-url", dsn, sample, sample}, {"import", "-upsert", "-replace", "-database-url", dsn, sample}, {"migrate", "-database-url", dsn, "x"}, {"migrate", "-database-url", "mysql://x/y"}} {
 		if _, err := cmd(args, nil); !errors.Is(err, errUsage) {
 			t.Errorf("run(%q) = %v, want a usage error", args, err)
 		}
@@ -533,6 +534,49 @@ func TestPostgresCommands(t *testing.T) {
 		}
 		if want := expectedPlants(plants.SampleCatalog(), u); !slices.Equal(got, want) {
 			t.Errorf("%s from PostgreSQL: got %v, want %v", u.Subject, got, want)
+		}
+	}
+}
+
+// TestImportCommand runs import as an operator would, in each mode: what
+// it prints, and what it says when it refuses a file.
+func TestImportCommand(t *testing.T) {
+	dsn := migratedDatabase(t)
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	first := file("first.json", `[{"id": "fern", "name": "Fern", "readers": ["*"]}]`)
+	second := file("second.json", `[{"id": "fern", "name": "Fern", "tag": "green", "readers": ["*"]}, {"id": "ivy", "name": "Ivy", "readers": ["*"]}]`)
+	noIDs := file("no-ids.json", `[{"name": "Moss", "readers": ["*"]}]`)
+	tests := []struct {
+		name    string
+		args    []string
+		want    string // the output, or a part of the error
+		wantErr bool
+	}{
+		{"add", []string{first}, "imported 1 plant\n", false},
+		{"add a stored id", []string{second}, `second.json: postgres: plant id "fern" is already in the catalog; -upsert updates the stored plants of the file's ids, -replace swaps the whole catalog`, true},
+		{"add without ids", []string{noIDs}, `no-ids.json: postgres: plants without an id: 1 plant of the file has none, and the catalog is not empty (1 plant): ids generated from positions in the file would clash with those stored; give every plant an "id" (then -upsert adds and updates by id), or use -replace`, true},
+		{"upsert without ids", []string{"-upsert", noIDs}, `give every plant an "id", or use -replace`, true},
+		{"dry run", []string{"-upsert", "-dry-run", second}, "dry run: would add 1 plant, update 1 plant and remove 0 plants; nothing changed\n", false},
+		{"upsert", []string{"-upsert", second}, "imported 2 plants: 1 added, 1 updated, 0 unchanged\n", false},
+		{"dry run of a replace", []string{"-replace", "-dry-run", noIDs}, "dry run: would add 1 plant, update 0 plants and remove 2 plants; nothing changed\n", false},
+		{"upsert again", []string{second, "-upsert"}, "imported 2 plants: 0 added, 0 updated, 2 unchanged\n", false},
+		{"replace", []string{"-replace", noIDs}, "imported 1 plant: 1 added, 0 updated, 0 unchanged, 2 removed\n", false},
+	}
+	for _, tt := range tests {
+		var out bytes.Buffer
+		err := run(t.Context(), append([]string{"import", "-database-url", dsn}, tt.args...), nil, nil, &out, io.Discard)
+		switch {
+		case tt.wantErr && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s: import %q = %q, %v; want an error holding %q", tt.name, tt.args, out.String(), err, tt.want)
+		case !tt.wantErr && (err != nil || out.String() != tt.want):
+			t.Errorf("%s: import %q = %q, %v; want %q", tt.name, tt.args, out.String(), err, tt.want)
 		}
 	}
 }

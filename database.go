@@ -95,29 +95,89 @@ func versions(vs []int64) string {
 }
 
 // importCatalog implements "plantstore import": it validates a catalog file
-// exactly as serve does, then loads it in one transaction.
+// exactly as serve does, then loads it in one transaction: it adds the
+// file's plants, or with -upsert adds and updates them by id, or with
+// -replace swaps the whole catalog; -dry-run says what that would change
+// and changes nothing.
 func importCatalog(ctx context.Context, args []string, e env, stdout, stderr io.Writer) error {
-	var replace bool
+	var replace, upsert, dryRun bool
 	fs := flag.NewFlagSet("import", flag.ContinueOnError)
-	fs.BoolVar(&replace, "replace", false, "replace the whole catalog instead of adding to it")
+	fs.BoolVar(&upsert, "upsert", false, "add the file's plants and update those whose id is stored, keeping the others; every plant of the file needs an id")
+	fs.BoolVar(&replace, "replace", false, "replace the whole catalog with the file's plants")
+	fs.BoolVar(&dryRun, "dry-run", false, "say how many plants the import would add, update and remove, and change nothing")
 	maxBytes := int64(postgres.DefaultMaxCatalogBytes)
 	fs.Var(sizeFlag{&maxBytes}, "max-catalog-bytes", "refuse an import that leaves the catalog with more bytes of text (ids, names, tags, readers) than this, which every replica holds in memory; 0 for no limit")
 	dsn, rest, err := databaseFlags(fs, args, e, stderr)
 	if err != nil {
 		return err
 	}
-	if len(rest) != 1 {
+	switch {
+	case len(rest) != 1:
 		return usagef("import: want exactly one catalog FILE, got %d arguments", len(rest))
+	case replace && upsert:
+		return usagef("import: -upsert and -replace are two ways to import; choose one")
 	}
-	catalog, err := plants.LoadCatalogFile(rest[0])
+	o := postgres.ImportOptions{Mode: postgres.Add, DryRun: dryRun, MaxBytes: maxBytes}
+	switch {
+	case upsert:
+		o.Mode = postgres.Upsert
+	case replace:
+		o.Mode = postgres.Replace
+	}
+	file := rest[0]
+	catalog, err := plants.LoadCatalogFile(file)
 	if err != nil {
 		return fmt.Errorf("import: %w", err)
 	}
-	if err := postgres.ImportLimited(ctx, dsn, catalog, replace, maxBytes); err != nil {
-		return fmt.Errorf("import: %w", err)
+	res, err := postgres.ImportWith(ctx, dsn, catalog, o)
+	if err != nil {
+		return importRefused(file, o.Mode, err)
 	}
-	fmt.Fprintf(stdout, "imported %d plants\n", catalog.Len())
+	fmt.Fprintln(stdout, importSummary(catalog.Len(), res, o))
 	return nil
+}
+
+// importRefused returns err, the refusal of an import of file, with what
+// to do about it.
+func importRefused(file string, mode postgres.ImportMode, err error) error {
+	switch {
+	case errors.Is(err, postgres.ErrDuplicateID):
+		return fmt.Errorf("import: %s: %w; -upsert updates the stored plants of the file's ids, -replace swaps the whole catalog", file, err)
+	case errors.Is(err, postgres.ErrGeneratedIDs) && mode == postgres.Upsert:
+		return fmt.Errorf("import: %s: %w; give every plant an \"id\", or use -replace to swap the whole catalog", file, err)
+	case errors.Is(err, postgres.ErrGeneratedIDs):
+		return fmt.Errorf("import: %s: %w; give every plant an \"id\" (then -upsert adds and updates by id), or use -replace to swap the whole catalog", file, err)
+	}
+	return fmt.Errorf("import: %w", err)
+}
+
+// importSummary is the line import prints: what it did, or with -dry-run
+// what it would do.
+func importSummary(n int, r postgres.ImportResult, o postgres.ImportOptions) string {
+	if o.DryRun {
+		s := fmt.Sprintf("dry run: would add %s, update %s and remove %s", plural(r.Added, "plant"), plural(r.Updated, "plant"), plural(r.Removed, "plant"))
+		if r.Unchanged > 0 {
+			s += fmt.Sprintf(" (%s unchanged)", plural(r.Unchanged, "plant"))
+		}
+		return s + "; nothing changed"
+	}
+	s := fmt.Sprintf("imported %s", plural(int64(n), "plant"))
+	if o.Mode == postgres.Add {
+		return s
+	}
+	parts := []string{fmt.Sprintf("%d added", r.Added), fmt.Sprintf("%d updated", r.Updated), fmt.Sprintf("%d unchanged", r.Unchanged)}
+	if o.Mode == postgres.Replace {
+		parts = append(parts, fmt.Sprintf("%d removed", r.Removed))
+	}
+	return s + ": " + strings.Join(parts, ", ")
+}
+
+// plural returns "1 plant", "2 plants", "0 plants".
+func plural(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // openDatabase opens the PostgreSQL store of serve: by default a snapshot

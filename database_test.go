@@ -36,10 +36,15 @@ func writeCatalog(t testing.TB, names ...string) string {
 	return path
 }
 
-// importFile runs "plantstore import -replace" of path into dsn.
-func importFile(t testing.TB, dsn, path string) {
+// importFile runs "plantstore import -replace" of path into dsn, or,
+// with flags, "plantstore import" with those.
+func importFile(t testing.TB, dsn, path string, flags ...string) {
 	t.Helper()
-	if err := run(context.Background(), []string{"import", "-replace", "-database-url", dsn, path}, nil, nil, io.Discard, io.Discard); err != nil {
+	if flags == nil {
+		flags = []string{"-replace"}
+	}
+	args := append(append([]string{"import"}, flags...), "-database-url", dsn, path)
+	if err := run(context.Background(), args, nil, nil, io.Discard, io.Discard); err != nil {
 		t.Fatalf("import %s: %v", path, err)
 	}
 }
@@ -85,8 +90,8 @@ func metricValue(t testing.TB, admin, series string) (float64, bool) {
 
 // TestReplicasSeeImport runs three replicas on one database, two serving
 // snapshots and one reading it per request, and imports catalogs with the
-// import command: each must serve each catalog within a second of the
-// import's start.
+// import command, replacing, upserting and adding: each must serve each
+// catalog within a second of the import's start.
 func TestReplicasSeeImport(t *testing.T) {
 	dsn := migratedDatabase(t)
 	importFile(t, dsn, writeCatalog(t, "Aloe"))
@@ -101,23 +106,32 @@ func TestReplicasSeeImport(t *testing.T) {
 	for _, in := range replicas {
 		waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
 	}
-	for i, catalog := range [][]string{{"Basil", "Cress"}, {"Dill"}, {}} {
-		path := writeCatalog(t, catalog...)
+	for i, st := range []struct {
+		flag       string
+		file, want []string
+	}{
+		{"-replace", []string{"Basil", "Cress"}, []string{"Basil", "Cress"}},
+		{"-upsert", []string{"Cress", "Dill"}, []string{"Basil", "Cress", "Dill"}},
+		{"-dry-run", []string{"Endive"}, []string{"Basil", "Cress", "Dill"}},
+		{"-max-catalog-bytes=1MiB", []string{"Endive"}, []string{"Basil", "Cress", "Dill", "Endive"}},
+		{"-replace", nil, []string{}},
+	} {
+		path := writeCatalog(t, st.file...)
 		start := time.Now()
-		importFile(t, dsn, path)
+		importFile(t, dsn, path, st.flag)
 		for name, in := range replicas {
 			for {
 				got, status := listNames(t, http.DefaultClient, in.api, token)
-				if status == http.StatusOK && slices.Equal(got, append([]string{}, catalog...)) {
+				if status == http.StatusOK && slices.Equal(got, st.want) {
 					break
 				}
 				if time.Since(start) > time.Second {
-					t.Fatalf("import %d: %s serves %q (status %d) a second after the import started; want %q", i+1, name, got, status, catalog)
+					t.Fatalf("import %d (%s): %s serves %q (status %d) a second after the import started; want %q", i+1, st.flag, name, got, status, st.want)
 				}
 				time.Sleep(5 * time.Millisecond)
 			}
 		}
-		t.Logf("import %d of %d plants served by every replica within %v of its start", i+1, len(catalog), time.Since(start).Round(time.Millisecond))
+		t.Logf("import %d (%s) of %d plants served by every replica within %v of its start", i+1, st.flag, len(st.file), time.Since(start).Round(time.Millisecond))
 	}
 	// The plant count on every store; the per-request one reads it at its
 	// poll.

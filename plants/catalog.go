@@ -30,6 +30,7 @@ type Catalog struct {
 	entries    []entry  // the plants, in order
 	tags       []string // the distinct tags, "" first
 	readerSets [][]string
+	generated  int // plants whose id was generated
 }
 
 // A CatalogError is a problem with a catalog file. Index is the zero-based
@@ -147,7 +148,19 @@ func ParseCatalog(r io.Reader, name string) (*Catalog, error) {
 	if err != nil {
 		return nil, &CatalogError{File: name, Index: -1, Err: err}
 	}
+	c.generated = countTrue(generated)
 	return c, nil
+}
+
+// countTrue returns how many of bs are true.
+func countTrue(bs []bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
 }
 
 // checkIDs returns the index of the first plant whose id an earlier plant
@@ -204,6 +217,7 @@ func NewCatalog(ps []Plant) (*Catalog, error) {
 	if err != nil {
 		return nil, &CatalogError{Index: -1, Err: err}
 	}
+	c.generated = countTrue(generated)
 	return c, nil
 }
 
@@ -287,6 +301,10 @@ func LoadCatalogFile(path string) (*Catalog, error) {
 
 // Len returns the number of plants in c.
 func (c *Catalog) Len() int { return len(c.entries) }
+
+// GeneratedIDs returns the number of plants of c whose id was generated
+// from their position, since their entry had none ([GeneratedID]).
+func (c *Catalog) GeneratedIDs() int { return c.generated }
 
 // Plants returns the plants of c in the contract's order, with their ids
 // filled in, in a new slice. The plants' Readers are shared: callers must

@@ -65,8 +65,9 @@ func TestSnapshotConformance(t *testing.T) {
 }
 
 // TestSnapshotTwoReplicas runs two snapshots of one database, as two
-// replicas would, with a poll too slow to matter: each import must be
-// served by both within a second of its commit, through notifications.
+// replicas would, with a poll too slow to matter: each import, whether it
+// adds, upserts or replaces, must be served by both within a second of its
+// commit, through notifications.
 func TestSnapshotTwoReplicas(t *testing.T) {
 	t.Parallel()
 	dsn := seeded(t)
@@ -83,12 +84,13 @@ func TestSnapshotTwoReplicas(t *testing.T) {
 	}
 	steps := []struct {
 		catalog string
-		replace bool
+		mode    postgres.ImportMode
 		want    []string
 	}{
-		{`[{"id": "ivy", "name": "Ivy", "readers": ["*"]}]`, false, []string{"Fern", "Ivy", "Rose"}},
-		{`[{"id": "oak", "name": "Oak", "readers": ["group:green"]}]`, true, []string{"Oak"}},
-		{`[]`, true, nil},
+		{`[{"id": "ivy", "name": "Ivy", "readers": ["*"]}]`, postgres.Add, []string{"Fern", "Ivy", "Rose"}},
+		{`[{"id": "ivy", "name": "Ivy 2", "readers": ["*"]}, {"id": "moss", "name": "Moss", "readers": ["*"]}]`, postgres.Upsert, []string{"Fern", "Ivy 2", "Moss", "Rose"}},
+		{`[{"id": "oak", "name": "Oak", "readers": ["group:green"]}]`, postgres.Replace, []string{"Oak"}},
+		{`[]`, postgres.Replace, nil},
 	}
 	for i, st := range steps {
 		if err := postgres.Import(t.Context(), other, storetest.Catalog(t, `[{"id": "x", "name": "Elsewhere", "readers": ["*"]}]`), true); err != nil {
@@ -97,7 +99,7 @@ func TestSnapshotTwoReplicas(t *testing.T) {
 		// Import returns after a VACUUM that follows its commit: time from
 		// its start, which is before the commit.
 		start := time.Now()
-		if err := postgres.Import(t.Context(), dsn, storetest.Catalog(t, st.catalog), st.replace); err != nil {
+		if _, err := postgres.ImportWith(t.Context(), dsn, storetest.Catalog(t, st.catalog), postgres.ImportOptions{Mode: st.mode}); err != nil {
 			t.Fatal(err)
 		}
 		for name, s := range map[string]*postgres.Snapshot{"a": a, "b": b} {
