@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,8 +28,67 @@ func TestMain(m *testing.M) {
 		os.Exit(childMain(args))
 	}
 	gin.SetMode(gin.TestMode)
-	os.Exit(m.Run())
+	code := m.Run()
+	if code == 0 {
+		code = logsChecked.report()
+	}
+	os.Exit(code)
 }
+
+// logsChecked counts the log lines that the services the tests start
+// wrote, in process (startLogging) and as a process of their own
+// (startChild): each went through a logtest.Checker, which fails the test
+// that wrote it unless it is one JSON object with unique keys.
+var logsChecked checkedLogs
+
+type checkedLogs struct {
+	mu    sync.Mutex
+	lines int
+	msgs  map[string]int
+}
+
+// check makes w check what it is given, and count it, at the end of t.
+func (l *checkedLogs) check(t testing.TB, w io.Writer) io.Writer {
+	c := &logtest.Checker{Allowed: isExitMessage}
+	t.Cleanup(func() {
+		c.Check(t)
+		n, msgs := c.Lines()
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.lines += n
+		if l.msgs == nil {
+			l.msgs = map[string]int{}
+		}
+		for k, v := range msgs {
+			l.msgs[k] += v
+		}
+	})
+	return io.MultiWriter(w, c)
+}
+
+// report says how many lines were checked, and fails a run of the whole
+// package (no -run) in which the lines every run writes were not seen: the
+// check would then have been cut off from the services.
+func (l *checkedLogs) report() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if testing.Verbose() {
+		fmt.Printf("log lines checked: %d, of %d messages\n", l.lines, len(l.msgs))
+	}
+	if f := flag.Lookup("test.run"); f != nil && f.Value.String() == "" {
+		for _, msg := range []string{"listening", "request", "stopped"} {
+			if l.msgs[msg] == 0 {
+				fmt.Printf("FAIL: no log line %q was checked for unique keys\n", msg)
+				return 1
+			}
+		}
+	}
+	return 0
+}
+
+// isExitMessage reports whether line is what main writes to stderr when
+// the command fails ("plantstore: ..."), which is no log line.
+func isExitMessage(line string) bool { return strings.HasPrefix(line, "plantstore: ") }
 
 // childArgsVar makes this test binary run the command it holds (JSON
 // arguments) instead of the tests: a service in a process of its own, for
@@ -76,7 +137,7 @@ func startChild(t testing.TB, env map[string]string, args ...string) *child {
 	}
 	c := &child{cmd: exec.Command(os.Args[0]), stderr: &logtest.Buffer{}, done: make(chan error, 1)}
 	c.cmd.Env = append(envOf(env), childArgsVar+"="+string(argv), "PATH="+os.Getenv("PATH"))
-	c.cmd.Stderr = c.stderr
+	c.cmd.Stderr = logsChecked.check(t, c.stderr)
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -174,6 +235,7 @@ func startLogging(t testing.TB, env map[string]string, logTo io.Writer, view *lo
 	ctx, cancel := context.WithCancel(context.Background())
 	in := &instance{stdout: &logtest.Buffer{}, stderr: view, stop: cancel, done: make(chan error, 1)}
 	full := append([]string{"serve", "-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0", "-shutdown-delay", "0s"}, args...)
+	logTo = logsChecked.check(t, logTo)
 	go func() { in.done <- run(ctx, full, envOf(env), strings.NewReader(""), in.stdout, logTo) }()
 	t.Cleanup(func() {
 		cancel()

@@ -33,6 +33,9 @@ func (f *KeyFile) Watch(ctx context.Context, log *zap.Logger) <-chan struct{} {
 	if log == nil {
 		log = zap.NewNop()
 	}
+	// ReloadLogged names the source on its own lines; the watch's own
+	// warnings name it here. One key, once, on every line.
+	reloadLog := log
 	log = log.With(zap.Stringer("source", f))
 	done := make(chan struct{})
 	var events <-chan fsnotify.Event
@@ -71,12 +74,12 @@ func (f *KeyFile) Watch(ctx context.Context, log *zap.Logger) <-chan struct{} {
 					log.Warn("watching for changes", zap.Error(err))
 				}
 			case <-settle.C:
-				_, _ = f.ReloadLogged(log)
+				_, _ = f.ReloadLogged(reloadLog)
 				if w != nil {
 					f.watchDirs(w, log)
 				}
 			case <-poll.C:
-				_, _ = f.ReloadLogged(log)
+				_, _ = f.ReloadLogged(reloadLog)
 			}
 		}
 	}()
@@ -112,7 +115,8 @@ func (f *KeyFile) watchDirs(w *fsnotify.Watcher, log *zap.Logger) {
 }
 
 // ReloadLogged reloads f ([KeyFile.Reload]) and logs a change or a
-// refusal, naming the source; it returns what Reload returned.
+// refusal, naming the source (log must not name it already); it returns
+// what Reload returned.
 func (f *KeyFile) ReloadLogged(log *zap.Logger) (changed bool, err error) {
 	changed, err = f.Reload()
 	switch {
