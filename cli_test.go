@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -31,7 +32,10 @@ func TestServeUsage(t *testing.T) {
 		env  map[string]string
 		want string // substring of the message
 	}{
-		{"unknown flag", append(dev, "-nope"), nil, "-nope"},
+		{"unknown flag", append(dev, "-nope"), nil, "flag provided but not defined: -nope (plantstore serve -h lists the flags)"},
+		{"unknown flag near a known one", append(dev, "-jwt-isuer", "x"), nil, "-jwt-isuer; did you mean -jwt-issuer? (plantstore serve -h lists the flags)"},
+		{"unknown flag, the start of a known one", append(dev, "-dat", "x"), nil, "did you mean -data?"},
+		{"rate limit not a number", append(dev, "-rate-limit", "ten"), nil, `invalid value "ten" for flag -rate-limit: want a number of requests a second, such as 10 or 0.5`},
 		{"bad duration", append(dev, "-jwt-leeway", "soon"), nil, "-jwt-leeway"},
 		{"negative leeway", append(dev, "-jwt-leeway", "-1s"), nil, "-jwt-leeway"},
 		{"bad addr", append(dev, "-addr", "8080"), nil, "-addr"},
@@ -409,8 +413,126 @@ func TestTokenCommand(t *testing.T) {
 	}
 }
 
+// TestCommandMistakes checks what the commands other than serve say to
+// the mistakes a new user makes: a public key where the private one is
+// needed (with the file to use instead), a proof for a URL or method that
+// no request has, an unknown flag.
+func TestCommandMistakes(t *testing.T) {
+	dir := t.TempDir()
+	prefix := filepath.Join(dir, "demo")
+	if err := run(t.Context(), []string{"keygen", "-alg", "ES256", "-out", prefix}, nil, nil, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "other.jwks.json") // no other.key beside it
+	if err := os.WriteFile(other, mustRead(t, prefix+".jwks.json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	url := "http://127.0.0.1:8080/plants"
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"token signed with the public JWKS", []string{"token", "-key", prefix + ".jwks.json", "-sub", "alice"}, "the file holds a public key, not a private one; use " + prefix + ".key, the private key that plantstore keygen wrote beside it"},
+		{"token bound to the public JWKS", []string{"token", "-key", prefix + ".key", "-sub", "alice", "-dpop-key", prefix + ".jwks.json"}, "use " + prefix + ".key"},
+		{"token with a public JWKS of no known private key", []string{"token", "-key", other, "-sub", "alice"}, "give the private key file (PKCS#8 PEM or a private JWK), such as the PREFIX.key that plantstore keygen writes"},
+		{"proof with the public JWKS", []string{"proof", "-key", prefix + ".jwks.json", "-url", url}, "use " + prefix + ".key"},
+		{"proof URL without a scheme", []string{"proof", "-key", prefix + ".key", "-url", "127.0.0.1:8080/plants"}, `invalid value "127.0.0.1:8080/plants" for flag -url: want the absolute URL of the request, such as http://127.0.0.1:8080/plants`},
+		{"proof URL of another scheme", []string{"proof", "-key", prefix + ".key", "-url", "ftp://127.0.0.1/plants"}, "want the absolute URL"},
+		{"proof method in lower case", []string{"proof", "-key", prefix + ".key", "-url", url, "-method", "get"}, `invalid value "get" for flag -method: methods are case-sensitive, and the request's method is compared as it is sent; want GET`},
+		{"proof method not a token", []string{"proof", "-key", prefix + ".key", "-url", url, "-method", "GET /plants"}, "want an HTTP method"},
+		{"import flag misspelt", []string{"import", "-upsrt", "catalog.json"}, "did you mean -upsert? (plantstore import -h lists the flags)"},
+		{"version with an argument", []string{"version", "now"}, "version takes no arguments"},
+		{"help for no such command", []string{"help", "nope"}, `help: unknown command "nope"`},
+	}
+	for _, tt := range tests {
+		var stdout bytes.Buffer
+		err := run(t.Context(), tt.args, nil, nil, &stdout, io.Discard)
+		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %q = %v; want a usage error holding %q", tt.name, tt.args, err, tt.want)
+		}
+		if stdout.Len() > 0 {
+			t.Errorf("%s: %q printed %q", tt.name, tt.args, stdout.String())
+		}
+	}
+	// The same proof with what it asked for works.
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"proof", "-key", prefix + ".key", "-url", url, "-method", "HEAD"}, nil, nil, &out, io.Discard); err != nil || strings.Count(out.String(), ".") != 2 {
+		t.Errorf("proof -method HEAD = %q, %v; want a JWT", out.String(), err)
+	}
+}
+
+// mustRead returns the content of the file at path.
+func mustRead(t testing.TB, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestHelpCommand checks "plantstore help COMMAND": the command's flags
+// on stdout, exit 0, as "COMMAND -h" prints them.
+func TestHelpCommand(t *testing.T) {
+	for _, cmd := range []string{"serve", "token", "proof", "keygen", "migrate", "import", "version"} {
+		var help, dashH bytes.Buffer
+		if err := run(t.Context(), []string{"help", cmd}, nil, nil, &help, io.Discard); err != nil {
+			t.Errorf("help %s = %v; want nil (exit 0)", cmd, err)
+		}
+		if err := run(t.Context(), []string{cmd, "-h"}, nil, nil, io.Discard, &dashH); err != nil {
+			t.Errorf("%s -h = %v; want nil (exit 0)", cmd, err)
+		}
+		if !strings.HasPrefix(help.String(), "usage: plantstore "+cmd) || help.String() != dashH.String() {
+			t.Errorf("help %s printed %q; want what %s -h prints, %q", cmd, help.String(), cmd, dashH.String())
+		}
+	}
+	var help bytes.Buffer
+	if err := run(t.Context(), []string{"help", "help"}, nil, nil, &help, io.Discard); err != nil || !strings.Contains(help.String(), "commands:") {
+		t.Errorf("help help = %q, %v; want the list of commands", help.String(), err)
+	}
+}
+
+// TestHelpTypes checks that -h of every command gives each flag that takes
+// a value the kind of value it takes, never the flag package's "value".
+func TestHelpTypes(t *testing.T) {
+	kinds := []string{"string", "list", "duration", "int", "number", "size", "host:port", "prefixes", "mode"}
+	flagLine := regexp.MustCompile(`(?m)^  -([a-z0-9-]+)(?: (\S+))?$`)
+	for _, cmd := range []string{"serve", "token", "proof", "keygen", "migrate", "import", "version"} {
+		var help bytes.Buffer
+		if err := run(t.Context(), []string{cmd, "-h"}, nil, nil, io.Discard, &help); err != nil {
+			t.Fatalf("%s -h: %v", cmd, err)
+		}
+		for _, m := range flagLine.FindAllStringSubmatch(help.String(), -1) {
+			if m[2] != "" && !slices.Contains(kinds, m[2]) {
+				t.Errorf("%s -h: -%s takes %q; want one of %q", cmd, m[1], m[2], kinds)
+			}
+		}
+	}
+	// Spot checks: these take values of these kinds.
+	for cmd, want := range map[string][]string{
+		"serve":  {"-rate-limit number", "-jwt-leeway duration", "-jwt-cache-bytes size", "-addr host:port", "-jwt-audience list", "-db-max-conns int", "-jwt-dpop mode"},
+		"token":  {"-ttl duration", "-groups list", "-key string"},
+		"import": {"-max-catalog-bytes size", "-database-url string"},
+	} {
+		var help bytes.Buffer
+		if err := run(t.Context(), []string{cmd, "-h"}, nil, nil, io.Discard, &help); err != nil {
+			t.Fatalf("%s -h: %v", cmd, err)
+		}
+		for _, w := range want {
+			if !strings.Contains(help.String(), "\n  "+w+"\n") {
+				t.Errorf("%s -h lacks the line %q", cmd, w)
+			}
+		}
+	}
+}
+
 // TestVersion checks the version command and --version.
 func TestVersion(t *testing.T) {
+	var help bytes.Buffer
+	if err := run(t.Context(), []string{"version", "-h"}, nil, nil, io.Discard, &help); err != nil || help.String() != "usage: plantstore version\n" {
+		t.Errorf("version -h = %q, %v; want its usage and nil (exit 0)", help.String(), err)
+	}
 	for _, args := range [][]string{{"version"}, {"--version"}, {"-version"}} {
 		var out bytes.Buffer
 		if err := run(context.Background(), args, nil, nil, &out, io.Discard); err != nil {

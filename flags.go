@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/netip"
 	"regexp"
 	"strconv"
@@ -100,7 +101,7 @@ func parseFlags(fs *flag.FlagSet, args []string, e env, rows settings, stderr io
 				printFlags(stderr, fs, rows)
 				return p, nil, errHelp
 			}
-			return p, nil, usagef("%s: %v", fs.Name(), err)
+			return p, nil, usagef("%s: %v%s", fs.Name(), err, nearFlag(fs, err))
 		}
 		fs.Visit(func(f *flag.Flag) { p.fromArgs[f.Name] = true })
 		if fs.NArg() == 0 {
@@ -121,12 +122,66 @@ func parseFlags(fs *flag.FlagSet, args []string, e env, rows settings, stderr io
 	return p, rest, nil
 }
 
+// nearFlag returns, for err, the flag package's refusal of an unknown
+// flag, the advice to append: the defined flag nearest to the one given,
+// if one is close, and where the flags are listed.
+func nearFlag(fs *flag.FlagSet, err error) string {
+	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
+	if !ok {
+		return ""
+	}
+	best, bestDist := "", 0
+	fs.VisitAll(func(f *flag.Flag) {
+		// Close: a few edits, fewer than a third of the name; or the
+		// name given is the start of the flag's.
+		d := editDistance(name, f.Name)
+		if strings.HasPrefix(f.Name, name) && len(name) >= 3 {
+			d = min(d, 1)
+		}
+		if d <= max(1, len(f.Name)/3) && (best == "" || d < bestDist) {
+			best, bestDist = f.Name, d
+		}
+	})
+	help := fmt.Sprintf("plantstore %s -h lists the flags", fs.Name())
+	if best != "" {
+		return fmt.Sprintf("; did you mean -%s? (%s)", best, help)
+	}
+	return " (" + help + ")"
+}
+
+// editDistance returns the Levenshtein distance of a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
 // typed is a flag value that names its type for -h.
 type typed interface{ Type() string }
 
 // printFlags writes the usage of fs: each flag with the type of its value,
 // its default and, for a row of rows, the variable it also reads.
 func printFlags(w io.Writer, fs *flag.FlagSet, rows settings) {
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n == 0 {
+		fmt.Fprintf(w, "usage: plantstore %s%s\n", fs.Name(), positional[fs.Name()])
+		return
+	}
 	fmt.Fprintf(w, "usage: plantstore %s [flags]%s\n\nflags:\n", fs.Name(), positional[fs.Name()])
 	fs.VisitAll(func(f *flag.Flag) {
 		name, help := flag.UnquoteUsage(f)
@@ -328,8 +383,12 @@ func (f intFlag[T]) Set(s string) error {
 
 func (intFlag[T]) Type() string { return "int" }
 
-// numberFlag is a float64 flag.
-type numberFlag struct{ v *float64 }
+// numberFlag is a float64 flag; want says what it takes, for its error:
+// "a number of requests a second, such as 10 or 0.5".
+type numberFlag struct {
+	v    *float64
+	want string
+}
 
 func (f numberFlag) String() string {
 	if f.v == nil {
@@ -340,8 +399,8 @@ func (f numberFlag) String() string {
 
 func (f numberFlag) Set(s string) error {
 	n, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return errors.New("want a number")
+	if err != nil || math.IsNaN(n) || math.IsInf(n, 0) {
+		return errors.New("want " + f.want)
 	}
 	*f.v = n
 	return nil

@@ -13,10 +13,12 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -79,10 +81,11 @@ commands:
   migrate   apply the PostgreSQL schema migrations (-status: show them)
   import    load a catalog file into PostgreSQL in one transaction
   version   print the version (also: plantstore --version)
-  help      print this text
+  help      print this text, or with a COMMAND its flags
 
-Run "plantstore COMMAND -h" for the flags of a command; every serve flag
-but -dev can also be set as PLANTSTORE_<FLAG> (upper case, "-" as "_").
+Run "plantstore help COMMAND" (or "plantstore COMMAND -h") for the flags
+of a command; every serve flag but -dev can also be set as
+PLANTSTORE_<FLAG> (upper case, "-" as "_").
 `
 
 // run is the whole program: main only adds the process environment and the
@@ -123,17 +126,44 @@ func dispatch(ctx context.Context, args []string, env env, stdout, stderr io.Wri
 	case "import":
 		return importCatalog(ctx, args, env, stdout, stderr)
 	case "version":
-		if len(args) > 0 {
-			return usagef("version takes no arguments")
-		}
-		v, rev := buildVersion()
-		fmt.Fprintf(stdout, "plantstore %s (revision %s, %s)\n", v, rev, runtime.Version())
-		return nil
+		return printVersion(args, stdout, stderr)
 	case "help":
+		return help(ctx, args, env, stdout)
+	}
+	return usagef("unknown command %q (commands: %s)", cmd, strings.Join(commands, ", "))
+}
+
+// commands are the commands dispatch knows.
+var commands = []string{"serve", "token", "proof", "keygen", "migrate", "import", "version", "help"}
+
+// help implements "plantstore help [COMMAND]": the list of commands, or
+// the flags of one, on stdout.
+func help(ctx context.Context, args []string, env env, stdout io.Writer) error {
+	switch {
+	case len(args) == 0, len(args) == 1 && args[0] == "help":
 		fmt.Fprint(stdout, commandsHelp)
 		return nil
+	case len(args) > 1:
+		return usagef("help takes one command, got %d arguments", len(args))
+	case !slices.Contains(commands, args[0]):
+		return usagef("help: unknown command %q (commands: %s)", args[0], strings.Join(commands, ", "))
 	}
-	return usagef("unknown command %q (commands: serve, token, proof, keygen, migrate, import, version, help)", cmd)
+	return dispatch(ctx, []string{args[0], "-h"}, env, stdout, stdout)
+}
+
+// printVersion implements "plantstore version".
+func printVersion(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	_, rest, err := parseFlags(fs, args, env{}, nil, stderr)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usagef("version takes no arguments")
+	}
+	v, rev := buildVersion()
+	fmt.Fprintf(stdout, "plantstore %s (revision %s, %s)\n", v, rev, runtime.Version())
+	return nil
 }
 
 // buildVersion returns the stamped version and revision, each filled in

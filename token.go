@@ -2,10 +2,13 @@ package main
 
 import (
 	"crypto"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/plantstore/plantstore/auth"
@@ -89,14 +92,25 @@ func mintToken(args []string, stdout, stderr io.Writer) error {
 	return err
 }
 
-// readPrivateKey reads a private key file: PKCS#8 PEM or JWK.
+// readPrivateKey reads a private key file: PKCS#8 PEM or JWK. A file of
+// public keys is refused with the name of the private key file to use
+// instead: keygen writes PREFIX.key beside PREFIX.jwks.json.
 func readPrivateKey(path string) (crypto.PrivateKey, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
 	key, err := auth.ParsePrivateKey(data)
-	if err != nil {
+	switch {
+	case errors.Is(err, auth.ErrPublicKey):
+		hint := "give the private key file (PKCS#8 PEM or a private JWK), such as the PREFIX.key that plantstore keygen writes"
+		if prefix, ok := strings.CutSuffix(path, ".jwks.json"); ok {
+			if _, statErr := os.Stat(prefix + ".key"); statErr == nil {
+				hint = "use " + prefix + ".key, the private key that plantstore keygen wrote beside it"
+			}
+		}
+		return nil, usageError{fmt.Errorf("key file %s: %w; %s", path, err, hint)}
+	case err != nil:
 		return nil, fmt.Errorf("key file %s: %w", path, err)
 	}
 	return key, nil
@@ -124,6 +138,12 @@ func proof(args []string, stdout, stderr io.Writer) error {
 	case uri == "":
 		return usagef("proof: -url is required")
 	}
+	if err := checkProofURL(uri); err != nil {
+		return usagef("proof: invalid value %q for flag -url: %v", uri, err)
+	}
+	if err := checkProofMethod(method); err != nil {
+		return usagef("proof: invalid value %q for flag -method: %v", method, err)
+	}
 	key, err := readPrivateKey(keyPath)
 	if err != nil {
 		return fmt.Errorf("proof: %w", err)
@@ -134,6 +154,29 @@ func proof(args []string, stdout, stderr io.Writer) error {
 	}
 	_, err = fmt.Fprintln(stdout, p)
 	return err
+}
+
+// checkProofURL refuses a -url that no request can have: the proof's htu
+// must be the absolute http or https URL the service is reached at.
+func checkProofURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("want the absolute URL of the request, such as http://127.0.0.1:8080/plants")
+	}
+	return nil
+}
+
+// checkProofMethod refuses a -method that no request carries as it is
+// written. Methods are case-sensitive, and the service compares htm with
+// the request's method byte for byte, so "get" would match no GET.
+func checkProofMethod(m string) error {
+	if m == "" || strings.Trim(m, "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz") != "" {
+		return errors.New("want an HTTP method, such as GET")
+	}
+	if up := strings.ToUpper(m); up != m {
+		return fmt.Errorf("methods are case-sensitive, and the request's method is compared as it is sent; want %s", up)
+	}
+	return nil
 }
 
 // keygen implements "plantstore keygen": PREFIX.key (PKCS#8 PEM, mode 0600)

@@ -239,6 +239,9 @@ func readIssuersFile(path string) ([]IssuerConfig, fileIndex, error) {
 	if err != nil {
 		return nil, fileIndex{}, &FileError{File: path, Err: pathCause(err)}
 	}
+	if err := checkRoot(path, data); err != nil {
+		return nil, fileIndex{}, err
+	}
 	var doc struct {
 		Issuers []IssuerConfig `yaml:"issuers"`
 	}
@@ -252,6 +255,31 @@ func readIssuersFile(path string) ([]IssuerConfig, fileIndex, error) {
 		return nil, fileIndex{}, yamlError(path, err)
 	}
 	return doc.Issuers, newFileIndex(&root), nil
+}
+
+// checkRoot refuses a file whose top level is not a mapping with the key
+// issuers, in words rather than as the decoder's types: a list of issuers
+// or one issuer's keys without "issuers:" above them is the likely slip.
+// What does not parse is left to the decoder, which names the line.
+func checkRoot(path string, data []byte) error {
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) != nil || len(root.Content) == 0 {
+		return nil
+	}
+	top := root.Content[0]
+	const want = `want "issuers:" at the top, with the issuers as a list under it`
+	switch {
+	case top.Kind == yaml.SequenceNode:
+		return &FileError{File: path, Line: top.Line, Err: errors.New("the file is a list; " + want)}
+	case top.Kind != yaml.MappingNode:
+		return &FileError{File: path, Line: top.Line, Err: errors.New("the file is not a mapping; " + want)}
+	}
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		if top.Content[i].Value == "issuers" {
+			return nil
+		}
+	}
+	return &FileError{File: path, Line: top.Line, Err: fmt.Errorf("no key \"issuers\" (the file starts with %q); %s", top.Content[0].Value, want)}
 }
 
 // yamlLine matches the line prefix of the YAML decoder's messages.
@@ -283,7 +311,10 @@ func yamlError(path string, err error) error {
 			msg = fmt.Sprintf("unknown key %q", name)
 		}
 	}
-	if len(msgs) > 1 {
+	switch {
+	case len(msgs) == 2:
+		msg += " (and 1 more problem)"
+	case len(msgs) > 2:
 		msg += fmt.Sprintf(" (and %d more problems)", len(msgs)-1)
 	}
 	return &FileError{File: path, Line: n, Err: errors.New(msg)}

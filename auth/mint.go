@@ -277,22 +277,43 @@ func MarshalPrivateKey(priv crypto.PrivateKey) ([]byte, error) {
 	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
 }
 
+// ErrPublicKey reports a key file that holds a public key where a private
+// key is needed, to sign.
+var ErrPublicKey = errors.New("the file holds a public key, not a private one")
+
 // ParsePrivateKey reads a signing key: a PEM "PRIVATE KEY" block (PKCS#8;
 // the older "RSA PRIVATE KEY" and "EC PRIVATE KEY" forms are read too), or
 // a private JWK, a JSON object with its private members ("kty":"oct" gives
 // an HMAC secret as []byte). It returns *rsa.PrivateKey,
 // *ecdsa.PrivateKey, ed25519.PrivateKey or []byte.
+//
+// A file that holds only public keys (a JWK Set, a public JWK, PEM
+// "PUBLIC KEY" blocks or certificates) is refused with an error wrapping
+// [ErrPublicKey].
 func ParsePrivateKey(data []byte) (crypto.PrivateKey, error) {
 	trimmed := bytes.TrimSpace(data)
 	if bytes.HasPrefix(trimmed, []byte("{")) {
+		var set struct {
+			Keys json.RawMessage `json:"keys"`
+		}
+		if json.Unmarshal(trimmed, &set) == nil && set.Keys != nil {
+			return nil, fmt.Errorf("parse private key: a JWK Set: %w", ErrPublicKey)
+		}
 		return parsePrivateJWK(trimmed)
 	}
 	rest := trimmed
+	public := ""
 	for {
 		var block *pem.Block
 		block, rest = pem.Decode(rest)
+		if block == nil && public != "" {
+			return nil, fmt.Errorf("parse private key: PEM %s: %w", public, ErrPublicKey)
+		}
 		if block == nil {
 			return nil, errors.New("parse private key: no PEM private key block or JWK found")
+		}
+		if block.Type == "PUBLIC KEY" || block.Type == "RSA PUBLIC KEY" || block.Type == "CERTIFICATE" {
+			public = block.Type
 		}
 		var (
 			key any
@@ -336,7 +357,7 @@ func parsePrivateJWK(data []byte) (crypto.PrivateKey, error) {
 		}
 		return k, nil
 	case *rsa.PublicKey, *ecdsa.PublicKey, ed25519.PublicKey:
-		return nil, errors.New("parse private key: JWK holds a public key only")
+		return nil, fmt.Errorf("parse private key: a public JWK: %w", ErrPublicKey)
 	default:
 		return nil, fmt.Errorf("parse private key: JWK: unsupported key type %T", k)
 	}
