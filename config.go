@@ -187,7 +187,9 @@ func serveSettings() settings {
 		{flag: "rate-burst", key: "burst", def: "20", help: "requests a caller may send at once before -rate-limit applies",
 			value: func(c *serveConfig) flag.Value { return intFlag[int]{v: &c.RateBurst, min: 1} }},
 		{flag: "rate-limit", key: "rate", help: "requests a second per caller (token bucket); 0 turns the limit off",
-			value: func(c *serveConfig) flag.Value { return numberFlag{&c.RateLimit, "a number of requests a second, such as 10 or 0.5"} }},
+			value: func(c *serveConfig) flag.Value {
+				return numberFlag{&c.RateLimit, "a number of requests a second, such as 10 or 0.5"}
+			}},
 		{flag: "shutdown-delay", key: "shutdown_delay", def: "5s", help: "time the API keeps serving after SIGTERM while /readyz is 503 (0 with -dev)",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.ShutdownDelay, nonNegative: true} }},
 		{flag: "shutdown-timeout", key: "shutdown_timeout", def: "20s", help: "time allowed for in-flight requests after the delay",
