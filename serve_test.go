@@ -319,8 +319,9 @@ func hmacToken(t testing.TB, secret, sub string, args ...string) string {
 }
 
 // TestSecretsRedacted configures a JWKS URL and a DSN that carry secrets in
-// their userinfo and query, both unreachable, and checks that no response,
-// /readyz answer, log line or metric shows any of them.
+// their passwords and queries, both unreachable, and checks that no
+// response, /readyz answer, log line or metric shows any of them; the user
+// names stay, to name the role or account an error is about.
 func TestSecretsRedacted(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -328,7 +329,7 @@ func TestSecretsRedacted(t *testing.T) {
 	}
 	closed := ln.Addr().String()
 	ln.Close()
-	secrets := []string{"jwks-user", "jwks-pass", "jwks-api-key", "db-user", "db-pass", "db-app-secret"}
+	secrets := []string{"jwks-pass", "jwks-api-key", "db-pass", "db-app-secret"}
 	in := startServe(t, nil,
 		"-jwt-jwks-url", "http://jwks-user:jwks-pass@"+closed+"/jwks?api_key=jwks-api-key",
 		"-database-url", "postgres://db-user:db-pass@"+closed+"/plants?sslmode=disable&application_name=db-app-secret",
@@ -355,7 +356,7 @@ func TestSecretsRedacted(t *testing.T) {
 			t.Errorf("%q appears in what the service showed:\n%s", s, seen.String())
 		}
 	}
-	if !strings.Contains(seen.String(), "xxxxx@"+closed) {
+	if !strings.Contains(seen.String(), "jwks-user:xxxxx@"+closed) || !strings.Contains(seen.String(), "db-user") {
 		t.Errorf("the redacted JWKS URL appears nowhere; the test shows nothing:\n%s", seen.String())
 	}
 }

@@ -158,7 +158,7 @@ func TestTracingExport(t *testing.T) {
 	}
 
 	waitFor(t, patience, "the JWKS fetch span", recv.has(&fetch, func(s *tracepb.Span) bool { return s.Name == "auth.jwks.fetch" }))
-	if want := strings.Replace(idp.URL, "http://", "http://xxxxx@", 1) + "/jwks?xxxxx"; otlpAttr(fetch, "url.full") != want {
+	if want := strings.Replace(idp.URL, "http://", "http://idp-user:xxxxx@", 1) + "/jwks?xxxxx"; otlpAttr(fetch, "url.full") != want {
 		t.Errorf("auth.jwks.fetch url.full = %q, want %q", otlpAttr(fetch, "url.full"), want)
 	}
 

@@ -110,16 +110,18 @@ func getDocument(ctx context.Context, client *http.Client, u, accept string, max
 }
 
 // RedactURL returns s with the secrets a URL may carry replaced by
-// "xxxxx": its userinfo (user and password) and its query string, as in
-// https://xxxxx@idp.example.com/jwks?xxxxx. The fragment is dropped. A
-// string that does not parse as a URL is returned as "xxxxx" whole.
+// "xxxxx": the password of its userinfo and its query string, as in
+// https://user:xxxxx@idp.example.com/jwks?xxxxx. The user name stays, so
+// that an error about it (a role the database does not know) names it.
+// The fragment is dropped. A string that does not parse as a URL is
+// returned as "xxxxx" whole.
 func RedactURL(s string) string {
 	u, err := url.Parse(s)
 	if err != nil {
 		return "xxxxx"
 	}
-	if u.User != nil {
-		u.User = url.User("xxxxx")
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
 	}
 	if u.RawQuery != "" || u.ForceQuery {
 		u.RawQuery, u.ForceQuery = "xxxxx", false

@@ -307,10 +307,10 @@ func unavailable(op string, err error) error {
 
 // sanitize drops what an error from pgx may carry beyond its message: a
 // ParseConfigError (which quotes the connection string) becomes
-// ErrMalformedDSN, and the user name and password of a failed connection
-// (which pgx names, and a server may repeat in its refusal) are written as
-// xxxxx. Server errors (PgError) print only their message and SQLSTATE,
-// never the statement.
+// ErrMalformedDSN, and the password of a failed connection is written as
+// xxxxx wherever the message repeats it. The user name stays: an error
+// such as a missing role must name the role. Server errors (PgError)
+// print only their message and SQLSTATE, never the statement.
 func sanitize(err error) error {
 	var pce *pgconn.ParseConfigError
 	if errors.As(err, &pce) {
@@ -321,13 +321,6 @@ func sanitize(err error) error {
 		msg := err.Error()
 		if p := ce.Config.Password; p != "" {
 			msg = strings.ReplaceAll(msg, p, "xxxxx")
-		}
-		// The user name where pgx and the server put it, not wherever its
-		// letters occur: a user "u" must not turn "refused" into
-		// "refxxxxxsed".
-		if u := ce.Config.User; u != "" {
-			msg = strings.NewReplacer("user="+u+" ", "user=xxxxx ", "user="+u+"`", "user=xxxxx`",
-				`"`+u+`"`, `"xxxxx"`).Replace(msg)
 		}
 		return redactedError{msg: msg, err: err}
 	}

@@ -11,9 +11,8 @@ import (
 	"github.com/plantstore/plantstore/plants/postgres/pgtest"
 )
 
-// TestSanitizeConnectError checks that a failed connection's error names
-// the user as xxxxx where pgx and the server write it, and leaves the
-// rest of the message readable, even for a one-letter user name.
+// TestSanitizeConnectError checks that a failed connection's error keeps
+// the user name, so that a missing role is named, and drops the password.
 func TestSanitizeConnectError(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -29,8 +28,8 @@ func TestSanitizeConnectError(t *testing.T) {
 		name, host string
 		want       []string
 	}{
-		{"nothing listens", closed, []string{"`user=xxxxx database=test`", "connection refused"}},
-		{"the server knows no such role", server.Host, []string{"`user=xxxxx database=test`", `role "xxxxx" does not exist`}},
+		{"nothing listens", closed, []string{"`user=u database=test`", "connection refused"}},
+		{"the server knows no such role", server.Host, []string{"`user=u database=test`", `role "u" does not exist`}},
 	} {
 		_, err := pgconn.Connect(t.Context(), "postgres://u:pw-s3cret@"+tt.host+"/test?sslmode=disable")
 		if err == nil {
@@ -42,8 +41,8 @@ func TestSanitizeConnectError(t *testing.T) {
 				t.Errorf("%s: %q; want it to hold %q", tt.name, got, w)
 			}
 		}
-		if strings.Contains(got, "pw-s3cret") || strings.Contains(got, `"u"`) || strings.Contains(got, "user=u") {
-			t.Errorf("%s: %q names the user or the password", tt.name, got)
+		if strings.Contains(got, "pw-s3cret") {
+			t.Errorf("%s: %q holds the password", tt.name, got)
 		}
 	}
 }
