@@ -86,6 +86,7 @@ func TestServeUsage(t *testing.T) {
 		{"key file without fitting keys from env", []string{"-jwt-algorithms", "RS256"}, map[string]string{"PLANTSTORE_JWT_KEY_FILE": edKeyFile(t)}, "for PLANTSTORE_JWT_KEY_FILE: key file "},
 		{"-dev key without fitting algorithms", append(dev, "-jwt-algorithms", "RS256"), nil, `invalid value "RS256" for flag -jwt-algorithms: key set has no key`},
 		{"issuer URL with a password", []string{"-jwt-hmac-secret-file", hmacSecretFile(t), "-jwt-issuer", "https://u:s3cret@idp.example/r"}, nil, `"https://u:xxxxx@idp.example/r" for flag -jwt-issuer: want a URL without user information or query`},
+		{"issuer URL of a discovery document", []string{"-jwt-issuer", "http://127.0.0.1:1/realms/r/.well-known/openid-configuration"}, nil, `for flag -jwt-issuer: this is the URL of the issuer's discovery document, not the issuer: use http://127.0.0.1:1/realms/r (the document's "issuer")`},
 		{"issuer URL with a query from env", []string{"-jwt-hmac-secret-file", hmacSecretFile(t)}, map[string]string{"PLANTSTORE_JWT_ISSUER": "https://idp.example/r?k=secret-value"}, "for PLANTSTORE_JWT_ISSUER: want a URL without user information or query"},
 		{"-dev with a database", append(dev, "-database-url", "postgres://127.0.0.1/x"), nil, "-database-url"},
 		{"-dev with a database from env", dev, map[string]string{"PLANTSTORE_DATABASE_URL": "postgres://127.0.0.1/x"}, "PLANTSTORE_DATABASE_URL"},

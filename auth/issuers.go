@@ -282,6 +282,16 @@ func checkRoot(path string, data []byte) error {
 	return &FileError{File: path, Line: top.Line, Err: fmt.Errorf("no key \"issuers\" (the file starts with %q); %s", top.Content[0].Value, want)}
 }
 
+// yamlType matches the YAML decoder's message for a value of the wrong
+// kind, which names Go types; yamlKinds and goTypes put it in the file's
+// words.
+var yamlType = regexp.MustCompile("^cannot unmarshal !!(\\w+)( `[^`]*`)? into (.+)$")
+
+var (
+	yamlKinds = map[string]string{"seq": "a list", "map": "a mapping", "str": "the string", "int": "the number", "float": "the number", "bool": "the boolean", "null": "null"}
+	goTypes   = map[string]string{"[]auth.IssuerConfig": "a list of issuers", "[]string": "a list of strings", "string": "a string", "auth.IssuerConfig": "an issuer (a mapping of its settings)"}
+)
+
 // yamlLine matches the line prefix of the YAML decoder's messages.
 var yamlLine = regexp.MustCompile(`^line (\d+): (.*)$`)
 
@@ -309,6 +319,12 @@ func yamlError(path string, err error) error {
 	if f, ok := strings.CutPrefix(msg, "field "); ok {
 		if name, _, ok := strings.Cut(f, " not found in type"); ok {
 			msg = fmt.Sprintf("unknown key %q", name)
+		}
+	}
+	if t := yamlType.FindStringSubmatch(msg); t != nil {
+		msg = fmt.Sprintf("%s%s where %s belongs", yamlKinds[t[1]], t[2], goTypes[t[3]])
+		if yamlKinds[t[1]] == "" || goTypes[t[3]] == "" {
+			msg = "a value of the wrong kind"
 		}
 	}
 	switch {

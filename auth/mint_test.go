@@ -371,9 +371,11 @@ func TestParsePrivateKey(t *testing.T) {
 		{name: "garbage", data: []byte("hello, world"), wantErr: "no PEM private key block or JWK"},
 		{name: "empty", data: nil, wantErr: "no PEM private key block or JWK"},
 		{name: "random bytes", data: junk, wantErr: "no PEM private key block or JWK"},
-		{name: "public key PEM", data: pemBlock("PUBLIC KEY", pkix), wantErr: "no PEM private key block or JWK"},
+		{name: "public key PEM", data: pemBlock("PUBLIC KEY", pkix), wantErr: "PEM PUBLIC KEY: " + auth.ErrPublicKey.Error()},
+		{name: "certificate PEM", data: pemBlock("CERTIFICATE", []byte("DER")), wantErr: "PEM CERTIFICATE: " + auth.ErrPublicKey.Error()},
+		{name: "JWK Set", data: []byte(`{"keys":[` + string(publicJWK(rsaKey.Verify.Public)) + `]}`), wantErr: "a JWK Set: " + auth.ErrPublicKey.Error()},
 		{name: "corrupt PKCS#8", data: pemBlock("PRIVATE KEY", []byte("not DER")), wantErr: "PRIVATE KEY block"},
-		{name: "public JWK", data: publicJWK(rsaKey.Verify.Public), wantErr: "public key only"},
+		{name: "public JWK", data: publicJWK(rsaKey.Verify.Public), wantErr: "a public JWK: " + auth.ErrPublicKey.Error()},
 		{name: "broken JSON", data: []byte(`{"kty":`), wantErr: "JWK"},
 		{name: "JWK of unknown kty", data: []byte(`{"kty":"XYZ","d":"AA"}`), wantErr: "JWK"},
 	}

@@ -68,11 +68,17 @@ type Source struct {
 // unnamed one) whose Config is c: each file ks names, then its JWKS URL,
 // or, when ks names neither, OIDC discovery of c.Issuer. The files come
 // first, so a kid they know costs no fetch. Its metrics record under the
-// issuer's name. It returns a *[ConfigError] for a setting the JWKS
-// refuses (a URL that is not http or https, a negative refresh period),
-// the error of a file that cannot be read, and an error when there is no
-// source at all.
+// issuer's name. It returns a *[ConfigError] for a setting the issuer's
+// rules refuse (as [NewVerifier] would, before anything is fetched) or
+// the JWKS refuses (a URL that is not http or https, a negative refresh
+// period), the error of a file that cannot be read, and an error when
+// there is no source at all.
 func OpenSource(ctx context.Context, name string, c Config, ks KeySource, o SourceOptions) (*Source, error) {
+	// The issuer's rules first: nothing is fetched for an issuer that
+	// NewVerifier would refuse.
+	if _, err := checkIssuers(Issuer{Name: name, Config: c}); err != nil {
+		return nil, err
+	}
 	log := o.Log
 	if log == nil {
 		log = zap.NewNop()

@@ -284,7 +284,10 @@ func checkIssuerName(name string) error {
 }
 
 // checkIssuerURL returns an error when iss is a URL (it has a scheme) with
-// user information or a query: RFC 9728 metadata publishes it.
+// user information or a query: RFC 9728 metadata publishes it; or when it
+// is the URL of a discovery document rather than the issuer's, which no
+// token names and under which discovery would look for a document that
+// does not exist.
 func checkIssuerURL(iss string) error {
 	u, err := url.Parse(iss)
 	if err != nil || u.Scheme == "" {
@@ -293,7 +296,37 @@ func checkIssuerURL(iss string) error {
 	if u.User != nil || u.RawQuery != "" || u.ForceQuery {
 		return errors.New("want a URL without user information or query: the resource metadata publishes it")
 	}
+	if issuer, ok := issuerOfDocument(u); ok {
+		return fmt.Errorf("this is the URL of the issuer's discovery document, not the issuer: use %s (the document's \"issuer\"); discovery finds the document from it", issuer)
+	}
 	return nil
+}
+
+// wellKnown are the paths of the discovery documents: OpenID Connect's,
+// appended to the issuer, and RFC 8414's, inserted before the issuer's
+// path (or, as some servers do, appended).
+var wellKnown = []string{"/.well-known/openid-configuration", "/.well-known/oauth-authorization-server"}
+
+// issuerOfDocument returns the issuer whose discovery document u names,
+// when it names one.
+func issuerOfDocument(u *url.URL) (string, bool) {
+	path := strings.TrimSuffix(u.Path, "/")
+	for _, wk := range wellKnown {
+		rest, inserted := strings.CutPrefix(path, wk+"/")
+		before, appended := strings.CutSuffix(path, wk)
+		switch {
+		case appended:
+			path = before
+		case inserted && wk == wellKnown[1]:
+			path = "/" + rest
+		default:
+			continue
+		}
+		issuer := *u
+		issuer.Path, issuer.RawPath, issuer.Fragment = path, "", ""
+		return issuer.String(), true
+	}
+	return "", false
 }
 
 // newIssuer returns is, checked by checkIssuers, ready to verify, or the
