@@ -248,3 +248,38 @@ func TestServeDatabaseLeavesNoGoroutines(t *testing.T) {
 		})
 	}
 }
+
+// TestReaderWarningOnSnapshotLoad imports, for a service of the -jwt-*
+// flags' issuer, a catalog whose plants name a named issuer's callers:
+// each snapshot load warns once for the whole catalog, never per plant,
+// and a load whose readers all match is quiet.
+func TestReaderWarningOnSnapshotLoad(t *testing.T) {
+	dsn := migratedDatabase(t)
+	var entries []string
+	for i := range 40 {
+		entries = append(entries, fmt.Sprintf(`{"id": "p%02d", "name": "Plant %02d", "readers": ["group@staff:gardeners"]}`, i, i))
+	}
+	entries = append(entries, `{"id": "open", "name": "Open", "readers": ["*", "user@staff:bob"]}`)
+	path := filepath.Join(t.TempDir(), "catalog.json")
+	if err := os.WriteFile(path, []byte("["+strings.Join(entries, ",")+"]"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	importFile(t, dsn, path)
+	in := startServe(t, nil, "-jwt-hmac-secret-file", hmacSecretFile(t), "-database-url", dsn)
+	const unmatched = "the catalog names readers that no configured issuer can match; the plants they name are hidden from the callers they mean"
+	l := in.stderr.WaitLine(t, "warning of the unmatched readers", func(l map[string]any) bool { return l["msg"] == unmatched })
+	wantWarning(t, l, 2, []string{"user@staff:bob", "group@staff:gardeners"}, 41, 40, []string{"default"}, "configure it, or correct the name")
+
+	// Each load checks its catalog: a second load of the same readers
+	// warns again, one that matches does not.
+	importFile(t, dsn, writeCatalog(t, "Ivy"), "-upsert")
+	in.stderr.WaitCount(t, unmatched, 2)
+	importFile(t, dsn, writeCatalog(t, "Ivy"), "-replace")
+	in.stderr.WaitCount(t, "catalog snapshot loaded", 3)
+	in.stop()
+	<-in.done
+	in.done <- nil
+	if n := strings.Count(in.stderr.String(), `"msg":"`+unmatched+`"`); n != 2 {
+		t.Errorf("%d warnings for three loads of 41, 42 and 1 plants; want 2", n)
+	}
+}

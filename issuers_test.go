@@ -56,6 +56,11 @@ func TestIssuersFileServe(t *testing.T) {
 	}
 	in := startServe(t, nil, "-jwt-issuers-file", issuers, "-data", catalog)
 	waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
+	// "user:alice" names a caller of the -jwt-* flags' issuer, which the
+	// file replaces: the plant is hidden, and the start says so.
+	const unmatched = "the catalog names readers that no configured issuer can match; the plants they name are hidden from the callers they mean"
+	warning := in.stderr.WaitLine(t, "warning of the unmatched reader", func(l map[string]any) bool { return l["msg"] == unmatched })
+	wantWarning(t, warning, 1, []string{"user:alice"}, 1, 1, []string{"staff", "customers"}, `with an issuers file, name the issuer: "user@<name>:<sub>"`)
 
 	staffTok := authtest.Token(t, staff, nil, authtest.Claims(map[string]any{"iss": "https://sso.example/realms/staff", "realm_access": map[string]any{"roles": []string{"gardeners"}}}))
 	custTok := authtest.Token(t, cust, nil, authtest.Claims(map[string]any{"iss": "https://sso.example/realms/customers", "scope": "plants:read", "groups": []string{"gardeners"}}))
@@ -112,6 +117,9 @@ func TestIssuersFileServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	in.stderr.WaitLine(t, "for the reload", func(l map[string]any) bool { return l["msg"] == "issuers file reloaded" })
+	in.stderr.WaitCount(t, unmatched, 2)
+	warnings := slices.DeleteFunc(in.stderr.Lines(t), func(l map[string]any) bool { return l["msg"] != unmatched })
+	wantWarning(t, warnings[1], 3, []string{"*@customers", "user@customers:alice", "user:alice"}, 3, 3, []string{"staff"}, "")
 	if status, _ := names(custTok); status != 401 {
 		t.Errorf("customer after its issuer was removed: %d, want 401", status)
 	}
@@ -132,6 +140,40 @@ func TestIssuersFileServe(t *testing.T) {
 	})
 	if status, _ := names(staffTok); status != 200 {
 		t.Errorf("staff after a refused reload: %d, want 200", status)
+	}
+	// The catalog file, reloaded on that SIGHUP, did not change: one
+	// warning for it, as for every catalog and issuers reloaded.
+	in.stderr.WaitCount(t, unmatched, 3)
+	// A catalog whose readers all match is quiet.
+	if err := os.WriteFile(catalog, []byte(`[{"name": "Staff alice's", "readers": ["user@staff:alice"]}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	in.stderr.WaitCount(t, "catalog reloaded", 3)
+	in.stop()
+	<-in.done
+	in.done <- nil
+	if n := strings.Count(in.stderr.String(), `"msg":"`+unmatched+`"`); n != 3 {
+		t.Errorf("%d warnings of unmatched readers; want 3: at the start and on two reloads, none for the catalog that matches", n)
+	}
+}
+
+// wantWarning checks a warning of unmatched readers.
+func wantWarning(t testing.TB, l map[string]any, readers int, examples []string, plants, hidden int, issuers []string, hint string) {
+	t.Helper()
+	strs := func(v any) []string {
+		var out []string
+		for _, x := range v.([]any) {
+			out = append(out, x.(string))
+		}
+		return out
+	}
+	if l["level"] != "warn" || l["readers"] != float64(readers) || !slices.Equal(strs(l["examples"]), examples) ||
+		l["plants"] != float64(plants) || l["hidden"] != float64(hidden) || !slices.Equal(strs(l["issuers"]), issuers) ||
+		!strings.Contains(l["hint"].(string), hint) {
+		t.Errorf("warning %v; want %d readers such as %q, %d plants, %d hidden, issuers %q, a hint holding %q", l, readers, examples, plants, hidden, issuers, hint)
 	}
 }
 

@@ -72,6 +72,8 @@ func serve(ctx context.Context, args []string, e env, stdout, stderr io.Writer) 
 	bg := newBackground(ctx)
 	defer bg.stop()
 	reg := observability.NewRegistry(version, revision)
+	readers := &readerCheck{log: log}
+	cfg.DB.Loaded = readers.setCatalog // each snapshot, once loaded
 	cat, err := openStore(bg, cfg, reg, log, tracing)
 	if err != nil {
 		return err
@@ -81,6 +83,10 @@ func serve(ctx context.Context, args []string, e env, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
+	if cat.memory != nil {
+		readers.setCatalog(cat.memory.Catalog())
+	}
+	readers.setIssuers(keys.issuerList())
 	apiOpts, err := newAPIOptions(cfg, log, reg, access, tracing, keys, cat)
 	if err != nil {
 		return err
@@ -99,7 +105,7 @@ func serve(ctx context.Context, args []string, e env, stdout, stderr io.Writer) 
 			return fmt.Errorf("dev tokens: %w", err)
 		}
 	}
-	s := &service{cfg: cfg, log: log, catalog: cat, keys: keys, bg: bg, servers: srv, draining: &draining}
+	s := &service{cfg: cfg, log: log, catalog: cat, keys: keys, readers: readers, bg: bg, servers: srv, draining: &draining}
 	return s.run(ctx, sigs)
 }
 
@@ -175,6 +181,15 @@ type verification struct {
 	issuers *auth.IssuersFile
 	// devKey signs the -dev banner's tokens; nil without -dev.
 	devKey crypto.Signer
+}
+
+// issuerList returns the issuers configured now: those of the issuers
+// file, or the one of the -jwt-* flags (or -dev), which has no name.
+func (vf verification) issuerList() []auth.Issuer {
+	if vf.issuers != nil {
+		return vf.issuers.Issuers()
+	}
+	return []auth.Issuer{{}}
 }
 
 // openKeys builds the verifier: of the issuers of -jwt-issuers-file, or of
@@ -388,6 +403,7 @@ type service struct {
 	log      *zap.Logger
 	catalog  catalog
 	keys     verification
+	readers  *readerCheck
 	bg       *background
 	servers  servers
 	draining *atomic.Bool // read by /readyz
@@ -487,14 +503,25 @@ func waitOrStop[T any](done <-chan T, sigs <-chan os.Signal) (v T, stopped bool)
 }
 
 // reload re-reads -data, the key files and the issuers file (SIGHUP). A
-// bad file is refused and what was serving keeps serving.
+// bad file is refused and what was serving keeps serving. The catalog's
+// readers are checked against the issuers once, after both.
 func (s *service) reload() {
+	var (
+		issuers []auth.Issuer
+		catalog *plants.Catalog
+	)
+	defer func() {
+		if catalog != nil || issuers != nil {
+			s.readers.reloaded(catalog, issuers)
+		}
+	}()
 	if f := s.keys.issuers; f != nil {
 		added, removed, err := f.Reload(func(is []auth.Issuer) error { return s.keys.verifier.SetIssuers(is...) })
 		if err != nil {
 			s.log.Error("issuers file reload refused; the previous issuers keep serving", zap.Error(err))
 		} else {
 			s.log.Info("issuers file reloaded", zap.Strings("added", added), zap.Strings("removed", removed))
+			issuers = f.Issuers()
 		}
 	}
 	if s.catalog.memory != nil && s.cfg.Data != "" {
@@ -503,6 +530,7 @@ func (s *service) reload() {
 			s.log.Error("catalog reload refused; the previous catalog keeps serving", zap.Error(err))
 		} else {
 			s.log.Info("catalog reloaded", zap.Int("plants", c.Len()))
+			catalog = c
 		}
 	}
 	if s.keys.source != nil {

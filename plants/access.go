@@ -146,6 +146,76 @@ func ValidReader(r string) bool {
 	return false
 }
 
+// readerIssuer returns the name of the issuer whose callers a valid reader
+// names: "" for "user:<x>" and "group:<x>", the unnamed issuer's, and n
+// for "*@n", "user@n:<x>" and "group@n:<x>"; every is true for "*", which
+// names every caller of every issuer.
+func readerIssuer(r string) (name string, every bool) {
+	if r == "*" {
+		return "", true
+	}
+	if name, ok := strings.CutPrefix(r, "*@"); ok {
+		return name, false
+	}
+	for _, kind := range []string{"user@", "group@"} {
+		if rest, ok := strings.CutPrefix(r, kind); ok {
+			name, _, _ := strings.Cut(rest, ":")
+			return name, false
+		}
+	}
+	return "", false // "user:<x>" or "group:<x>", whose x may hold '@'
+}
+
+// Unmatched is what [Catalog.Unmatched] found: readers that no caller of
+// the configured issuers can ever be, so the plants that name them are
+// hidden from whoever they were meant for.
+type Unmatched struct {
+	// Readers counts the distinct readers; Examples holds up to three of
+	// them, in the catalog's order.
+	Readers  int
+	Examples []string
+	// Plants counts the plants that name one at least; Hidden those that
+	// name no other reader, which no caller can read.
+	Plants, Hidden int
+}
+
+// Unmatched returns the readers of c that no caller of the issuers named
+// can match: "user:<x>" and "group:<x>" when the unnamed issuer ("") is
+// not among issuers, "user@n:<x>", "group@n:<x>" and "*@n" when n is not.
+// "*" matches every caller of every issuer.
+func (c *Catalog) Unmatched(issuers []string) Unmatched {
+	var u Unmatched
+	seen := map[string]bool{}
+	some := make([]bool, len(c.readerSets)) // the set names one
+	all := make([]bool, len(c.readerSets))  // the set names only such
+	for i, set := range c.readerSets {
+		all[i] = len(set) > 0
+		for _, r := range set {
+			if name, every := readerIssuer(r); every || slices.Contains(issuers, name) {
+				all[i] = false
+				continue
+			}
+			some[i] = true
+			if !seen[r] {
+				seen[r] = true
+				u.Readers++
+				if len(u.Examples) < 3 {
+					u.Examples = append(u.Examples, r)
+				}
+			}
+		}
+	}
+	for _, e := range c.entries {
+		if some[e.readers] {
+			u.Plants++
+		}
+		if all[e.readers] {
+			u.Hidden++
+		}
+	}
+	return u
+}
+
 // ValidIssuerName reports whether name can name an issuer: 1 to 32 of
 // [a-z0-9-].
 func ValidIssuerName(name string) bool {

@@ -208,6 +208,38 @@ func TestGeneratedIDsSortByPosition(t *testing.T) {
 	}
 }
 
+// TestGeneratedIDsCounted: a catalog knows how many of its plants had no
+// id, which an import into a catalog that is not empty must refuse.
+func TestGeneratedIDsCounted(t *testing.T) {
+	for _, tt := range []struct {
+		file string
+		want int
+	}{
+		{`[]`, 0},
+		{`[{"id": "a", "name": "A", "readers": ["*"]}]`, 0},
+		{`[{"id": "a", "name": "A", "readers": ["*"]}, {"name": "B", "readers": ["*"]}, {"id": null, "name": "C", "readers": ["*"]}]`, 2},
+	} {
+		c, err := plants.ParseCatalog(strings.NewReader(tt.file), "t.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.GeneratedIDs(); got != tt.want {
+			t.Errorf("ParseCatalog(%s).GeneratedIDs() = %d; want %d", tt.file, got, tt.want)
+		}
+		again, err := plants.NewCatalog(c.Plants())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := again.GeneratedIDs(); got != 0 {
+			t.Errorf("NewCatalog of the plants of %s, ids filled in: GeneratedIDs() = %d; want 0", tt.file, got)
+		}
+	}
+	c, err := plants.NewCatalog([]plants.Plant{{Name: "A", Readers: []string{"*"}}, {ID: "b", Name: "B", Readers: []string{"*"}}})
+	if err != nil || c.GeneratedIDs() != 1 {
+		t.Errorf("NewCatalog of one plant without an id: GeneratedIDs() = %d, %v; want 1", c.GeneratedIDs(), err)
+	}
+}
+
 func TestLoadCatalogFile(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.json")

@@ -70,6 +70,11 @@ type Options struct {
 	// Metrics, when not nil, gets the store's reloads, snapshot age and
 	// pool statistics.
 	Metrics *Metrics
+	// Loaded, when not nil, is called with each catalog a [Snapshot] has
+	// loaded, once it serves, from the goroutine that loads: for checks
+	// of the catalog as a whole, such as readers that no issuer matches.
+	// It must not keep the snapshot waiting long.
+	Loaded func(*plants.Catalog)
 	// TracerProvider, when not nil, makes a span of each statement run for
 	// a traced request (a child of the request's span: the statement, never
 	// its parameters) and of each snapshot reload (plants.snapshot.reload,

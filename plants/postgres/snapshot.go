@@ -285,6 +285,9 @@ func (s *Snapshot) reload(ctx context.Context) error {
 	s.version.Store(version)
 	span.SetAttributes(versionKey.Int64(version), plantsKey.Int(c.Len()))
 	s.log.Info("catalog snapshot loaded", zap.Int64("version", version), zap.Int("plants", c.Len()), zap.Duration("took", took))
+	if s.o.Loaded != nil {
+		s.o.Loaded(c)
+	}
 	return nil
 }
 

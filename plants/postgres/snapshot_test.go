@@ -378,3 +378,30 @@ func waitLog(t testing.TB, logs *observer.ObservedLogs, msg string) {
 		return len(logs.Filter(func(e observer.LoggedEntry) bool { return strings.HasPrefix(e.Message, msg) }).All()) > 0
 	})
 }
+
+// TestSnapshotLoadedHook: Options.Loaded gets each catalog a snapshot
+// serves, the first and those of later imports.
+func TestSnapshotLoadedHook(t *testing.T) {
+	t.Parallel()
+	dsn := seeded(t)
+	loaded := make(chan *plants.Catalog, 4)
+	s := openSnapshot(t, dsn, postgres.Options{Loaded: func(c *plants.Catalog) { loaded <- c }}, nil)
+	next := func(what string) *plants.Catalog {
+		select {
+		case c := <-loaded:
+			return c
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no call of Loaded for %s within 10s", what)
+			return nil
+		}
+	}
+	if c := next("the first snapshot"); c.Len() != 2 || !serves(t, s, "Fern", "Rose") {
+		t.Errorf("Loaded with %d plants for the first snapshot; want 2, served", c.Len())
+	}
+	if _, err := postgres.ImportWith(t.Context(), dsn, storetest.Catalog(t, `[{"id": "ivy", "name": "Ivy", "readers": ["*@staff"]}]`), postgres.ImportOptions{Mode: postgres.Upsert}); err != nil {
+		t.Fatal(err)
+	}
+	if c := next("the upsert"); c.Len() != 3 || c.Unmatched([]string{""}).Readers != 1 {
+		t.Errorf("Loaded after the upsert with %d plants, %+v unmatched; want 3 plants, *@staff unmatched", c.Len(), c.Unmatched([]string{""}))
+	}
+}
