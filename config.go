@@ -47,11 +47,11 @@ type serveConfig struct {
 	Dev            bool
 	LogLevel       string
 	LogFormat      string
-	// ShutdownDelay and ShutdownTimeout are the drain (SPEC §9).
+	// ShutdownDelay and ShutdownTimeout are the drain after SIGTERM.
 	ShutdownDelay   time.Duration
 	ShutdownTimeout time.Duration
 	Pprof           bool
-	// TraceSubject puts the caller's subject on server spans (SPEC §12).
+	// TraceSubject puts the caller's subject on server spans.
 	TraceSubject bool
 	// RateLimit is requests a second per caller, 0 for no limit; RateBurst
 	// is the bucket size.
@@ -68,7 +68,7 @@ type serveConfig struct {
 	values *flag.FlagSet
 }
 
-// A setting is one row of the table of settings (SPEC §6): a flag, the
+// A setting is one row of the table of settings: a flag, the
 // PLANTSTORE_* variable it falls back to (envName of the flag), its
 // default, its help, and the key that names it where the flag is not
 // known: in the errors of the constructor that takes it and, for a
@@ -94,7 +94,7 @@ type setting struct {
 	// value binds the flag to its field of c.
 	value func(c *serveConfig) flag.Value
 	// secret marks a URL that may carry a password or a query: usage
-	// errors show it redacted (SPEC §2).
+	// errors show it redacted.
 	secret bool
 	// noEnv marks the flag that reads no variable (-dev).
 	noEnv bool
@@ -103,7 +103,8 @@ type setting struct {
 	refused error
 }
 
-// issuerScope says how a setting relates to the issuers of SPEC §10.
+// issuerScope says how a setting relates to the issuers of an issuers
+// file.
 type issuerScope int
 
 const (
@@ -262,7 +263,7 @@ func (t settings) parse(args []string, e env, stderr io.Writer) (serveConfig, er
 	return c, nil
 }
 
-// dev applies the rules of -dev (SPEC §2): loopback addresses and no
+// dev applies the rules of -dev: loopback addresses and no
 // shutdown delay unless set, no other key source or store, and no DPoP
 // mode that refuses the banner's bearer tokens.
 func (c *serveConfig) dev() error {
@@ -300,7 +301,7 @@ func (c *serveConfig) stores() error {
 }
 
 // issuers refuses the settings of the -jwt-* issuer beside an issuers
-// file, which configures every issuer (SPEC §10).
+// file, which configures every issuer.
 func (c *serveConfig) issuers() error {
 	if c.IssuersFile == "" {
 		return nil
@@ -314,7 +315,7 @@ func (c *serveConfig) issuers() error {
 }
 
 // keySources refuses a start with no key source: -jwt-issuer to discover,
-// a key source of the -jwt-* issuer, an issuers file or -dev (SPEC §2).
+// a key source of the -jwt-* issuer, an issuers file or -dev.
 func (c *serveConfig) keySources() error {
 	if c.IssuersFile != "" || c.JWT.Issuer != "" || c.Dev || c.Keys != (auth.KeySource{}) {
 		return nil

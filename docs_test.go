@@ -351,3 +351,39 @@ func TestDocsIssuersExamples(t *testing.T) {
 		f.Wait()
 	}
 }
+
+// TestDocsStandAlone: what users read (the documentation, the manifests,
+// the code and its comments, the help of every command) never points at a
+// document the repository does not hold: the product contract the
+// project was built from is not shipped with it.
+func TestDocsStandAlone(t *testing.T) {
+	list, err := exec.Command("git", "ls-files", "-z").Output()
+	if err != nil {
+		t.Fatalf("git ls-files: %v", err)
+	}
+	cite := regexp.MustCompile(`\bSPEC\b`)
+	for _, name := range strings.Split(strings.TrimSuffix(string(list), "\x00"), "\x00") {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(name)
+		if err != nil || bytes.IndexByte(b, 0) >= 0 {
+			continue // deleted in the working tree, or binary
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if cite.MatchString(line) {
+				t.Errorf("%s:%d cites SPEC: %s", name, i+1, strings.TrimSpace(line))
+			}
+		}
+	}
+	for _, cmd := range []string{"help", "serve", "token", "proof", "keygen", "migrate", "import", "version"} {
+		var help bytes.Buffer
+		if err := run(t.Context(), []string{"help", cmd}, nil, nil, &help, &help); err != nil {
+			t.Fatalf("help %s: %v", cmd, err)
+		}
+		if cite.Match(help.Bytes()) {
+			t.Errorf("help %s cites SPEC:\n%s", cmd, help.String())
+		}
+	}
+}
+

@@ -43,9 +43,8 @@ func main() {
 	os.Exit(exitStatus(err))
 }
 
-// exitStatus is the process's exit status after run returned err (SPEC
-// §6): 0 after a clean stop, 2 for bad usage, 1 when the service could not
-// run.
+// exitStatus is the process's exit status after run returned err: 0
+// after a clean stop, 2 for bad usage, 1 when the service could not run.
 func exitStatus(err error) int {
 	switch {
 	case err == nil:

@@ -35,7 +35,7 @@ const maxHeaderBytes = 16 << 10
 const adminShutdownTimeout = 5 * time.Second
 
 // serve runs the service until ctx ends or SIGINT or SIGTERM arrives, then
-// drains (SPEC §9); SIGHUP reloads the files. Each step is a function that
+// drains; SIGHUP reloads the files. Each step is a function that
 // reads the config and what the steps before it returned, in the order
 // they run.
 func serve(ctx context.Context, args []string, e env, stdout, stderr io.Writer) error {
@@ -359,8 +359,8 @@ type apiOptions struct {
 // routes, and the 404 and 405 answers.
 func newAPIHandler(o apiOptions) http.Handler {
 	e := gin.New()
-	// SPEC §1: every other path is 404 with no redirects, another method is
-	// 405, and X-Forwarded-For counts only through -trusted-proxies.
+	// Every other path is 404 with no redirects, another method is 405,
+	// and X-Forwarded-For counts only through -trusted-proxies.
 	e.RedirectTrailingSlash = false
 	e.RedirectFixedPath = false
 	e.RemoveExtraSlash = false
@@ -434,7 +434,7 @@ func (s *service) run(ctx context.Context, sigs <-chan os.Signal) error {
 // errForced ends a drain cut short by a second stop signal.
 var errForced = errors.New("stopped by a second signal before the drain finished")
 
-// drain stops the service as SPEC §9 says: /readyz turns 503, the API
+// drain stops the service: /readyz turns 503, the API
 // serves -shutdown-delay longer, then in-flight requests get
 // -shutdown-timeout. A second SIGINT or SIGTERM skips what is left and
 // closes every connection at once.

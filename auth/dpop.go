@@ -16,8 +16,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// DPoPMode is how an issuer's tokens are sender-constrained (RFC 9449,
-// SPEC §11). The zero value is DPoPOptional.
+// DPoPMode is how an issuer's tokens are sender-constrained (RFC 9449).
+// The zero value is DPoPOptional.
 type DPoPMode int
 
 // The DPoP modes.
@@ -143,7 +143,7 @@ func checkProof(proof string, req dpopRequest) (jti string, iat time.Time, err *
 	if ath != accessTokenHash(req.token) {
 		return "", time.Time{}, dpopError(ReasonDPoPAth)
 	}
-	// The NumericDate rule of the token's claims (SPEC §2), iat required.
+	// The NumericDate rule of the token's claims, iat required.
 	d, derr := claimSet(claims).date("iat")
 	if derr != nil || d == nil {
 		return "", time.Time{}, dpopError(ReasonDPoPInvalid)

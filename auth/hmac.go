@@ -27,7 +27,7 @@ const maxHMACSecrets = 16
 // stays, as do further newlines); an empty secret or one under
 // [MinHMACSecret] bytes is an error. The secret of a file has no kid; the
 // secrets of a directory are named by their file names, which tokens must
-// carry as kid when more than one fits their algorithm (SPEC §2). In a
+// carry as kid when more than one fits their algorithm. In a
 // directory, names starting with "." (Kubernetes' own ..data links) are
 // not secrets. The keys verify HS256, HS384 and HS512 only; their Key.Fits
 // keeps them away from every other algorithm. [KeyFile.Reload] reads path

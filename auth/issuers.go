@@ -17,7 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// IssuerConfig is one issuer of an issuers file (SPEC §10), as written.
+// IssuerConfig is one issuer of an issuers file, as written.
 // Its fields are the settings of one issuer ([Settings]).
 type IssuerConfig struct {
 	// Name qualifies the issuer's callers: 1 to 32 of [a-z0-9-], unique.

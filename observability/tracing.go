@@ -68,7 +68,7 @@ type TracingOptions struct {
 const exportErrorGap = time.Minute
 
 // TracingOn reports whether the OTEL_* variables read by getenv turn
-// tracing on (SPEC §12): OTEL_EXPORTER_OTLP_ENDPOINT,
+// tracing on: OTEL_EXPORTER_OTLP_ENDPOINT,
 // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_TRACES_EXPORTER set, unless
 // OTEL_SDK_DISABLED is true or OTEL_TRACES_EXPORTER is none.
 func TracingOn(getenv func(string) string) bool {

@@ -8,7 +8,7 @@ import (
 )
 
 // APIPaths are the paths the gateway must send to the service: the API and
-// its RFC 9728 protected resource metadata (SPEC sections 1 and 11).
+// its RFC 9728 protected resource metadata.
 var APIPaths = []string{"/plants", "/.well-known/oauth-protected-resource"}
 
 // checkServices requires one Service for the API port only and one for the

@@ -3,8 +3,8 @@ package check
 import "strings"
 
 // servedSettings are the serve flags of the plantstore binary as built
-// today, by name without the dash; each is read from PLANTSTORE_<FLAG> too
-// (SPEC section 6). -dev has no variable.
+// today, by name without the dash; each is read from PLANTSTORE_<FLAG> too.
+// -dev has no variable.
 var servedSettings = []string{
 	"addr", "admin-addr", "data", "database-url",
 	"db-max-conns", "db-connect-timeout", "db-query-timeout",

@@ -1,6 +1,6 @@
 // Package storetest is the conformance suite of [plants.Store]: the
-// ordering, limit and access behaviours of the service contract (SPEC
-// sections 1, 3 and 5) that every store must show alike.
+// ordering, limit and access behaviours of the API and the catalog that
+// every store must show alike.
 package storetest
 
 import (
