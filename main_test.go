@@ -21,6 +21,7 @@ import (
 
 	"github.com/plantstore/plantstore/observability/logtest"
 	"github.com/plantstore/plantstore/plants"
+	"github.com/plantstore/plantstore/plants/postgres/pgtest"
 )
 
 func TestMain(m *testing.M) {
@@ -31,6 +32,9 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if code == 0 {
 		code = logsChecked.report()
+	}
+	if s := pgtest.Summary(); s != "" {
+		fmt.Println(s)
 	}
 	os.Exit(code)
 }

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"errors"
+	"os"
 	"testing"
 	"time"
 
@@ -10,6 +11,10 @@ import (
 	"github.com/plantstore/plantstore/plants/postgres/pgtest"
 	"github.com/plantstore/plantstore/plants/storetest"
 )
+
+// TestMain ends a run that had no database with the count of the tests
+// skipped for want of one, and how to give them one.
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
 // migrated returns a DSN for a fresh, migrated schema.
 func migrated(t testing.TB) string {

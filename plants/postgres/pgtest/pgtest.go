@@ -3,13 +3,15 @@
 // TCP proxy that can cut the connection to it.
 //
 // Tests skip when the server cannot be reached, unless TEST_REQUIRE_DB=1,
-// which .ci/run sets: then they fail.
+// which .ci/run sets: then they fail. [Main] ends the test run with the
+// number skipped and how to give them a server.
 package pgtest
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net"
 	"net/url"
 	"os"
@@ -30,19 +32,57 @@ const DefaultDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 // cannot be reached, unless TEST_REQUIRE_DB=1, which makes that a failure.
 func BaseDSN(t testing.TB) string {
 	t.Helper()
-	dsn := os.Getenv("TEST_DATABASE_URL")
-	if dsn == "" {
-		dsn = DefaultDSN
-	}
+	dsn := dsnOf()
 	conn, err := pgx.Connect(t.Context(), dsn)
 	if err != nil {
 		if os.Getenv("TEST_REQUIRE_DB") == "1" {
 			t.Fatalf("test database unreachable (TEST_REQUIRE_DB=1): %v", err)
 		}
+		skipped.Add(1)
 		t.Skipf("test database unreachable (set TEST_DATABASE_URL): %v", err)
 	}
 	conn.Close(context.Background())
 	return dsn
+}
+
+// skipped counts the tests of this test binary that BaseDSN skipped.
+var skipped atomic.Int64
+
+// Main runs the tests of m, as a TestMain does, and when some were
+// skipped for want of a database, ends with one line that says how many
+// and how to give them one; a run that skipped none prints nothing. It
+// returns the exit status for os.Exit.
+func Main(m *testing.M) int {
+	code := m.Run()
+	if s := Summary(); s != "" {
+		fmt.Println(s)
+	}
+	return code
+}
+
+// Summary returns the line Main prints, or "" when no test was skipped.
+func Summary() string {
+	n := skipped.Load()
+	if n == 0 {
+		return ""
+	}
+	where := "the test database"
+	if cfg, err := pgx.ParseConfig(dsnOf()); err == nil {
+		where = net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+	}
+	tests := "tests were"
+	if n == 1 {
+		tests = "test was"
+	}
+	return fmt.Sprintf("%d %s skipped: no PostgreSQL answered at %s. Set TEST_DATABASE_URL to a server's DSN (default %s) to run them; docs/postgres.md starts one.", n, tests, where, DefaultDSN)
+}
+
+// dsnOf returns TEST_DATABASE_URL, or DefaultDSN.
+func dsnOf() string {
+	if dsn := os.Getenv("TEST_DATABASE_URL"); dsn != "" {
+		return dsn
+	}
+	return DefaultDSN
 }
 
 // NewSchema creates an empty schema for this test only, dropped when the
