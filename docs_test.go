@@ -386,4 +386,3 @@ func TestDocsStandAlone(t *testing.T) {
 		}
 	}
 }
-
