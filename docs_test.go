@@ -6,13 +6,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,17 +28,32 @@ import (
 // from the code. Every shell block (```sh, ```bash, ```console) in
 // README.md, SECURITY.md and docs/ follows a marker line that says how:
 //
-//	<!-- run: sh -->                the block runs as it is: TestDocsCommands
-//	<!-- run: sh, database -->      the same, with $DATABASE_URL naming a new,
-//	                                migrated PostgreSQL schema
+//	<!-- run: sh -->                the block runs: TestDocsCommands
+//	<!-- run: sh, database -->      the same, and the document gets a
+//	                                PostgreSQL database (below)
 //	<!-- run: by FILE[:Test], ... --> it runs in that script or test
 //	<!-- run: none (REASON) -->     it cannot run here (a cluster, a registry)
 //
-// A "sh" block runs with bash -euo pipefail in a scratch copy of the
-// repository, with plantstore (built from it) on PATH, and with
-// 127.0.0.1:8080 and 127.0.0.1:9090 rewritten to free loopback ports that
-// PLANTSTORE_ADDR and PLANTSTORE_ADMIN_ADDR name too; what it starts in the
-// background is stopped after it.
+// TestDocsCommands runs the "sh" blocks of each document in order, as a
+// reader who pastes them into one terminal: one bash session per document
+// (with set -Eeuo pipefail), in a fresh copy of the repository, with no
+// plantstore on PATH unless the document puts it there. It fails on a
+// command that fails, on a block that leaves a job running (an example
+// stops the servers it starts, so that the next one's readiness loop
+// cannot pass against an old server), and on any process the document
+// leaves behind. Each document gets ports of its own: 127.0.0.1:8080 and
+// 127.0.0.1:9090 (and localhost:...) in its text are rewritten to free
+// loopback ports, which PLANTSTORE_ADDR and PLANTSTORE_ADMIN_ADDR name too,
+// for the commands that listen by default; PLANTSTORE_SHUTDOWN_DELAY=0s
+// spares each stop the delay a load balancer needs. A document with a
+// "sh, database" block gets a new, empty schema of the test server: the
+// DSN docDSN in its text is rewritten to it. The copies of the repository
+// are made one after the other at one path, so that the build the
+// documents run reuses the build cache.
+
+// docDSN is the database the documents' examples use, a local server's
+// default database; the docs test rewrites it to a schema of its own.
+const docDSN = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 
 // docBlock is a shell block of a document.
 type docBlock struct {
@@ -158,71 +174,191 @@ func TestDocsMarkers(t *testing.T) {
 		}
 	}
 	t.Logf("shell blocks: %d run here, %d run by a script or test, %d not runnable here", counts["sh"], counts["by"], counts["none"])
+	// A document's examples reach PostgreSQL at docDSN only, which the
+	// test rewrites to a schema of its own: any other DSN would be the
+	// test server's real database.
+	for _, f := range docFiles(t) {
+		database, named := false, false
+		for _, b := range shellBlocks(t, f) {
+			if b.run != "sh" && b.run != "sh, database" {
+				continue
+			}
+			database = database || b.run == "sh, database"
+			named = named || strings.Contains(b.text, docDSN)
+			if n := strings.Count(b.text, "postgres://"); n != strings.Count(b.text, docDSN) {
+				t.Errorf("%s:%d: a DSN other than %s, which the docs test would not rewrite", b.file, b.line, docDSN)
+			}
+		}
+		if named && !database {
+			t.Errorf("%s names %s in a block the test runs, but no block is marked sh, database", f, docDSN)
+		}
+	}
 }
 
-// TestDocsCommands runs every "sh" block of the documentation.
+// TestDocsCommands runs the "sh" blocks of every document, each document
+// in a session of its own (see the top of this file).
 func TestDocsCommands(t *testing.T) {
 	soak(t)
 	repo, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", filepath.Join(bin, "plantstore"), ".")
+	dir := filepath.Join(t.TempDir(), "plantstore")
+	// The build every document runs compiles at dir: once here, then from
+	// the cache.
+	copyTracked(t, repo, dir)
+	build := exec.Command("go", "build", "-o", filepath.Join(t.TempDir(), "plantstore"), ".")
+	build.Dir = dir
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	for _, f := range docFiles(t) {
+		var blocks []docBlock
 		for _, b := range shellBlocks(t, f) {
-			if b.run != "sh" && b.run != "sh, database" {
-				continue
+			if b.run == "sh" || b.run == "sh, database" {
+				blocks = append(blocks, b)
 			}
-			t.Run(fmt.Sprintf("%s:%d", b.file, b.line), func(t *testing.T) {
-				runDocBlock(t, repo, bin, b)
-			})
 		}
+		if len(blocks) == 0 {
+			continue
+		}
+		t.Run(f, func(t *testing.T) {
+			if err := os.RemoveAll(dir); err != nil {
+				t.Fatal(err)
+			}
+			copyTracked(t, repo, dir)
+			runDoc(t, dir, blocks)
+		})
 	}
 }
 
-// runDocBlock runs b in a scratch copy of the repository.
-func runDocBlock(t *testing.T, repo, bin string, b docBlock) {
-	dir := t.TempDir()
-	copyTracked(t, repo, dir)
-	api, admin := freeAddr(t), freeAddr(t)
-	text := strings.NewReplacer("127.0.0.1:8080", api, "127.0.0.1:9090", admin, "localhost:8080", api, "localhost:9090", admin).Replace(b.text)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", text)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"PLANTSTORE_ADDR="+api, "PLANTSTORE_ADMIN_ADDR="+admin)
-	if b.run == "sh, database" {
-		dsn := pgtest.NewSchema(t)
-		if err := run(t.Context(), []string{"migrate", "-database-url", dsn}, nil, nil, io.Discard, io.Discard); err != nil {
-			t.Fatalf("migrate: %v", err)
-		}
-		cmd.Env = append(cmd.Env, "DATABASE_URL="+dsn)
+// docScript returns blocks as one bash script, and the line of the
+// script at which each block starts: after each block, a check that it
+// left no job running; on a command that fails, the line it failed at.
+func docScript(blocks []docBlock) (string, []int) {
+	var b strings.Builder
+	b.WriteString(`set -Eeuo pipefail
+trap 'echo "docs test: failed at script line $LINENO" >&2' ERR
+docs_block_end() {
+  local left
+  left=$(jobs -rp)
+  if [ -n "$left" ]; then
+    echo "docs test: the block at $1 left running: $(ps -o pid=,args= -p "$(echo $left | tr ' ' ,)")" >&2
+    kill $left 2>/dev/null || true
+    exit 97
+  fi
+}
+`)
+	starts := make([]int, len(blocks))
+	for i, blk := range blocks {
+		starts[i] = strings.Count(b.String(), "\n") + 1
+		b.WriteString(blk.text)
+		fmt.Fprintf(&b, "docs_block_end '%s:%d'\n", blk.file, blk.line)
 	}
-	// Its own process group, so that what it leaves in the background
-	// is stopped with it.
+	return b.String(), starts
+}
+
+// runDoc runs the blocks of one document in dir, a fresh copy of the
+// repository.
+func runDoc(t *testing.T, dir string, blocks []docBlock) {
+	api, admin := freeAddr(t), freeAddr(t)
+	script, starts := docScript(blocks)
+	rewrite := []string{"127.0.0.1:8080", api, "127.0.0.1:9090", admin, "localhost:8080", api, "localhost:9090", admin}
+	if slices.ContainsFunc(blocks, func(b docBlock) bool { return b.run == "sh, database" }) {
+		if !strings.Contains(script, docDSN) {
+			t.Fatalf("%s has a database block but never names %s, which the test rewrites to its own schema", blocks[0].file, docDSN)
+		}
+		rewrite = append(rewrite, docDSN, pgtest.NewSchema(t))
+	}
+	script = strings.NewReplacer(rewrite...).Replace(script)
+	path := filepath.Join(t.TempDir(), "doc.sh")
+	if err := os.WriteFile(path, []byte(script), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", path)
+	cmd.Dir = dir
+	cmd.Env = append(docEnv(t), "PLANTSTORE_ADDR="+api, "PLANTSTORE_ADMIN_ADDR="+admin, "PLANTSTORE_SHUTDOWN_DELAY=0s")
+	// A process group of its own, to find what it leaves behind.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	// What it left in the background holds the output open: once the
-	// block's shell has exited, stop waiting for that after a moment.
+	// What it leaves in the background holds the output open: once the
+	// shell has exited, stop waiting for that after a moment.
 	cmd.WaitDelay = time.Second
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Start()
-	if err == nil {
-		err = cmd.Wait()
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		if errors.Is(err, exec.ErrWaitDelay) {
-			err = nil
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	left := leftBehind(cmd.Process.Pid)
+	if err != nil && !errors.Is(err, exec.ErrWaitDelay) {
+		where := ""
+		if m := regexp.MustCompile(`docs test: failed at script line (\d+)`).FindStringSubmatch(out.String()); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			where = " at " + docLine(blocks, starts, n)
+		}
+		said := strings.Join(regexp.MustCompile(`(?m)^docs test: .*$`).FindAllString(out.String(), -1), "; ")
+		t.Errorf("%s: %v%s: %s\n--- its output:\n%s", blocks[0].file, err, where, said, out.String())
+	}
+	if left != "" {
+		t.Errorf("%s left processes running at its end (stop what an example starts: kill %%1; wait %%1):\n%s\n--- its output:\n%s", blocks[0].file, left, out.String())
+	}
+}
+
+// docLine returns the file:line of the document that line n of the script
+// of blocks, whose blocks start at starts, comes from.
+func docLine(blocks []docBlock, starts []int, n int) string {
+	for i := len(blocks) - 1; i >= 0; i-- {
+		if n >= starts[i] {
+			return fmt.Sprintf("%s:%d", blocks[i].file, blocks[i].line+1+n-starts[i])
 		}
 	}
-	if err != nil {
-		t.Errorf("%s:%d: %v\n--- the block:\n%s--- its output:\n%s", b.file, b.line, err, text, out.String())
+	return fmt.Sprintf("script line %d", n)
+}
+
+// docEnv is the environment of a document: this one without the
+// directories of PATH that hold a plantstore, without PLANTSTORE_*
+// variables, and without what the go command was told for this test.
+func docEnv(t *testing.T) []string {
+	t.Helper()
+	var env []string
+	for _, kv := range os.Environ() {
+		name, value, _ := strings.Cut(kv, "=")
+		switch {
+		case strings.HasPrefix(name, "PLANTSTORE_"), name == "GOFLAGS":
+			continue
+		case name == "PATH":
+			var keep []string
+			for _, d := range filepath.SplitList(value) {
+				if _, err := os.Stat(filepath.Join(d, "plantstore")); err != nil {
+					keep = append(keep, d)
+				}
+			}
+			kv = "PATH=" + strings.Join(keep, string(os.PathListSeparator))
+		}
+		env = append(env, kv)
 	}
+	return env
+}
+
+// leftBehind waits up to a second for the processes of the process group
+// pgid to end, and returns those still running, then kills them.
+func leftBehind(pgid int) string {
+	deadline := time.Now().Add(time.Second)
+	for syscall.Kill(-pgid, 0) == nil {
+		if time.Now().After(deadline) {
+			out, _ := exec.Command("pgrep", "-a", "-g", strconv.Itoa(pgid)).Output()
+			syscall.Kill(-pgid, syscall.SIGKILL)
+			if len(out) == 0 {
+				out = []byte("(a process of the group)")
+			}
+			return string(out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return ""
 }
 
 // copyTracked copies the files git tracks in repo into dir, as they are in
