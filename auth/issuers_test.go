@@ -67,6 +67,10 @@ func TestLoadIssuersFileErrors(t *testing.T) {
 		{"missing key file", "issuers:\n  - name: staff\n    issuer: https://a\n    key_file: /nonexistent/keys.json\n", 2, "/nonexistent/keys.json"},
 		{"jwks url not http", "issuers:\n  - name: staff\n    issuer: https://a\n    jwks_url: ftp://a/jwks\n", 4, `jwks_url: scheme "ftp"`},
 		{"issuer not a URL to discover", "issuers:\n  - name: staff\n    issuer: plantstore\n", 3, "issuer: OIDC discovery"},
+		{"token type of a DPoP proof", "issuers:\n  - name: staff\n    issuer: https://a\n    token_types: [dpop+jwt]\n", 4, `issuer staff: token_types: "dpop+jwt" names another kind of JWT`},
+		{"blank client", "issuers:\n  - name: staff\n    issuer: https://a\n    clients: [web, '']\n", 4, "issuer staff: clients: blank client"},
+		{"max lifetime without a unit", "issuers:\n  - name: staff\n    issuer: https://a\n    max_lifetime: 3600\n", 4, "cannot unmarshal"},
+		{"max stale of a secret file", "issuers:\n  - name: staff\n    issuer: https://a\n    hmac_secret_file: " + secret + "\n    max_stale: 1h\n", 5, "issuer staff: max_stale: the issuer's keys are read from files"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -525,5 +529,66 @@ func TestIssuersReloadKeepsKeys(t *testing.T) {
 	}
 	if c := got["customers"]; !slices.Equal(c.Audiences, []string{"plantstore", "shop"}) || !slices.Equal(c.Algorithms, []string{"ES256"}) {
 		t.Errorf("customers after the reload: %+v; want the new audiences and algorithms", c)
+	}
+}
+
+// TestIssuersReloadTokenRules: a reload that makes an issuer require
+// at+jwt tokens of one client, and bounds the age of its keys, applies to
+// tokens verified before it (the cache holds none of the old rules), and
+// keeps the issuer's key source.
+func TestIssuersReloadTokenRules(t *testing.T) {
+	ti := newTwoIssuers(t)
+	before := ti.token(t, ti.custKey, custIss, "bob", nil)
+	if _, err := ti.v.Verify(t.Context(), before); err != nil {
+		t.Fatalf("customers token before the reload: %v", err)
+	}
+	original, err := os.ReadFile(ti.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := strings.Replace(string(original), custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n",
+		custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n    token_types: [at+jwt]\n    clients: [shop-web]\n    max_lifetime: 10m\n    max_stale: 24h\n", 1)
+	if changed == string(original) {
+		t.Fatal("the rewrite changed nothing")
+	}
+	if err := os.WriteFile(ti.path, []byte(changed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hits := ti.custSrv.Hits.Load()
+	if _, _, err := ti.f.Reload(func(is []auth.Issuer) error { return ti.v.SetIssuers(is...) }); err != nil {
+		t.Fatal(err)
+	}
+	claims := func(over map[string]any) map[string]any {
+		return authtest.Claims(map[string]any{"iss": custIss, "aud": "plantstore", "sub": "bob", "client_id": "shop-web", "jti": fmt.Sprint(over)})
+	}
+	tests := []struct {
+		name   string
+		header map[string]any
+		over   map[string]any
+		want   auth.Reason
+	}{
+		{"at+jwt of shop-web", map[string]any{"typ": "at+jwt"}, nil, ""},
+		{"typ JWT", nil, nil, auth.ReasonTokenType},
+		{"another client", map[string]any{"typ": "at+jwt"}, map[string]any{"client_id": "admin-cli"}, auth.ReasonClient},
+		{"an hour long", map[string]any{"typ": "at+jwt"}, map[string]any{"exp": time.Now().Add(time.Hour).Unix()}, auth.ReasonLifetime},
+	}
+	for _, tt := range tests {
+		c := claims(tt.over)
+		for k, v := range tt.over {
+			c[k] = v
+		}
+		_, err := ti.v.Verify(t.Context(), authtest.Token(t, ti.custKey, tt.header, c))
+		if got := reasonOf(t, err); got != tt.want {
+			t.Errorf("%s after the reload: %v; want %q", tt.name, err, tt.want)
+		}
+	}
+	if _, err := ti.v.Verify(t.Context(), before); reasonOf(t, err) != auth.ReasonTokenType {
+		t.Errorf("the token verified before the reload: %v; want it refused as %s", err, auth.ReasonTokenType)
+	}
+	if n := ti.custSrv.Hits.Load(); n != hits {
+		t.Errorf("the customers JWKS got %d requests on a reload that kept its source; want none", n-hits)
+	}
+	if err := ti.v.Ready(); err != nil {
+		t.Errorf("Ready() after the reload = %v; want nil (keys confirmed just now)", err)
 	}
 }
