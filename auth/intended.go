@@ -37,6 +37,20 @@ func otherJWT(t string) bool {
 	return strings.HasSuffix(t, "+jwt") && t != typeAT
 }
 
+// MintType returns the typ a token made for an issuer of c carries to be
+// accepted: "at+jwt", or "JWT" when c's TokenTypes take only that.
+func (c Config) MintType() string {
+	for _, t := range c.TokenTypes {
+		if n := normalType(strings.TrimSpace(t)); n == typeAT || n == typeAny {
+			return "at+jwt"
+		}
+	}
+	if len(c.TokenTypes) > 0 {
+		return "JWT"
+	}
+	return "at+jwt"
+}
+
 // checkIntended checks and normalises the fields of c that say which
 // tokens are meant for this resource: TokenTypes in normalType form, nil
 // for any, without repeats; no blank client; no negative duration.

@@ -70,7 +70,7 @@ func TestLoadIssuersFileErrors(t *testing.T) {
 		{"token type of a DPoP proof", "issuers:\n  - name: staff\n    issuer: https://a\n    token_types: [dpop+jwt]\n", 4, `issuer staff: token_types: "dpop+jwt" names another kind of JWT`},
 		{"blank client", "issuers:\n  - name: staff\n    issuer: https://a\n    clients: [web, '']\n", 4, "issuer staff: clients: blank client"},
 		{"max lifetime without a unit", "issuers:\n  - name: staff\n    issuer: https://a\n    max_lifetime: 3600\n", 4, "cannot unmarshal"},
-		{"max stale of a secret file", "issuers:\n  - name: staff\n    issuer: https://a\n    hmac_secret_file: " + secret + "\n    max_stale: 1h\n", 5, "issuer staff: max_stale: the issuer's keys are read from files"},
+		{"max stale of a secret file", "issuers:\n  - name: staff\n    issuer: https://a\n    hmac_secret_file: " + secret + "\n    max_stale: 1h\n", 5, "issuer staff: max_stale: the issuer has no fetched keys"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -77,7 +77,8 @@ type JWKSOptions struct {
 // exponential backoff from MinBackoff to MaxBackoff and [JWKS.Key] returns
 // [ErrNoKeys]. Afterwards it refreshes every Refresh (±10%); a failed
 // refresh keeps the last good keys and is retried with the same backoff,
-// never later than the next regular refresh. A fetch fails on a transport
+// never later than the next regular refresh. How long they may serve
+// unconfirmed is the verifier's to bound, per issuer ([Config.MaxStale]). A fetch fails on a transport
 // error, a status other than 200, a document over MaxBytes, a document
 // that is not a JWK Set, or a set without a usable key.
 //

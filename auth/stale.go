@@ -24,7 +24,7 @@ import (
 func (is *issuer) holdFresh(v *Verifier) *ConfigError {
 	is.fetched = fetchedOf(is.keys)
 	if len(is.fetched) == 0 {
-		return configErr("", settingMaxStale, "the issuer's keys are read from files, not fetched: max_stale bounds the age of fetched keys only")
+		return configErr("", settingMaxStale, "the issuer has no fetched keys (from a JWKS URL or OIDC discovery): max_stale bounds their age only")
 	}
 	for _, j := range is.fetched {
 		if every := j.confirmEvery(); is.cfg.MaxStale < every {
