@@ -259,11 +259,7 @@ func (c *replayCache) add(jkt, jti string, expires, now time.Time) (v replayVerd
 	t := now.UnixNano()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for c.n > 0 && (c.ring[c.head].dead || c.ring[c.head].expires <= t) {
-		c.forget(c.head)
-		c.head = (c.head + 1) % len(c.ring)
-		c.n--
-	}
+	c.expire(t)
 	if i, ok := c.index[key]; ok {
 		if c.ring[i].expires > t {
 			return replaySeen, 0
@@ -284,6 +280,31 @@ func (c *replayCache) add(jkt, jti string, expires, now time.Time) (v replayVerd
 	c.index[key] = i
 	c.perKey[k]++
 	return replayFresh, 0
+}
+
+// expire drops the entries at the front that are dead or expired at t
+// (Unix nanoseconds). c.mu is held.
+func (c *replayCache) expire(t int64) {
+	for c.n > 0 && (c.ring[c.head].dead || c.ring[c.head].expires <= t) {
+		c.forget(c.head)
+		c.head = (c.head + 1) % len(c.ring)
+		c.n--
+	}
+}
+
+// fill returns the entries the cache holds, less those at its front that
+// the next add drops (dead, or expired now), and the most it may hold, at
+// which add refuses every new proof: plantstore_dpop_replay_entries and
+// ..._limit. It changes nothing.
+func (c *replayCache) fill() (entries, limit int) {
+	t := time.Now().UnixNano()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.n
+	for i := c.head; n > 0 && (c.ring[i].dead || c.ring[i].expires <= t); i = (i + 1) % len(c.ring) {
+		n--
+	}
+	return n, c.maxSize
 }
 
 // forget marks the entry at i dead and drops it from the index and its

@@ -22,8 +22,10 @@ const realm = "plantstore"
 // *[Error] with c.Error and aborts; it writes no body, which is left to the
 // error renderer. On success it stores the [Identity] in the request
 // context (see [FromContext]) and records the subject and issuer on the
-// access log entry. It never logs the header or the token.
+// access log entry. It never logs the header or the token. m reports the
+// fill of v's caches from then on.
 func Middleware(v *Verifier, m *Metrics) gin.HandlerFunc {
+	m.watch(v) // the fill gauges of v's caches
 	return func(c *gin.Context) {
 		id, err := v.Authenticate(c.Request)
 		if err != nil {
