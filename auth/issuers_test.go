@@ -491,19 +491,16 @@ func TestIssuersFileSettingsFromOptions(t *testing.T) {
 	}
 }
 
-// TestIssuersReloadKeepsKeys: a reload that changes an issuer's rules but
-// not its key source (name, issuer, jwks_url) keeps that source: its keys
-// verify at once, with no new fetch, so a reload never empties a key set
-// that was serving.
-func TestIssuersReloadKeepsKeys(t *testing.T) {
-	ti := newTwoIssuers(t)
-	custTok := ti.token(t, ti.custKey, custIss, "bob", nil)
+// rewrite replaces from with to in the issuers file, once, and reloads it
+// into the verifier; it returns the requests the customers' JWKS had got
+// before the reload.
+func (ti *twoIssuers) rewrite(t *testing.T, from, to string) int64 {
+	t.Helper()
 	original, err := os.ReadFile(ti.path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	changed := strings.Replace(string(original), custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n    audiences: [plantstore]",
-		custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n    audiences: [plantstore, shop]\n    algorithms: [ES256]", 1)
+	changed := strings.Replace(string(original), from, to, 1)
 	if changed == string(original) {
 		t.Fatal("the rewrite changed nothing")
 	}
@@ -514,6 +511,18 @@ func TestIssuersReloadKeepsKeys(t *testing.T) {
 	if _, _, err := ti.f.Reload(func(is []auth.Issuer) error { return ti.v.SetIssuers(is...) }); err != nil {
 		t.Fatal(err)
 	}
+	return hits
+}
+
+// TestIssuersReloadKeepsKeys: a reload that changes an issuer's rules but
+// not its key source (name, issuer, jwks_url) keeps that source: its keys
+// verify at once, with no new fetch, so a reload never empties a key set
+// that was serving.
+func TestIssuersReloadKeepsKeys(t *testing.T) {
+	ti := newTwoIssuers(t)
+	custTok := ti.token(t, ti.custKey, custIss, "bob", nil)
+	hits := ti.rewrite(t, custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n    audiences: [plantstore]",
+		custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n    audiences: [plantstore, shop]\n    algorithms: [ES256]")
 	if _, err := ti.v.Verify(t.Context(), custTok); err != nil {
 		t.Errorf("customers token right after a reload that changed its audiences: %v; want it verified by the kept keys", err)
 	}
@@ -542,22 +551,8 @@ func TestIssuersReloadTokenRules(t *testing.T) {
 	if _, err := ti.v.Verify(t.Context(), before); err != nil {
 		t.Fatalf("customers token before the reload: %v", err)
 	}
-	original, err := os.ReadFile(ti.path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	changed := strings.Replace(string(original), custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n",
-		custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n    token_types: [at+jwt]\n    clients: [shop-web]\n    max_lifetime: 10m\n    max_stale: 24h\n", 1)
-	if changed == string(original) {
-		t.Fatal("the rewrite changed nothing")
-	}
-	if err := os.WriteFile(ti.path, []byte(changed), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	hits := ti.custSrv.Hits.Load()
-	if _, _, err := ti.f.Reload(func(is []auth.Issuer) error { return ti.v.SetIssuers(is...) }); err != nil {
-		t.Fatal(err)
-	}
+	hits := ti.rewrite(t, custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n",
+		custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n    token_types: [at+jwt]\n    clients: [shop-web]\n    max_lifetime: 10m\n    max_stale: 24h\n")
 	claims := func(over map[string]any) map[string]any {
 		return authtest.Claims(map[string]any{"iss": custIss, "aud": "plantstore", "sub": "bob", "client_id": "shop-web", "jti": fmt.Sprint(over)})
 	}
