@@ -72,7 +72,10 @@ func mapFetched(k Keys, wrap func(*JWKS) Keys) Keys {
 
 // fresh reports whether the fetched keys of is, when MaxStale bounds
 // them, were all confirmed within it at now. It is on the path of every
-// cached request: without MaxStale it costs one length check.
+// cached request: without MaxStale it costs one length check. An entry
+// does not record which part of the keys verified it, so while a JWKS
+// of an issuer that also has key files is stale, the tokens of its files
+// are verified again on each request rather than served from the cache.
 func (is *issuer) fresh(now time.Time) bool {
 	for _, j := range is.fetched {
 		if j.staleAt(now, is.cfg.MaxStale) {
