@@ -188,6 +188,8 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 	src := auth.SourceOptions{
 		Refresh: cfg.JWKSRefresh, MinRefresh: cfg.JWKSMinRefresh,
 		RequiredScope: cfg.JWT.RequiredScope, DPoP: cfg.JWT.DPoP,
+		TokenTypes: cfg.JWT.TokenTypes, Clients: cfg.JWT.Clients,
+		MaxLifetime: cfg.JWT.MaxLifetime, MaxStale: cfg.JWT.MaxStale,
 		Log: log, Metrics: vf.metrics, TracerProvider: tracing.Provider(),
 	}
 	if cfg.IssuersFile != "" {

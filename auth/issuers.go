@@ -28,8 +28,8 @@ type IssuerConfig struct {
 	Issuer string `yaml:"issuer"`
 	// KeySource is where the keys come from; at most one may be set.
 	KeySource `yaml:",inline"`
-	// The rest is the issuer's Config; RequiredScope and DPoP, when
-	// empty, are those of [SourceOptions].
+	// The rest is the issuer's Config; RequiredScope, DPoP and the four
+	// below, when left out, are those of [SourceOptions].
 	Audiences     []string `yaml:"audiences"`
 	Algorithms    []string `yaml:"algorithms"`
 	GroupsClaim   string   `yaml:"groups_claim"`
@@ -359,6 +359,18 @@ func (x *fileIndex) issuers(cfgs []IssuerConfig, o SourceOptions) ([]Issuer, err
 			cfg.RequiredScope = o.RequiredScope
 			x.inherited[i] = append(x.inherited[i], string(settingRequiredScope))
 		}
+		// The rules of tokens meant for this resource: the flags' where
+		// the issuer does not name them.
+		inherit := func(s setting, set bool, take func()) {
+			if set && x.key(i, string(s)) == 0 {
+				take()
+				x.inherited[i] = append(x.inherited[i], string(s))
+			}
+		}
+		inherit(settingTokenTypes, len(o.TokenTypes) > 0, func() { cfg.TokenTypes = o.TokenTypes })
+		inherit(settingClients, len(o.Clients) > 0, func() { cfg.Clients = o.Clients })
+		inherit(settingMaxLifetime, o.MaxLifetime != 0, func() { cfg.MaxLifetime = o.MaxLifetime })
+		inherit(settingMaxStale, o.MaxStale != 0, func() { cfg.MaxStale = o.MaxStale })
 		out[i] = Issuer{Name: c.Name, Config: cfg}
 	}
 	return checkIssuers(out...)

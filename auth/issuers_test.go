@@ -70,7 +70,6 @@ func TestLoadIssuersFileErrors(t *testing.T) {
 		{"token type of a DPoP proof", "issuers:\n  - name: staff\n    issuer: https://a\n    token_types: [dpop+jwt]\n", 4, `issuer staff: token_types: "dpop+jwt" names another kind of JWT`},
 		{"blank client", "issuers:\n  - name: staff\n    issuer: https://a\n    clients: [web, '']\n", 4, "issuer staff: clients: blank client"},
 		{"max lifetime without a unit", "issuers:\n  - name: staff\n    issuer: https://a\n    max_lifetime: 3600\n", 4, "cannot unmarshal"},
-		{"max stale of a secret file", "issuers:\n  - name: staff\n    issuer: https://a\n    hmac_secret_file: " + secret + "\n    max_stale: 1h\n", 5, "issuer staff: max_stale: the issuer has no fetched keys"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -488,6 +487,27 @@ func TestIssuersFileSettingsFromOptions(t *testing.T) {
 	own := writeIssuers(t, "issuers:\n  - name: staff\n    issuer: https://a\n    key_file: "+keys+"\n    required_scope: two words\n")
 	if _, err := auth.LoadIssuersFile(t.Context(), own, o); !errors.As(err, &fe) || fe.Line != 5 {
 		t.Errorf("a bad scope of the file = %v; want a *FileError at line 5", err)
+	}
+
+	// The rules of tokens meant for this resource: an issuer that leaves
+	// one out takes the options', one that names it (even as off) keeps
+	// its own.
+	o = auth.SourceOptions{TokenTypes: []string{"at+jwt"}, Clients: []string{"web"}, MaxLifetime: time.Hour, MaxStale: 24 * time.Hour}
+	both := writeIssuers(t, "issuers:\n  - name: staff\n    issuer: https://a\n    key_file: "+keys+
+		"\n  - name: shop\n    issuer: https://b\n    key_file: "+keys+"\n    token_types: [any]\n    clients: [app]\n    max_lifetime: 0s\n    max_stale: 0s\n")
+	f, err := auth.LoadIssuersFile(t.Context(), both, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]auth.Config{}
+	for _, is := range f.Issuers() {
+		got[is.Name] = is.Config
+	}
+	if c := got["staff"]; !slices.Equal(c.TokenTypes, o.TokenTypes) || !slices.Equal(c.Clients, o.Clients) || c.MaxLifetime != o.MaxLifetime || c.MaxStale != o.MaxStale {
+		t.Errorf("staff, which names none of the four = %+v; want the options' %+v", c, o)
+	}
+	if c := got["shop"]; len(c.TokenTypes) != 0 || !slices.Equal(c.Clients, []string{"app"}) || c.MaxLifetime != 0 || c.MaxStale != 0 {
+		t.Errorf("shop, which names all four (token_types any) = %+v; want its own", c)
 	}
 }
 

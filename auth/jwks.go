@@ -111,6 +111,10 @@ type JWKS struct {
 	// confirmed is when the last successful fetch ended, in Unix
 	// nanoseconds by now; 0 before the first.
 	confirmed atomic.Int64
+	// refreshCap, when positive, shortens the refresh period to itself
+	// (see keepFresh); kick wakes the loop when it changes.
+	refreshCap atomic.Int64
+	kick       chan struct{}
 
 	mu       sync.Mutex
 	inflight chan struct{} // closed when the running fetch ends; nil when none runs
@@ -149,6 +153,7 @@ func newJWKS(ctx context.Context, opts JWKSOptions, log *zap.Logger, m *Metrics,
 		log:     log,
 		m:       m,
 		stopped: make(chan struct{}),
+		kick:    make(chan struct{}, 1),
 		jwksURL: opts.URL,
 		now:     now,
 	}
@@ -459,7 +464,7 @@ func (j *JWKS) run() {
 		j.mu.Lock()
 		failed := j.lastErr != nil
 		j.mu.Unlock()
-		wait := jitter(j.opts.Refresh)
+		wait := jitter(j.refreshPeriod())
 		if failed {
 			wait = min(wait, clamp(jitter(backoff), j.opts.MinBackoff, j.opts.MaxBackoff))
 			backoff = min(2*backoff, j.opts.MaxBackoff)
@@ -469,6 +474,18 @@ func (j *JWKS) run() {
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
+		case <-j.kick:
+			// The period was shortened: the next fetch is due that long
+			// after the last one ended.
+			t.Stop()
+			if rest := j.refreshPeriod() - j.sinceLastEnd(); rest > 0 {
+				t = time.NewTimer(rest)
+				select {
+				case <-t.C:
+				case <-j.ctx.Done():
+					t.Stop()
+				}
+			}
 		case <-j.ctx.Done():
 			t.Stop()
 		}
@@ -479,6 +496,41 @@ func (j *JWKS) run() {
 	j.mu.Unlock()
 	if done != nil {
 		<-done
+	}
+}
+
+// refreshPeriod is the background refresh period: Refresh, or the cap
+// keepFresh set when it is shorter.
+func (j *JWKS) refreshPeriod() time.Duration {
+	if c := time.Duration(j.refreshCap.Load()); c > 0 && c < j.opts.Refresh {
+		return c
+	}
+	return j.opts.Refresh
+}
+
+// sinceLastEnd is how long ago the last fetch ended, by j's clock.
+func (j *JWKS) sinceLastEnd() time.Duration {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.lastEnd.IsZero() {
+		return 0
+	}
+	return j.now().Sub(j.lastEnd)
+}
+
+// keepFresh makes the background loop refresh often enough that, while
+// fetches succeed, the keys are never older than maxAge: a period of half
+// of it, when that is shorter than Refresh. Zero restores Refresh.
+func (j *JWKS) keepFresh(maxAge time.Duration) {
+	var c int64
+	if maxAge > 0 {
+		c = int64(maxAge / 2)
+	}
+	if j.refreshCap.Swap(c) != c {
+		select {
+		case j.kick <- struct{}{}:
+		default:
+		}
 	}
 }
 

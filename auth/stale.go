@@ -17,26 +17,23 @@ import (
 // so that a reload that changes it keeps the issuer's key source.
 
 // holdFresh makes is find its keys through parts that refuse fetched keys
-// no fetch confirmed within MaxStale, read on v's clock. It returns the
-// *ConfigError of a MaxStale that cannot hold: an issuer whose keys are
-// not fetched, or a MaxStale shorter than the time between two successful
-// fetches of a healthy source, which would make keys stale for nothing.
-func (is *issuer) holdFresh(v *Verifier) *ConfigError {
-	is.fetched = fetchedOf(is.keys)
-	if len(is.fetched) == 0 {
-		return configErr("", settingMaxStale, "the issuer has no fetched keys (from a JWKS URL or OIDC discovery): max_stale bounds their age only")
+// no fetch confirmed within MaxStale, read on v's clock, and makes each of
+// those parts refresh at least every MaxStale/2, so that while the
+// identity provider answers its keys never go stale. Keys read from files
+// are never fetched: MaxStale leaves them alone.
+func (is *issuer) holdFresh(v *Verifier) {
+	fetched := fetchedOf(is.keys)
+	for _, j := range fetched {
+		j.keepFresh(is.cfg.MaxStale)
 	}
-	for _, j := range is.fetched {
-		if every := j.confirmEvery(); is.cfg.MaxStale < every {
-			return configErr("", settingMaxStale, "%s is shorter than the time between two good fetches (the refresh period %s, up to 10%% later, and a fetch timeout of %s): want at least %s",
-				is.cfg.MaxStale, j.opts.Refresh, j.opts.Timeout, every)
-		}
+	if is.cfg.MaxStale <= 0 || len(fetched) == 0 {
+		return
 	}
+	is.fetched = fetched
 	now := func() time.Time { return v.now() }
 	is.lookup = mapFetched(is.keys, func(j *JWKS) Keys {
 		return &freshKeys{j: j, limit: is.cfg.MaxStale, now: now}
 	})
-	return nil
 }
 
 // fetchedOf returns the parts of k that fetch their keys.
@@ -94,13 +91,6 @@ func (is *issuer) staleness(now time.Time) error {
 		}
 	}
 	return nil
-}
-
-// confirmEvery returns the longest time between the ends of two successful
-// fetches while every fetch succeeds: the refresh period with its jitter,
-// and one fetch.
-func (j *JWKS) confirmEvery() time.Duration {
-	return j.opts.Refresh + j.opts.Refresh/10 + j.opts.Timeout
 }
 
 // staleAt reports whether j's keys, fetched once at least, were last

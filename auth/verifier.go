@@ -376,12 +376,7 @@ func (v *Verifier) newIssuer(is Issuer, old *issuerTable) (*issuer, error) {
 	if gen, ok := generationOf(is.Keys); ok {
 		n.gen = gen
 	}
-	if cfg.MaxStale > 0 {
-		if err := n.holdFresh(v); err != nil {
-			err.Issuer = is.Name
-			return nil, err
-		}
-	}
+	n.holdFresh(v)
 	return n, nil
 }
 
