@@ -332,7 +332,8 @@ func (c serveConfig) discovery() bool {
 	return c.JWT.Issuer != "" && c.Keys == (auth.KeySource{}) && !c.Dev
 }
 
-// verifierOptions returns the options every issuer shares.
+// verifierOptions returns the options every issuer shares, the rate limit
+// of -rate-limit among them.
 func (c serveConfig) verifierOptions() (auth.Options, error) {
 	o := c.Verify
 	o.CacheBytes = c.CacheBytes
@@ -340,6 +341,12 @@ func (c serveConfig) verifierOptions() (auth.Options, error) {
 		o.CacheBytes = -1 // the flag's 0 is "off"; the Options' 0 is "default"
 	}
 	o.TrustedProxies = c.TrustedProxies
+	if c.RateLimit != 0 {
+		var err error
+		if o.RateLimit, err = auth.NewRateLimit(c.RateLimit, c.RateBurst); err != nil {
+			return o, c.refused(err)
+		}
+	}
 	if c.PublicURL != "" {
 		u, err := url.Parse(c.PublicURL)
 		if err != nil {

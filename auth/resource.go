@@ -26,8 +26,9 @@ type ResourceMetadata struct {
 // Metadata returns the protected resource metadata as a request r sees it:
 // the resource is -public-url, or the scheme and host r came with; the
 // authorization servers are the configured issuers' iss values; the scopes
-// their required scopes; DPoP is described unless every issuer has it off,
-// and required when every issuer requires it.
+// their required scopes; DPoP is described, with the algorithms a proof
+// may use, unless every issuer has it off, and required when every issuer
+// requires it.
 func (v *Verifier) Metadata(r *http.Request) ResourceMetadata {
 	md := ResourceMetadata{Resource: v.resource(r), BearerMethodsSupported: []string{"header"}}
 	required, off := true, true
@@ -42,7 +43,7 @@ func (v *Verifier) Metadata(r *http.Request) ResourceMetadata {
 		off = off && is.cfg.DPoP == DPoPOff
 	}
 	if !off {
-		md.DPoPSigningAlgValuesSupported = DPoPAlgorithms()
+		md.DPoPSigningAlgValuesSupported = slices.Clone(v.opts.DPoPAlgorithms)
 	}
 	md.DPoPBoundAccessTokensRequired = required
 	return md
