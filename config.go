@@ -144,6 +144,8 @@ func serveSettings() settings {
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.DB.QueryTimeout} }},
 		{flag: "dev", key: "dev", noEnv: true, help: "development mode: ephemeral signing key, sample tokens printed at start, on loopback unless -addr or -admin-addr say otherwise",
 			value: func(c *serveConfig) flag.Value { return boolFlag{&c.Dev} }},
+		{flag: "dpop-algorithms", key: "dpop_algorithms", def: strings.Join(auth.DefaultDPoPAlgorithms(), ","), help: "algorithms a DPoP proof may be signed with, a comma list of asymmetric ones (never an HMAC or none), which the DPoP challenge and the resource metadata name",
+			value: func(c *serveConfig) flag.Value { return listFlag{items: &c.Verify.DPoPAlgorithms} }},
 		{flag: "dpop-window", key: "dpop_window", def: auth.DefaultDPoPWindow.String(), help: "how old a DPoP proof may be, by its iat (the leeway comes on top)",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.Verify.DPoPWindow} }},
 		{flag: "jwks-min-refresh", key: "min_refresh", def: auth.DefaultJWKSMinRefresh.String(), help: "minimum time between JWKS fetches for unknown kids",
