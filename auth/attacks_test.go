@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
@@ -348,6 +349,20 @@ func TestKnownAttacks(t *testing.T) {
 	}
 	for _, typ := range []string{"JWE", "secevent+jwt", "dpop+jwt", "logout+jwt", "application/jose+json", "JOSE+JSON"} {
 		tests = append(tests, attack{name: "typ " + typ + " refused", ref: "RFC 8725 §3.11 §2.8", authz: bearer(authtest.Token(t, ecKey, map[string]any{"typ": typ}, valid)), want: auth.ReasonMalformed})
+	}
+	// A binding the service does not check would leave the token a bearer
+	// token for whoever holds it: refused, never served as one.
+	x5t := sha256.Sum256([]byte("a client certificate"))
+	for _, b := range []struct {
+		name string
+		cnf  map[string]any
+		want auth.Reason
+	}{
+		{"cnf.x5t#S256 (a certificate-bound token) as Bearer", map[string]any{"x5t#S256": b64(x5t[:])}, auth.ReasonCertBound},
+		{"cnf.jwk as Bearer", map[string]any{"jwk": publicJWK(t, attacker.Verify.Public, nil)}, auth.ReasonUnknownBinding},
+		{"cnf.jku as Bearer", map[string]any{"jku": evil.URL}, auth.ReasonUnknownBinding},
+	} {
+		tests = append(tests, attack{name: b.name, ref: "RFC 7800 §3, RFC 8705 §3, RFC 9449 §6", authz: bearer(authtest.Token(t, ecKey, nil, authtest.Claims(map[string]any{"cnf": b.cnf}))), want: b.want})
 	}
 
 	for _, tt := range tests {

@@ -201,6 +201,47 @@ func (v *Verifier) bindProof(r *http.Request, c credential, e *cacheEntry) error
 // origin and path prefix ([Verifier.origin]) with r's path, normalized.
 func (v *Verifier) resourceURI(r *http.Request) string {
 	origin, prefix := v.origin(r)
-	n, _ := normalizeHTU(origin + prefix + r.URL.EscapedPath())
+	path := r.URL.EscapedPath()
+	if plainOrigin(origin) && strings.HasPrefix(path, "/") {
+		// Already in normal form: no parsing.
+		return origin + prefix + path
+	}
+	n, _ := normalizeHTU(origin + prefix + path)
 	return n
+}
+
+// plainOrigin reports whether origin, "scheme://host", is already what
+// normalizeHTU makes of it: http or https, a host name or IPv4 address in
+// lower case, a port only when it is not the scheme's default.
+func plainOrigin(origin string) bool {
+	var host string
+	switch {
+	case strings.HasPrefix(origin, "https://"):
+		host = origin[len("https://"):]
+		if strings.HasSuffix(host, ":443") {
+			return false
+		}
+	case strings.HasPrefix(origin, "http://"):
+		host = origin[len("http://"):]
+		if strings.HasSuffix(host, ":80") {
+			return false
+		}
+	default:
+		return false
+	}
+	name, port, hasPort := strings.Cut(host, ":")
+	if name == "" || hasPort && port == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	for i := 0; i < len(port); i++ {
+		if c := port[i]; c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rsa"
 	"crypto/sha256"
+	"crypto/sha512"
 	"encoding/base64"
 	"encoding/json"
 	"math"
@@ -217,9 +218,60 @@ func (p *proof) readClaims(seg string, req *dpopRequest) *Error {
 }
 
 // verify reports whether p's signature is its key's over its header and
-// claims, by golang-jwt's implementation of p's alg.
+// claims: ECDSA here (the signature is r and s, each the size of the
+// curve, RFC 7518 §3.4), every other alg by golang-jwt's implementation.
 func (p *proof) verify() bool {
+	if pub, ok := p.key.(*ecdsa.PublicKey); ok {
+		var digest []byte
+		switch p.alg {
+		case "ES256":
+			sum := sha256.Sum256([]byte(p.signed))
+			digest = sum[:]
+		case "ES384":
+			sum := sha512.Sum384([]byte(p.signed))
+			digest = sum[:]
+		case "ES512":
+			sum := sha512.Sum512([]byte(p.signed))
+			digest = sum[:]
+		default:
+			return false
+		}
+		half := len(p.sig) / 2
+		return ecdsa.VerifyASN1(pub, digest, ecdsaDER(p.sig[:half], p.sig[half:]))
+	}
 	return proofMethod(p.alg).Verify(p.signed, p.sig, p.key) == nil
+}
+
+// ecdsaDER returns the ASN.1 DER of the ECDSA signature r, s (SEC 1
+// §C.8, ECDSA-Sig-Value: a SEQUENCE of two INTEGERs), r and s given as
+// unsigned big-endian integers of at most 66 bytes (P-521), which is what
+// crypto/ecdsa verifies; ecdsa.Verify would make the same of them through
+// two big.Int values.
+func ecdsaDER(r, s []byte) []byte {
+	integer := func(b, v []byte) []byte {
+		if len(v) == 0 {
+			v = []byte{0}
+		}
+		for len(v) > 1 && v[0] == 0 {
+			v = v[1:]
+		}
+		n := len(v)
+		if v[0]&0x80 != 0 {
+			n++ // a leading 0 keeps it positive
+		}
+		b = append(b, 0x02, byte(n))
+		if n > len(v) {
+			b = append(b, 0)
+		}
+		return append(b, v...)
+	}
+	body := integer(integer(make([]byte, 0, 2*(3+66)), r), s)
+	der := make([]byte, 0, 3+len(body))
+	der = append(der, 0x30)
+	if len(body) >= 0x80 {
+		der = append(der, 0x81) // one byte of length follows: at most 138
+	}
+	return append(append(der, byte(len(body))), body...)
 }
 
 // proofMethod returns golang-jwt's method of a proof alg, one of
