@@ -100,6 +100,8 @@ func importCatalog(ctx context.Context, args []string, e env, stdout, stderr io.
 	var replace bool
 	fs := flag.NewFlagSet("import", flag.ContinueOnError)
 	fs.BoolVar(&replace, "replace", false, "replace the whole catalog instead of adding to it")
+	maxBytes := int64(postgres.DefaultMaxCatalogBytes)
+	fs.Var(sizeFlag{&maxBytes}, "max-catalog-bytes", "refuse an import that leaves the catalog with more bytes of text (ids, names, tags, readers) than this, which every replica holds in memory; 0 for no limit")
 	dsn, rest, err := databaseFlags(fs, args, e, stderr)
 	if err != nil {
 		return err
@@ -111,7 +113,7 @@ func importCatalog(ctx context.Context, args []string, e env, stdout, stderr io.
 	if err != nil {
 		return fmt.Errorf("import: %w", err)
 	}
-	if err := postgres.Import(ctx, dsn, catalog, replace); err != nil {
+	if err := postgres.ImportLimited(ctx, dsn, catalog, replace, maxBytes); err != nil {
 		return fmt.Errorf("import: %w", err)
 	}
 	fmt.Fprintf(stdout, "imported %d plants\n", catalog.Len())

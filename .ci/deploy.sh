@@ -3,12 +3,17 @@
 # deploy/overlays and deploy/namespaces, validates each object strictly
 # against the Kubernetes v1.36.3 API schema (kubeconform with schemas
 # generated from k8s.io/kubernetes' swagger.json, the Gateway API HTTPRoute
-# CRD and the Prometheus Operator's ServiceMonitor, PodMonitor and
-# PrometheusRule CRDs), then runs the Go module deploy/check: strict
-# decoding and the deployment policy (also against the overlays as they
-# were before issue 17), promtool on the alerting rules and their unit
-# tests, the dashboard's queries against a real Prometheus holding those
-# rules after real traffic, BuildKit's lint rules on the Dockerfile, the
+# CRD, the Prometheus Operator's ServiceMonitor, PodMonitor, PrometheusRule
+# and Probe CRDs, and Envoy Gateway's SecurityPolicy and BackendTrafficPolicy
+# CRDs), pins a copy of the prod overlay to a digest with
+# deploy/release/set-image.sh and checks what it renders, writes the
+# binary's SBOM (CycloneDX, cyclonedx-gomod), then runs the Go module
+# deploy/check: strict decoding and the deployment policy (also against the
+# overlays as they were before issue 17 and before the alerting fixes),
+# promtool on the alerting rules and their unit tests, the rules, the
+# dashboard's queries and the Probe (through a real blackbox exporter)
+# against a real Prometheus after real traffic to four plantstores (two with
+# issuers files), BuildKit's lint rules on the Dockerfile, the
 # gateway end to end (oidc-provider, nginx, plantstore by OIDC discovery;
 # two providers as two issuers; a DPoP client made with oauth4webapi), the
 # tracing end to end (plantstore's spans through nginx to the OpenTelemetry
@@ -72,22 +77,20 @@ step "tools"
 missing=()
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
 command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
+command -v prometheus-blackbox-exporter >/dev/null 2>&1 || missing+=(prometheus-blackbox-exporter)
 command -v psql >/dev/null 2>&1 || missing+=(postgresql-client)
 if ((${#missing[@]})); then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 export PATH="$PATH:/usr/sbin"
-if command -v kustomize >/dev/null 2>&1; then
-  kustomize=(kustomize build)
-elif command -v kubectl >/dev/null 2>&1; then
-  kustomize=(kubectl kustomize)
-else
-  GOFLAGS= go install sigs.k8s.io/kustomize/kustomize/v5@v5.8.2
-  kustomize=(kustomize build)
-fi
+# kustomize itself (not kubectl's): deploy/release/set-image.sh runs
+# "kustomize edit", which kubectl does not have.
+command -v kustomize >/dev/null 2>&1 || GOFLAGS= go install sigs.k8s.io/kustomize/kustomize/v5@v5.8.2
+kustomize=(kustomize build)
 export TEST_KUSTOMIZE="${kustomize[*]}"
 command -v kubeconform >/dev/null 2>&1 || GOFLAGS= go install github.com/yannh/kubeconform/cmd/kubeconform@v0.8.0
+command -v cyclonedx-gomod >/dev/null 2>&1 || GOFLAGS= go install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@v1.10.0
 command -v node >/dev/null 2>&1 || fail "node is not installed (Node 20 or later runs deploy/gateway/oidc.mjs and dpop-client.mjs)"
 lock=deploy/gateway/package-lock.json installed=deploy/gateway/node_modules/.package-lock.json
 if [ ! -f "$installed" ] || ! node -e '
@@ -110,7 +113,7 @@ for dir in deploy/overlays/*/ deploy/namespaces/; do
   echo "$name: $(grep -c '^kind:' "$tmp/manifests/$name.yaml") objects"
 done
 
-step "schemas from k8s.io/kubernetes@v$k8s_version, the HTTPRoute CRD and the Prometheus Operator CRDs"
+step "schemas from k8s.io/kubernetes@v$k8s_version, the HTTPRoute CRD, the Prometheus Operator and Envoy Gateway CRDs"
 k8s_dir="$(go mod download -json "k8s.io/kubernetes@v$k8s_version" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
 (cd deploy/check && go mod download sigs.k8s.io/gateway-api)
 gw_dir="$(cd deploy/check && go list -m -f '{{.Dir}}' sigs.k8s.io/gateway-api)"
@@ -121,10 +124,20 @@ po_version="$(cd deploy/check && go list -m -f '{{.Version}}' github.com/prometh
 po_dir="$(go mod download -json "github.com/prometheus-operator/prometheus-operator@$po_version" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
 [ -d "$po_dir/example/prometheus-operator-crd" ] || fail "no CRDs in github.com/prometheus-operator/prometheus-operator@$po_version"
 crds=("$gw_dir/config/crd/standard/gateway.networking.k8s.io_httproutes.yaml")
-for kind in servicemonitors podmonitors prometheusrules; do
+for kind in servicemonitors podmonitors prometheusrules probes; do
   crds+=("$po_dir/example/prometheus-operator-crd/monitoring.coreos.com_$kind.yaml")
 done
 echo "prometheus-operator $po_version"
+# Envoy Gateway's CRDs ship in its main module's Helm chart, at the version
+# of the API types deploy/check decodes with.
+eg_version="$(cd deploy/check && go list -m -f '{{.Version}}' github.com/envoyproxy/gateway)"
+eg_dir="$(go mod download -json "github.com/envoyproxy/gateway@$eg_version" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+for kind in securitypolicies backendtrafficpolicies; do
+  f="$eg_dir/charts/gateway-helm/charts/crds/crds/generated/gateway.envoyproxy.io_$kind.yaml"
+  [ -f "$f" ] || fail "no $kind CRD in github.com/envoyproxy/gateway@$eg_version"
+  crds+=("$f")
+done
+echo "envoy gateway $eg_version"
 # docs/deploy.md shows Argo CD and Flux objects; their CRDs come from the
 # projects' module zips (the newest versions built with this Go release).
 argocd_dir="$(go mod download -json github.com/argoproj/argo-cd/v3@v3.5.0 | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
@@ -151,10 +164,27 @@ echo "deploy/check/testdata/broken.yaml rejected, as it must be"
 if kubeconform_ deploy/check/testdata/broken-monitoring.yaml > "$tmp/broken.out" 2>&1; then
   cat "$tmp/broken.out"; fail "kubeconform accepted deploy/check/testdata/broken-monitoring.yaml"
 fi
-for want in "ServiceMonitor broken is invalid.*'intervall' not allowed" "PodMonitor broken is invalid.*scrapeTimeout" "PrometheusRule broken is invalid.*missing property 'expr'"; do
+for want in "ServiceMonitor broken is invalid.*'intervall' not allowed" "PodMonitor broken is invalid.*scrapeTimeout" "PrometheusRule broken is invalid.*missing property 'expr'" \
+  "Probe broken is invalid.*'modul' not allowed" "BackendTrafficPolicy broken is invalid.*'requests'" "SecurityPolicy broken is invalid.*'claimToHeader' not allowed"; do
   grep -q "$want" "$tmp/broken.out" || { cat "$tmp/broken.out"; fail "kubeconform did not report: $want"; }
 done
-echo "deploy/check/testdata/broken-monitoring.yaml rejected (ServiceMonitor, PodMonitor, PrometheusRule), as it must be"
+echo "deploy/check/testdata/broken-monitoring.yaml rejected (ServiceMonitor, PodMonitor, PrometheusRule, Probe, BackendTrafficPolicy, SecurityPolicy), as it must be"
+
+step "deploy/release/set-image.sh on a copy of deploy/: prod by digest, runbooks of that version"
+mkdir -p "$tmp/release"
+cp -r deploy/base deploy/components deploy/overlays "$tmp/release/"
+digest="sha256:$(printf 'plantstore v9.8.7 for the check' | sha256sum | cut -c1-64)"
+deploy/release/set-image.sh "ghcr.io/plantstore/plantstore:v9.8.7@$digest" "$tmp/release/overlays/prod/release"
+"${kustomize[@]}" "$tmp/release/overlays/prod" > "$tmp/release.yaml"
+images="$(sed -n 's/^ *image: //p' "$tmp/release.yaml" | sort -u)"
+[ "$images" = "ghcr.io/plantstore/plantstore:v9.8.7@$digest" ] || fail "set-image.sh: the overlay renders images $images"
+runbooks="$(sed -n 's/^ *runbook_url: //p' "$tmp/release.yaml" | sed 's#docs/runbooks/.*##' | sort -u)"
+[ "$runbooks" = "https://github.com/plantstore/plantstore/blob/v9.8.7/" ] || fail "set-image.sh: runbook links at $runbooks"
+git diff --quiet -- deploy/overlays || fail "set-image.sh changed deploy/overlays instead of the copy"
+if deploy/release/set-image.sh "ghcr.io/plantstore/plantstore:v9.8.7" "$tmp/release/overlays/prod/release" 2> "$tmp/release.err"; then
+  fail "set-image.sh accepted an image without a digest"
+fi
+echo "every image renders as the digest set; runbooks at $runbooks; a tag alone is refused: $(cat "$tmp/release.err")"
 
 step "kubeconform -strict on the Argo CD and Flux objects of docs/deploy.md"
 awk '/^```yaml$/ {f = 1; next} /^```$/ {if (f) print "---"; f = 0} f' docs/deploy.md > "$tmp/docs.yaml"
@@ -170,9 +200,21 @@ for want in "Application plantstore-prod is invalid" "Kustomization plantstore-p
 done
 echo "the same objects with a misspelled field are rejected, as they must be"
 
-step "build plantstore and the OTLP sink"
+step "build plantstore and the OTLP sink; the binary's SBOM"
 go build -buildvcs=auto -o "$tmp/plantstore" .
 export TEST_PLANTSTORE_BIN="$tmp/plantstore"
+# CycloneDX from the module versions the binary carries (its build info);
+# the release pipeline attaches it to the image (docs/deploy.md).
+cyclonedx-gomod bin -json -output "$tmp/plantstore.cdx.json" "$tmp/plantstore" 2>/dev/null
+node -e '
+  const sbom = JSON.parse(require("fs").readFileSync(process.argv[1]));
+  const names = (sbom.components || []).map(c => c.name + "@" + c.version);
+  const want = process.argv.slice(2);
+  const missing = want.filter(w => !names.includes(w));
+  if (sbom.bomFormat !== "CycloneDX" || missing.length) { console.error("SBOM lacks", missing, "of", names.length); process.exit(1); }
+  console.log("SBOM: CycloneDX " + sbom.specVersion + ", " + names.length + " components, " + want.join(", ") + " among them");
+' "$tmp/plantstore.cdx.json" $(go list -m -f '{{.Path}}@{{.Version}}' github.com/golang-jwt/jwt/v5 github.com/gin-gonic/gin) ||
+  fail "the SBOM does not list the binary's modules"
 go build -C .ci/otlpsink -o "$tmp/otlpsink" .
 export TEST_OTLPSINK_BIN="$tmp/otlpsink"
 
@@ -220,7 +262,8 @@ KCFG
     kubectl apply --server-side -f "$crd" 2>&1 | grep -v '^Warning: version difference' || true
   done
   kubectl wait --for=condition=Established --timeout=60s crd/httproutes.gateway.networking.k8s.io \
-    crd/servicemonitors.monitoring.coreos.com crd/podmonitors.monitoring.coreos.com crd/prometheusrules.monitoring.coreos.com 2>&1 |
+    crd/servicemonitors.monitoring.coreos.com crd/podmonitors.monitoring.coreos.com crd/prometheusrules.monitoring.coreos.com \
+    crd/probes.monitoring.coreos.com crd/securitypolicies.gateway.envoyproxy.io crd/backendtrafficpolicies.gateway.envoyproxy.io 2>&1 |
     grep -v '^Warning: version difference'
   kubectl apply -f "$tmp/manifests/namespaces.yaml" 2>&1 | grep -v '^Warning: version difference'
   for f in "$tmp"/manifests/*.yaml; do
@@ -235,7 +278,8 @@ KCFG
   # Each broken file is rejected for its own reasons: every object of
   # broken-monitoring.yaml is named, not just the first to fail.
   for bad in "broken.yaml:containerPortt" "selector-mismatch.yaml:does not match template" \
-    "broken-monitoring.yaml:ServiceMonitor" "broken-monitoring.yaml:PodMonitor" "broken-monitoring.yaml:PrometheusRule"; do
+    "broken-monitoring.yaml:ServiceMonitor" "broken-monitoring.yaml:PodMonitor" "broken-monitoring.yaml:PrometheusRule" \
+    "broken-monitoring.yaml:Probe" "broken-monitoring.yaml:BackendTrafficPolicy" "broken-monitoring.yaml:SecurityPolicy"; do
     file="deploy/check/testdata/${bad%%:*}" want="${bad#*:}"
     if kubectl apply --dry-run=server --validate=strict -f "$file" > "$d/out" 2>&1; then
       cat "$d/out"; fail "the API server accepted $file"

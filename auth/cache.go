@@ -135,6 +135,17 @@ func newTokenCache(budget int64) *tokenCache {
 	}
 }
 
+// fill returns the bytes the cache holds, its table included, and the most
+// it may hold (the budget it was made with); 0 and 0 when it is off (nil).
+// It is plantstore_token_cache_bytes and ..._limit_bytes.
+func (c *tokenCache) fill() (used, limit int64) {
+	if c == nil {
+		return 0, 0
+	}
+	table := int64(len(c.sets)) * int64(unsafe.Sizeof(cacheSet{}))
+	return table + c.used.Load(), table + c.budget
+}
+
 // hashOf returns the hash that picks token's set.
 func (c *tokenCache) hashOf(token string) uint64 { return c.hash(c.seed, token) }
 

@@ -1,12 +1,22 @@
 package auth
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Metrics are the auth package's Prometheus metrics, labelled by issuer: the
 // configured issuer names, "default" for the unnamed issuer of the -jwt-*
 // flags, and "unknown" for requests refused before an issuer was chosen, so
-// that no label value ever comes from a request. A nil *Metrics records
-// nothing. The methods are safe for concurrent use.
+// that no label value ever comes from a request. A metric with an issuer
+// label has series only for the issuers configured now: a named issuer's
+// from [Metrics.ForIssuer] until [Metrics.Forget], the unnamed issuer's
+// from the first thing its key sources or its requests record, so that a
+// service configured by an issuers file never shows a "default" issuer
+// without keys. A nil *Metrics records nothing. The methods are safe for
+// concurrent use.
 type Metrics struct {
 	failures  *prometheus.CounterVec
 	refreshes *prometheus.CounterVec
@@ -15,6 +25,16 @@ type Metrics struct {
 	// issuer is the label of what a key source records through this
 	// value: see [Metrics.ForIssuer].
 	issuer string
+	// shared is what every copy ForIssuer makes shares.
+	shared *sharedMetrics
+}
+
+// sharedMetrics is the state the copies of one Metrics share.
+type sharedMetrics struct {
+	// unnamed starts the series of the unnamed issuer, once.
+	unnamed sync.Once
+	// verifier is the Verifier whose caches the fill gauges read.
+	verifier atomic.Pointer[Verifier]
 }
 
 // Results of a JWKS fetch or a key file reload, the values of the result
@@ -35,8 +55,12 @@ const (
 // for the unnamed issuer: plantstore_auth_failures_total{issuer,reason},
 // plantstore_jwks_refreshes_total{issuer,result},
 // plantstore_key_file_reloads_total{issuer,result} and
-// plantstore_jwks_keys{issuer}. The series of "default" and "unknown"
-// start at zero, so dashboards see them before the first event.
+// plantstore_jwks_keys{issuer}; and the fill of the caches of the Verifier
+// that [Middleware] serves: plantstore_token_cache_bytes,
+// plantstore_token_cache_limit_bytes, plantstore_dpop_replay_entries and
+// plantstore_dpop_replay_entries_limit. The series of "unknown" start at
+// zero, so dashboards see them before the first event; those of an issuer
+// start at zero when it is configured (see [Metrics]).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -56,11 +80,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Verification keys currently usable, over all key sources of an issuer.",
 		}, []string{"issuer"}),
 		issuer: IssuerDefault,
+		shared: &sharedMetrics{},
 	}
-	reg.MustRegister(m.failures, m.refreshes, m.reloads, m.keys)
+	reg.MustRegister(m.failures, m.refreshes, m.reloads, m.keys, fillCollector{m.shared})
 	m.start(IssuerUnknown)
-	m.start(IssuerDefault)
 	return m
+}
+
+// use starts the series of label when it is the unnamed issuer's and
+// they have not started: its key sources and requests record through the
+// Metrics NewMetrics returned, which no call configures.
+func (m *Metrics) use(label string) {
+	if label == IssuerDefault {
+		m.shared.unnamed.Do(func() { m.start(IssuerDefault) })
+	}
 }
 
 // start makes the series of issuer label exist at zero.
@@ -121,13 +154,16 @@ func issuerLabel(name string, routed bool) string {
 // Failure counts one refused request.
 func (m *Metrics) Failure(e *Error) {
 	if m != nil {
-		m.failures.WithLabelValues(issuerLabel(e.Issuer, e.routed), string(e.Reason)).Inc()
+		label := issuerLabel(e.Issuer, e.routed)
+		m.use(label)
+		m.failures.WithLabelValues(label, string(e.Reason)).Inc()
 	}
 }
 
 // Refresh counts one JWKS fetch with the given result.
 func (m *Metrics) Refresh(result string) {
 	if m != nil {
+		m.use(m.issuer)
 		m.refreshes.WithLabelValues(m.issuer, result).Inc()
 	}
 }
@@ -135,6 +171,7 @@ func (m *Metrics) Refresh(result string) {
 // KeyFileReload counts one key file reload with the given result.
 func (m *Metrics) KeyFileReload(result string) {
 	if m != nil {
+		m.use(m.issuer)
 		m.reloads.WithLabelValues(m.issuer, result).Inc()
 	}
 }
@@ -143,6 +180,50 @@ func (m *Metrics) KeyFileReload(result string) {
 // and subtracts its old one when its set changes).
 func (m *Metrics) AddKeys(delta int) {
 	if m != nil {
+		m.use(m.issuer)
 		m.keys.WithLabelValues(m.issuer).Add(float64(delta))
 	}
+}
+
+// watch makes the fill gauges read the caches of v.
+func (m *Metrics) watch(v *Verifier) {
+	if m != nil {
+		m.shared.verifier.Store(v)
+	}
+}
+
+// The fill gauges of the bounded structures an operator sizes.
+var (
+	tokenCacheBytesDesc = prometheus.NewDesc("plantstore_token_cache_bytes",
+		"Bytes the verified-token cache holds: its table and every cached token, identity and principals.", nil, nil)
+	tokenCacheLimitDesc = prometheus.NewDesc("plantstore_token_cache_limit_bytes",
+		"The most bytes the verified-token cache may hold (-jwt-cache-bytes); 0 when it is off.", nil, nil)
+	replayEntriesDesc = prometheus.NewDesc("plantstore_dpop_replay_entries",
+		"DPoP proofs this replica remembers against replay, until their window ends.", nil, nil)
+	replayLimitDesc = prometheus.NewDesc("plantstore_dpop_replay_entries_limit",
+		"The most DPoP proofs the replay cache remembers: at this, new proofs are refused (429, dpop_quota).", nil, nil)
+)
+
+// fillCollector reports the fill of the watched Verifier's caches at
+// each scrape; nothing before a Verifier is watched.
+type fillCollector struct{ shared *sharedMetrics }
+
+func (fillCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- tokenCacheBytesDesc
+	ch <- tokenCacheLimitDesc
+	ch <- replayEntriesDesc
+	ch <- replayLimitDesc
+}
+
+func (f fillCollector) Collect(ch chan<- prometheus.Metric) {
+	v := f.shared.verifier.Load()
+	if v == nil {
+		return
+	}
+	used, limit := v.cache.fill()
+	entries, max := v.replays.fill()
+	ch <- prometheus.MustNewConstMetric(tokenCacheBytesDesc, prometheus.GaugeValue, float64(used))
+	ch <- prometheus.MustNewConstMetric(tokenCacheLimitDesc, prometheus.GaugeValue, float64(limit))
+	ch <- prometheus.MustNewConstMetric(replayEntriesDesc, prometheus.GaugeValue, float64(entries))
+	ch <- prometheus.MustNewConstMetric(replayLimitDesc, prometheus.GaugeValue, float64(max))
 }

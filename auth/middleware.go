@@ -20,10 +20,12 @@ const realm = "plantstore"
 // the reason (and the subject and issuer when known) on the access log
 // entry and in m, pushes the *[Error], or the *[RateLimitError] of a
 // caller over its rate ([Options].RateLimit), with c.Error and aborts; it
-// writes no body, which is left to the error renderer. On success it stores the [Identity] in the request
-// context (see [FromContext]) and records the subject and issuer on the
-// access log entry. It never logs the header or the token.
+// writes no body, which is left to the error renderer. On success it
+// stores the [Identity] in the request context (see [FromContext]) and
+// records the subject and issuer on the access log entry. It never logs
+// the header or the token. m reports the fill of v's caches from then on.
 func Middleware(v *Verifier, m *Metrics) gin.HandlerFunc {
+	m.watch(v) // the fill gauges of v's caches
 	return func(c *gin.Context) {
 		id, err := v.Authenticate(c.Request)
 		if err != nil {

@@ -121,6 +121,27 @@ func (c *replayCache) find(key [16]byte, caller, client uint64, t int64) (replay
 	return replayFresh, 0
 }
 
+// fill returns the proofs the cache remembers, less those at its front
+// that have expired (the next check drops them), and the most it may
+// hold, at which every new proof is refused: plantstore_dpop_replay_entries
+// and ..._limit. It changes nothing.
+func (c *replayCache) fill() (entries, limit int) {
+	t := time.Now().UnixNano()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	entries = len(c.index)
+	for j := 0; j < c.n; j++ {
+		e := &c.ring[(c.head+j)%len(c.ring)]
+		if !e.dead && e.expires > t {
+			break
+		}
+		if !e.dead {
+			entries--
+		}
+	}
+	return entries, c.maxSize
+}
+
 // hash returns the key of a caller or client hash in c's maps: seeded, so
 // that no one can choose hashes that meet.
 func (c *replayCache) hash(h [16]byte) uint64 { return maphash.Comparable(c.seed, h) }

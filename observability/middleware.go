@@ -69,8 +69,13 @@ type requestState struct {
 //     tracestate is read;
 //   - with tracing on (tr enabled, see [NewTracing]), makes the request's
 //     server span, the child of the caller's W3C traceparent when it has a
-//     valid one, named "GET /plants" (the method alone for an unmatched
-//     path), with http.request.method, http.route, http.response.status_code,
+//     valid one (its tracestate dropped when over 512 bytes), named
+//     "GET /plants" (the method alone for an unmatched path). Whether it is
+//     sampled is the configured sampler's decision, which follows the
+//     traceparent's sampled flag (parentbased_* samplers) only when the peer
+//     is within trusted: a public caller's trace is continued, but sampled
+//     as a trace that starts here would be. It carries
+//     http.request.method, http.route, http.response.status_code,
 //     url.path, url.scheme, client.address (remote_ip), user_agent.original,
 //     network.protocol.version, plantstore.request_id, plantstore.plants and
 //     plantstore.auth_failure; enduser.id and plantstore.issuer only with
@@ -116,8 +121,13 @@ func Middleware(access *AccessLog, m *HTTPMetrics, trusted []netip.Prefix, tr *T
 		st.w.entry = Entry{}
 		c.Writer = &st.w
 		if traced {
+			// Only a request with a traceparent has a sampled flag to trust.
+			fromProxy := false
+			if len(c.Request.Header["Traceparent"]) > 0 {
+				_, fromProxy = trustedPeer(c.Request.RemoteAddr, trusted)
+			}
 			var ctx context.Context
-			ctx, st.span = tr.startServerSpan(c.Request.Context(), traceHeaders(c.Request.Header), tr.spanName(c.Request.Method, c.FullPath()))
+			ctx, st.span = tr.startServerSpan(c.Request.Context(), traceHeaders(c.Request.Header), tr.spanName(c.Request.Method, c.FullPath()), fromProxy)
 			// An unsampled span has no children to record: the request
 			// keeps its context, and its copy is saved.
 			if st.span.IsRecording() {

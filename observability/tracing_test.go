@@ -1,8 +1,10 @@
 package observability_test
 
 import (
+	"context"
 	"errors"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -15,16 +17,26 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/plantstore/plantstore/observability"
-	"github.com/plantstore/plantstore/observability/spantest"
 )
 
 // newRecorded returns a Tracing whose spans end in the returned recorder,
-// sampled as the SDK's default sampler does (parent-based, always on for a
-// root).
+// sampled as the service samples by default (parentbased_always_on).
 func newRecorded(t testing.TB, subject bool) (*observability.Tracing, *tracetest.SpanRecorder) {
 	t.Helper()
-	tp, rec := spantest.Recorder(t)
-	return observability.NewTracingWith(tp, subject), rec
+	return newSampled(t, nil, subject)
+}
+
+// newSampled is newRecorded with the sampler variables of env.
+func newSampled(t testing.TB, env map[string]string, subject bool) (*observability.Tracing, *tracetest.SpanRecorder) {
+	t.Helper()
+	rec := tracetest.NewSpanRecorder()
+	tr, err := observability.NewTracingRecorded(func(k string) string { return env[k] }, rec, subject)
+	if err != nil {
+		t.Fatalf("NewTracingRecorded(%v): %v", env, err)
+	}
+	// Not t.Context(): it is canceled before cleanups run.
+	t.Cleanup(func() { _ = tr.Shutdown(context.Background()) })
+	return tr, rec
 }
 
 // tracedServer serves the test engine with tr, plus /fail (500) and
@@ -32,9 +44,15 @@ func newRecorded(t testing.TB, subject bool) (*observability.Tracing, *tracetest
 // log and the registry.
 func tracedServer(t testing.TB, tr *observability.Tracing) (string, func() []map[string]any, *prometheus.Registry) {
 	t.Helper()
+	return tracedServerBehind(t, tr, nil)
+}
+
+// tracedServerBehind is tracedServer trusting the proxies trusted.
+func tracedServerBehind(t testing.TB, tr *observability.Tracing, trusted []netip.Prefix) (string, func() []map[string]any, *prometheus.Registry) {
+	t.Helper()
 	_, access, buf := newLogger(t, "info")
 	reg := prometheus.NewRegistry()
-	e := newTracedEngine(access, reg, nil, tr)
+	e := newTracedEngine(access, reg, trusted, tr)
 	e.GET("/fail", func(c *gin.Context) { c.Status(http.StatusInternalServerError) })
 	e.GET("/deny", func(c *gin.Context) {
 		observability.Annotate(c).SetAuthFailure("expired")
@@ -205,10 +223,11 @@ func TestServerSpanCarriesNoSecrets(t *testing.T) {
 
 // TestExemplars checks that a sampled request's trace id is the exemplar
 // of its duration observation, in OpenMetrics on /metrics, and that an
-// unsampled one leaves none while its ids are still logged.
+// unsampled one (a trusted proxy's, whose flag counts) leaves none while
+// its ids are still logged.
 func TestExemplars(t *testing.T) {
 	tr, _ := newRecorded(t, false)
-	url, lines, reg := tracedServer(t, tr)
+	url, lines, reg := tracedServerBehind(t, tr, loopbackProxy)
 	admin := startServer(t, observability.AdminHandler(observability.AdminOptions{Registry: reg}))
 
 	sampled := newRequest(t, http.MethodGet, url+"/plants")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,9 +32,16 @@ type panel struct {
 	GridPos    gridPos         `json:"gridPos"`
 	Datasource json.RawMessage `json:"datasource"`
 	Targets    []struct {
-		RefID string `json:"refId"`
-		Expr  string `json:"expr"`
+		RefID  string `json:"refId"`
+		Expr   string `json:"expr"`
+		Legend string `json:"legendFormat"`
 	} `json:"targets"`
+	FieldConfig struct {
+		Defaults struct {
+			Unit string `json:"unit"`
+		} `json:"defaults"`
+		Overrides []json.RawMessage `json:"overrides"`
+	} `json:"fieldConfig"`
 	Panels []panel `json:"panels"`
 }
 
@@ -73,6 +81,11 @@ func readDashboard(t testing.TB) dashboard {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return parseDashboard(t, b)
+}
+
+func parseDashboard(t testing.TB, b []byte) dashboard {
+	t.Helper()
 	var d dashboard
 	if err := json.Unmarshal(b, &d); err != nil {
 		t.Fatalf("%s: %v", dashboardFile, err)
@@ -146,7 +159,11 @@ func TestDashboardShape(t *testing.T) {
 				t.Errorf("panel %q: refId %s twice", p.Title, tg.RefID)
 			}
 			refs[tg.RefID] = true
-			for _, sel := range []string{`job="plantstore"`, `namespace=~"$namespace"`} {
+			job := `job="plantstore"`
+			if strings.Contains(tg.Expr, "probe_success") {
+				job = `job="plantstore-probe"`
+			}
+			for _, sel := range []string{job, `namespace=~"$namespace"`} {
 				if !strings.Contains(tg.Expr, sel) {
 					t.Errorf("panel %q, query %s: does not select %s", p.Title, tg.RefID, sel)
 				}
@@ -232,5 +249,138 @@ func TestDashboardConfigMap(t *testing.T) {
 	}
 	if !slices.Equal(found, []string{"plantstore-dashboard"}) {
 		t.Errorf("ConfigMaps labelled grafana_dashboard=1: %v, want [plantstore-dashboard]", found)
+	}
+}
+
+// queryKind names what a dashboard query measures, for its unit: a share
+// (0 to 1), a rate of events, seconds, bytes, CPU cores, a burn rate or a
+// count.
+func queryKind(expr string) string {
+	switch {
+	case strings.HasPrefix(expr, "1 - "), strings.Contains(expr, "probe_success"):
+		return "share"
+	case strings.Contains(expr, "histogram_quantile(") && strings.Contains(expr, "_seconds_bucket"):
+		return "seconds"
+	case strings.Contains(expr, "histogram_quantile("):
+		return "count"
+	case strings.Contains(expr, "_seconds_total") && strings.Contains(expr, " / "):
+		return "seconds" // time waited over the events that waited
+	case regexp.MustCompile(`/ 0\.0*1\b`).MatchString(expr):
+		return "burn rate"
+	case strings.Contains(expr, " / "), strings.Contains(expr, ":ratio_"):
+		return "share"
+	case strings.Contains(expr, "process_cpu_seconds_total"), strings.Contains(expr, "gomaxprocs"):
+		return "cores"
+	case strings.Contains(expr, "rate("):
+		return "rate"
+	case strings.Contains(expr, "_bytes"):
+		return "bytes"
+	case strings.Contains(expr, "_seconds"):
+		return "seconds"
+	}
+	return "count"
+}
+
+// kindUnits are the Grafana units that fit each kind of query.
+var kindUnits = map[string][]string{
+	"share":     {"percentunit"},
+	"seconds":   {"s"},
+	"rate":      {"reqps", "ops"},
+	"bytes":     {"bytes"},
+	"cores":     {"short"},
+	"burn rate": {"short"},
+	"count":     {"short"},
+}
+
+// dashboardProblems returns what makes a dashboard hard to read at 3 a.m.:
+// a panel whose queries measure different things under one unit, a unit
+// that does not fit what the queries measure, and instances where the
+// runbooks and kubectl speak of pods.
+func dashboardProblems(d dashboard) []string {
+	var out []string
+	for _, p := range d.panels() {
+		kinds := map[string]bool{}
+		for _, tg := range p.Targets {
+			kinds[queryKind(tg.Expr)] = true
+			// A probe's instance is the URL probed: the one place it is right.
+			if (strings.Contains(tg.Legend, "instance") || strings.Contains(tg.Expr, "instance)")) && !strings.Contains(tg.Expr, "probe_success") {
+				out = append(out, fmt.Sprintf("panel %q, query %s: by instance, want by pod", p.Title, tg.RefID))
+			}
+		}
+		if len(kinds) > 1 {
+			out = append(out, fmt.Sprintf("panel %q mixes units: %v", p.Title, slices.Sorted(maps.Keys(kinds))))
+			continue
+		}
+		for k := range kinds {
+			if p.Type != "table" && !slices.Contains(kindUnits[k], p.FieldConfig.Defaults.Unit) {
+				out = append(out, fmt.Sprintf("panel %q: unit %q for a %s, want one of %v", p.Title, p.FieldConfig.Defaults.Unit, k, kindUnits[k]))
+			}
+		}
+	}
+	return out
+}
+
+// TestDashboardUnits requires one unit per panel, fitting its queries, and
+// pods rather than instances; the dashboard as shipped before (with a
+// reload count beside its duration and a waited share beside the time
+// waited, by instance) is refused.
+func TestDashboardUnits(t *testing.T) {
+	if got := dashboardProblems(readDashboard(t)); len(got) > 0 {
+		t.Errorf("dashboard:\n  %s", strings.Join(got, "\n  "))
+	}
+	var before []byte
+	for _, o := range beforePaging("prod")(t) {
+		if cm, ok := o.(*corev1.ConfigMap); ok && cm.Name == "plantstore-dashboard" {
+			before = []byte(cm.Data["plantstore.json"])
+		}
+	}
+	got := strings.Join(dashboardProblems(parseDashboard(t, before)), "\n")
+	for _, want := range []string{
+		`panel "Catalog reloads" mixes units: [rate seconds]`,
+		`panel "Database pool waits" mixes units: [rate share]`,
+		`panel "Requests in flight", query A: by instance, want by pod`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the dashboard before: problems\n%s\nwant one containing %q", got, want)
+		}
+	}
+}
+
+// TestRunbookPanels requires every dashboard panel or row a runbook names
+// (in italics: *Panel title*) to exist.
+func TestRunbookPanels(t *testing.T) {
+	d := readDashboard(t)
+	titles := map[string]bool{}
+	var walk func([]panel)
+	walk = func(ps []panel) {
+		for _, p := range ps {
+			titles[p.Title] = true
+			walk(p.Panels)
+		}
+	}
+	walk(d.Panels)
+	files, err := filepath.Glob(filepath.Join("..", "..", "docs", "runbooks", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	italic := regexp.MustCompile(`(?:^|[^*\w])\*([^*\s][^*]*[^*\s]|[^*\s])\*(?:[^*\w]|$)`)
+	named := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Prose only: no code blocks or code spans, one line.
+		text := regexp.MustCompile("(?s)```.*?```|`[^`]*`").ReplaceAllString(string(b), " ")
+		text = regexp.MustCompile(`\s+`).ReplaceAllString(text, " ")
+		for _, m := range italic.FindAllStringSubmatch(text, -1) {
+			named++
+			if !titles[m[1]] {
+				t.Errorf("%s: names the dashboard panel or row *%s*, which the dashboard does not have", filepath.Base(f), m[1])
+			}
+		}
+	}
+	if named < 10 {
+		t.Errorf("the runbooks name %d panels: the check reads them wrongly", named)
 	}
 }

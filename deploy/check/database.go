@@ -130,7 +130,9 @@ func checkMigrationJob(j *batchv1.Job, c corev1.Container, serving string, m *ma
 
 // checkConnectionBudget requires the most connections the pools can open
 // at once to fit the budget: the most pods (the HPA's maxReplicas plus the
-// rollout's surge) times PLANTSTORE_DB_MAX_CONNS, plus a migration.
+// rollout's surge) times PLANTSTORE_DB_MAX_CONNS and, in snapshot mode (the
+// default), the connection each pod listens on outside its pool, plus a
+// migration.
 func checkConnectionBudget(d *appsv1.Deployment, env map[string]string, hpa *autoscalingv2.HorizontalPodAutoscaler, v *violations) {
 	s, ok := env["PLANTSTORE_DB_MAX_CONNS"]
 	if !ok {
@@ -167,8 +169,12 @@ func checkConnectionBudget(d *appsv1.Deployment, env map[string]string, hpa *aut
 		v.add("Deployment %s: maxSurge %s: %v", d.Name, surge.String(), err)
 		return
 	}
-	if total := (pods+extra)*conns + migrateConnections; total > budget {
-		v.add("(%d pods + %d surging) x PLANTSTORE_DB_MAX_CONNS %d + %d for a migration = %d PostgreSQL connections, over the budget of %d (%s)",
-			pods, extra, conns, migrateConnections, total, budget, source)
+	perPod, listen := conns, ""
+	if !strings.EqualFold(env["PLANTSTORE_DATABASE_SNAPSHOT"], "false") {
+		perPod, listen = conns+1, " + 1 listening"
+	}
+	if total := (pods+extra)*perPod + migrateConnections; total > budget {
+		v.add("(%d pods + %d surging) x (PLANTSTORE_DB_MAX_CONNS %d%s) + %d for a migration = %d PostgreSQL connections, over the budget of %d (%s)",
+			pods, extra, conns, listen, migrateConnections, total, budget, source)
 	}
 }

@@ -3,6 +3,7 @@ package check_test
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -199,4 +200,54 @@ func TestDatabaseRoles(t *testing.T) {
 		t.Errorf("psql as the disabled login %s: %v %s, want \"not permitted to log in\"", r.loginA, err, out)
 	}
 	serves("login b after login a is disabled", apiB)
+}
+
+// TestImportCatalogGuard runs "plantstore import" over a catalog larger
+// than -max-catalog-bytes (the test catalog holds 116 bytes of ids, names,
+// tags and readers): refused, exit status 1, the flag named, nothing
+// imported; at the limit, and with the default, it loads.
+func TestImportCatalogGuard(t *testing.T) {
+	bin := plantstoreBin(t)
+	dsn := newSchema(t)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "catalog.json")
+	if err := os.WriteFile(data, []byte(catalog), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, error) {
+		out, err := exec.CommandContext(t.Context(), bin, args...).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := run("migrate", "-database-url", dsn); err != nil {
+		t.Fatalf("migrate: %v\n%s", err, out)
+	}
+	admin, psql := adminDSN(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plants := func() string {
+		// psql takes no search_path in a URI: name the schema.
+		out, err := exec.CommandContext(t.Context(), psql, admin, "-Atc", "SELECT count(*) FROM "+u.Query().Get("search_path")+".plants").CombinedOutput()
+		if err != nil {
+			t.Fatalf("psql: %v\n%s", err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	out, err := run("import", "-database-url", dsn, "-max-catalog-bytes", "115", data)
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(out, "116 bytes of text, over the limit of 115") || !strings.Contains(out, "-max-catalog-bytes") {
+		t.Errorf("import over -max-catalog-bytes: %v\n%s\nwant exit status 1 naming 116 bytes, the limit and the flag", err, out)
+	}
+	if n := plants(); n != "0" {
+		t.Errorf("after the refused import the catalog holds %s plants, want 0", n)
+	}
+	for _, args := range [][]string{{"-max-catalog-bytes", "116"}, {"-replace"}} {
+		if out, err := run(append(append([]string{"import", "-database-url", dsn}, args...), "-replace", data)...); err != nil || !strings.Contains(out, "imported 3 plants") {
+			t.Errorf("import %v: %v\n%s", args, err, out)
+		}
+	}
+	if n := plants(); n != "3" {
+		t.Errorf("the catalog holds %s plants, want 3", n)
+	}
 }

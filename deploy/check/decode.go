@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 
+	egv1a1 "github.com/envoyproxy/gateway/api/v1alpha1"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -58,6 +59,12 @@ func newObject(apiVersion, kind string) runtime.Object {
 		return &monitoringv1.PodMonitor{}
 	case "monitoring.coreos.com/v1 PrometheusRule":
 		return &monitoringv1.PrometheusRule{}
+	case "monitoring.coreos.com/v1 Probe":
+		return &monitoringv1.Probe{}
+	case "gateway.envoyproxy.io/v1alpha1 SecurityPolicy":
+		return &egv1a1.SecurityPolicy{}
+	case "gateway.envoyproxy.io/v1alpha1 BackendTrafficPolicy":
+		return &egv1a1.BackendTrafficPolicy{}
 	}
 	return nil
 }

@@ -13,7 +13,9 @@
 # answers /readyz with 200 and an authenticated GET /plants with 200, runs
 # as 65532 and carries the OCI labels; a rebuild after a source change
 # reuses the module and build caches (timed); a linux/arm64 build
-# cross-compiles an aarch64 binary without emulation.
+# cross-compiles an aarch64 binary without emulation; the image pushed as
+# a release and pinned in a copy of the prod overlay by
+# deploy/release/set-image.sh is pulled back by the digest it renders.
 #
 #   deploy/check/image.sh   (needs root: dockerd; apt-get installs docker.io,
 #                            docker-registry and busybox-static when missing)
@@ -155,6 +157,24 @@ code="$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$api/plants")"
 echo "container GET /plants without a token: 401"
 [ "$("$docker" top "$cid" -o pid,uid | awk 'NR == 2 {print $2}')" = 65532 ] || fail "the process does not run as 65532"
 "$docker" run --rm plantstore:ci version
+
+# The release step for real: the image pushed as a release pushes it,
+# pinned by deploy/release/set-image.sh in a copy of the prod overlay, and
+# the reference the overlay renders pulled back from the registry.
+command -v kustomize >/dev/null 2>&1 || fail "kustomize is not on PATH (.ci/deploy.sh installs it)"
+release_ref="$reg/plantstore/plantstore:v0.1.0"
+"$docker" tag plantstore:ci "$release_ref"
+"$docker" push -q "$release_ref" >/dev/null || fail "docker push $release_ref"
+release_digest="$("$docker" image inspect "$release_ref" --format '{{index .RepoDigests 0}}')"
+release_digest="${release_digest#*@}"
+mkdir -p "$d/deploy"
+cp -r deploy/base deploy/components deploy/overlays "$d/deploy/"
+deploy/release/set-image.sh "$release_ref@$release_digest" "$d/deploy/overlays/prod/release"
+rendered="$(kustomize build "$d/deploy/overlays/prod" | sed -n 's/^ *image: //p' | sort -u)"
+[ "$rendered" = "$release_ref@$release_digest" ] || fail "the prod overlay renders $rendered, want $release_ref@$release_digest"
+"$docker" image rm -f "$release_ref" >/dev/null
+"$docker" pull -q "$rendered" >/dev/null || fail "docker pull $rendered"
+echo "release: the prod overlay pins $rendered, pulled back by digest"
 
 # A source change reruns the compile step only, on warm module and build
 # caches (the cache mounts), not the module download.

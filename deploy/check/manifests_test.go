@@ -7,11 +7,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
 
+	egv1a1 "github.com/envoyproxy/gateway/api/v1alpha1"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -100,9 +102,28 @@ func TestOverlaysPassPolicy(t *testing.T) {
 	}
 }
 
+// podSecurityProblems returns what a Namespace's Pod Security labels miss:
+// "restricted" enforced at a pinned version (so a cluster upgrade does not
+// change what is refused), and warned and audited too.
+func podSecurityProblems(ns *corev1.Namespace) []string {
+	const p = "pod-security.kubernetes.io/"
+	var out []string
+	for _, mode := range []string{"enforce", "warn", "audit"} {
+		if l := ns.Labels[p+mode]; l != "restricted" {
+			out = append(out, fmt.Sprintf("%s%s = %q, want restricted", p, mode, l))
+		}
+	}
+	if v := ns.Labels[p+"enforce-version"]; !regexp.MustCompile(`^v1\.[0-9]+$`).MatchString(v) {
+		out = append(out, fmt.Sprintf("%senforce-version = %q, want a pinned version such as v1.36", p, v))
+	}
+	return out
+}
+
 // TestNamespaces checks deploy/namespaces, which holds the overlays'
 // namespaces outside the overlays: one Namespace per overlay namespace,
-// each enforcing the Pod Security "restricted" profile.
+// each enforcing the Pod Security "restricted" profile at a pinned version,
+// warning and auditing it; as rendered before, enforce alone, unpinned,
+// is refused.
 func TestNamespaces(t *testing.T) {
 	want := map[string]bool{}
 	for _, dir := range overlays(t) {
@@ -116,12 +137,17 @@ func TestNamespaces(t *testing.T) {
 			continue
 		}
 		got[ns.Name] = true
-		if l := ns.Labels["pod-security.kubernetes.io/enforce"]; l != "restricted" {
-			t.Errorf("Namespace %s: pod-security.kubernetes.io/enforce = %q, want restricted", ns.Name, l)
+		for _, p := range podSecurityProblems(ns) {
+			t.Errorf("Namespace %s: %s", ns.Name, p)
 		}
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("deploy/namespaces holds %v, want the overlays' %v", got, want)
+	}
+	for _, o := range beforePaging("namespaces")(t) {
+		if ns := o.(*corev1.Namespace); len(podSecurityProblems(ns)) != 3 {
+			t.Errorf("testdata/before-paging: Namespace %s: %q, want the missing warn, audit and pinned version", ns.Name, podSecurityProblems(ns))
+		}
 	}
 }
 
@@ -206,9 +232,9 @@ func apiPeers(objs []runtime.Object) []string {
 }
 
 // TestGatewayPeers checks that each overlay opens the API port to the
-// gateway its route needs, and only to it: the Gateway API's data plane
-// namespace for an HTTPRoute, the ingress-nginx controller for its
-// Ingress. Before the fix, the base opened it to gateway-system whatever
+// gateway its route needs, and only to it: the pods of the Gateway "public"
+// (Envoy Gateway's in prod, by GEP-1762's label in dev), the ingress-nginx
+// controller for its Ingress. Before the fix, the base opened it to gateway-system whatever
 // the overlay, so prod-ingress dropped every request ingress-nginx sent.
 func TestGatewayPeers(t *testing.T) {
 	tests := []struct {
@@ -217,8 +243,11 @@ func TestGatewayPeers(t *testing.T) {
 		want    []string
 		wantErr bool
 	}{
-		{"dev", overlay("dev"), []string{"gateway-system"}, false},
-		{"prod", overlay("prod"), []string{"gateway-system"}, false},
+		{"dev", overlay("dev"), []string{"gateway-system/gateway.networking.k8s.io/gateway-name=public"}, false},
+		{"prod", overlay("prod"), []string{"envoy-gateway-system/gateway.envoyproxy.io/owning-gateway-name=public,gateway.envoyproxy.io/owning-gateway-namespace=gateway-system"}, false},
+		// Before the fix: every pod of gateway-system, and so no Envoy
+		// Gateway pod in its default namespace.
+		{"testdata/before-paging/prod.yaml", beforePaging("prod"), []string{"envoy-gateway-system/gateway.envoyproxy.io/owning-gateway-name=public,gateway.envoyproxy.io/owning-gateway-namespace=gateway-system"}, true},
 		{"prod-ingress", overlay("prod-ingress"), []string{"ingress-nginx/app.kubernetes.io/name=ingress-nginx"}, false},
 		{"testdata/before/prod-ingress.yaml", before("prod-ingress"), []string{"ingress-nginx/app.kubernetes.io/name=ingress-nginx"}, true},
 	}
@@ -237,8 +266,19 @@ func overlay(name string) func(t *testing.T) []runtime.Object {
 }
 
 func before(name string) func(t *testing.T) []runtime.Object {
+	return rendered(filepath.Join("testdata", "before", name+".yaml"))
+}
+
+// beforePaging returns the objects of an overlay (or deploy/namespaces) as
+// rendered before the alerting, scaling and gateway fixes of
+// testdata/before-paging.
+func beforePaging(name string) func(t *testing.T) []runtime.Object {
+	return rendered(filepath.Join("testdata", "before-paging", name+".yaml"))
+}
+
+func rendered(path string) func(t *testing.T) []runtime.Object {
 	return func(t *testing.T) []runtime.Object {
-		b, err := os.ReadFile(filepath.Join("testdata", "before", name+".yaml"))
+		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -272,7 +312,7 @@ func TestBeforeFixRejected(t *testing.T) {
 		{"egress open", "prod", "no NetworkPolicy limits the pods' egress"},
 		{"migrations in an init container", "prod", "init container migrate runs migrate on every pod start"},
 		{"no migration Job", "prod", "no Job runs plantstore migrate"},
-		{"10 pods x 10 connections", "prod", "= 112 PostgreSQL connections, over the budget of 97"},
+		{"10 pods x 10 connections", "prod", "= 123 PostgreSQL connections, over the budget of 97"},
 		{"resource metadata not routed", "prod", "no Exact match of /.well-known/oauth-protected-resource"},
 		{"resource metadata not routed (Ingress)", "prod-ingress", "no Exact path /.well-known/oauth-protected-resource"},
 	}
@@ -281,6 +321,49 @@ func TestBeforeFixRejected(t *testing.T) {
 			got := check.Violations(before(tt.overlay)(t))
 			if !slices.ContainsFunc(got, func(v string) bool { return strings.Contains(v, tt.want) }) {
 				t.Errorf("Violations(testdata/before/%s.yaml): got\n  %s\nwant one containing %q", tt.overlay, strings.Join(got, "\n  "), tt.want)
+			}
+		})
+	}
+}
+
+// TestBeforePagingRejected runs the policy on the overlays as rendered
+// before the fixes that make the pager tell the truth and the replicas
+// scale (testdata/before-paging, kustomize output of that commit): each
+// defect must be reported.
+func TestBeforePagingRejected(t *testing.T) {
+	tests := []struct {
+		defect, overlay, want string
+	}{
+		{"spread counts tainted nodes", "prod", "topology spread on kubernetes.io/hostname is DoNotSchedule without nodeTaintsPolicy: Honor"},
+		{"memory request under the limit", "prod", "container plantstore: memory request 128Mi below its limit 256Mi"},
+		{"pods without env", "prod", "the pods have no env label"},
+		{"pods without env (dev)", "dev", "the pods have no env label"},
+		{"ServiceMonitor drops env", "prod", "ServiceMonitor plantstore: podTargetLabels must hold env"},
+		{"PodMonitor drops env", "dev", "PodMonitor plantstore: podTargetLabels must hold env"},
+		{"reload alert without for", "prod", "alert PlantstoreCatalogReloadFailing has no for"},
+		{"alerts page for every environment", "prod", `alert PlantstoreAvailabilityBudgetBurnFast reads plantstore:availability_errors:ratio_rate1h without env="production"`},
+		{"keys alert for every environment", "prod", `alert PlantstoreNoVerificationKeys reads plantstore_jwks_keys without env="production"`},
+		{"alerts by instance", "prod", "alert PlantstoreNoVerificationKeys speaks of instance"},
+		{"day windows every 30 s", "prod", "rule plantstore:availability_errors:ratio_rate3d reads a range of a day or more in group plantstore.sli, evaluated every 30s"},
+		{"runbooks on a fixed branch", "prod", "runbook_url https://github.com/plantstore/plantstore/blob/main/docs/runbooks/availability-slo.md is not the runbook of the version deployed (v0.1.0)"},
+		{"no probe from outside", "prod", "the alerts are deployed without a Probe of the public URL"},
+		{"gateway namespace admitted whole", "prod", "admits every pod of the namespaces kubernetes.io/metadata.name=gateway-system to the API port"},
+		{"listener left out of the budget", "prod", "(10 pods + 1 surging) x (PLANTSTORE_DB_MAX_CONNS 4 + 1 listening) + 2 for a migration = 57 PostgreSQL connections, over the budget of 50"},
+		{"production by tag", "prod", `image "ghcr.io/plantstore/plantstore:v0.1.0": production deploys by digest`},
+		{"no rate limit at the gateway", "prod", "HTTPRoute plantstore: no global rate limit at the gateway"},
+		{"no rate limit in the pods", "prod", "PLANTSTORE_RATE_LIMIT is off"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.defect, func(t *testing.T) {
+			objs := beforePaging(tt.overlay)(t)
+			// The policy reads the pods' env label to know production; the
+			// overlays had none then, so give prod its own.
+			if tt.overlay == "prod" && !strings.HasPrefix(tt.defect, "pods without env") {
+				dep(objs).Spec.Template.Labels[check.EnvLabel] = check.PagingEnv
+			}
+			got := check.Violations(objs)
+			if !slices.ContainsFunc(got, func(v string) bool { return strings.Contains(v, tt.want) }) {
+				t.Errorf("Violations(testdata/before-paging/%s.yaml): got\n  %s\nwant one containing %q", tt.overlay, strings.Join(got, "\n  "), tt.want)
 			}
 		})
 	}
@@ -420,7 +503,7 @@ func TestViolationsCatch(t *testing.T) {
 			r.Ports = append(r.Ports, networkingv1.NetworkPolicyPort{Port: &p})
 		}, "NetworkPolicy plantstore-gateway opens both the API and the admin port"},
 		{"metrics from the gateway", func(o []runtime.Object) {
-			netpolNamed(o, "plantstore").Spec.Ingress[0].From[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] = "gateway-system"
+			netpolNamed(o, "plantstore").Spec.Ingress[0].From[0] = *netpolNamed(o, "plantstore-gateway").Spec.Ingress[0].From[0].DeepCopy()
 		}, "may reach the admin port as well as the API"},
 		{"egress open", func(o []runtime.Object) {
 			netpolNamed(o, "plantstore").Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}
@@ -465,13 +548,18 @@ func TestViolationsCatch(t *testing.T) {
 		{"migration as the release's ServiceAccount", func(o []runtime.Object) { job(o).Spec.Template.Spec.ServiceAccountName = "plantstore" }, "serviceAccountName plantstore"},
 		{"migration without a deadline", func(o []runtime.Object) { job(o).Spec.ActiveDeadlineSeconds = nil }, "no activeDeadlineSeconds"},
 		{"DSN in the ConfigMap", func(o []runtime.Object) { settings(o).Data["PLANTSTORE_DATABASE_URL"] = "postgres://u:p@db/plants" }, "PLANTSTORE_DATABASE_URL is a literal value"},
-		{"pool over the budget", func(o []runtime.Object) { settings(o).Data["PLANTSTORE_DB_MAX_CONNS"] = "5" }, "(10 pods + 1 surging) x PLANTSTORE_DB_MAX_CONNS 5 + 2 for a migration = 57 PostgreSQL connections, over the budget of 50"},
+		{"pool over the budget", func(o []runtime.Object) { settings(o).Data["PLANTSTORE_DB_MAX_CONNS"] = "5" }, "(10 pods + 1 surging) x (PLANTSTORE_DB_MAX_CONNS 5 + 1 listening) + 2 for a migration = 68 PostgreSQL connections, over the budget of 50"},
+		{"the listener counted", func(o []runtime.Object) { settings(o).Data["PLANTSTORE_DB_MAX_CONNS"] = "4" }, "(PLANTSTORE_DB_MAX_CONNS 4 + 1 listening) + 2 for a migration = 57"},
+		{"no listener per request", func(o []runtime.Object) {
+			settings(o).Data["PLANTSTORE_DB_MAX_CONNS"] = "4"
+			settings(o).Data["PLANTSTORE_DATABASE_SNAPSHOT"] = "false"
+		}, ""},
 		{"HPA grown past the budget", func(o []runtime.Object) { hpa(o).Spec.MaxReplicas = 12 }, "(12 pods + 1 surging)"},
 		{"pool size unset", func(o []runtime.Object) { delete(settings(o).Data, "PLANTSTORE_DB_MAX_CONNS") }, "PLANTSTORE_DB_MAX_CONNS is not set"},
 		{"no budget annotation", func(o []runtime.Object) {
 			delete(dep(o).Annotations, check.ConnectionBudgetAnnotation)
 			settings(o).Data["PLANTSTORE_DB_MAX_CONNS"] = "9"
-		}, "= 101 PostgreSQL connections, over the budget of 97 (PostgreSQL's default"},
+		}, "= 112 PostgreSQL connections, over the budget of 97 (PostgreSQL's default"},
 		{"route to wrong port", func(o []runtime.Object) {
 			p := gatewayv1.PortNumber(8080)
 			route(o).Spec.Rules[0].BackendRefs[0].Port = &p
@@ -485,8 +573,74 @@ func TestViolationsCatch(t *testing.T) {
 		{"ServiceMonitor job from another label", func(o []runtime.Object) { serviceMonitor(o).Spec.JobLabel = "app.kubernetes.io/component" }, `gives job="metrics", want "plantstore"`},
 		{"ServiceMonitor without classic buckets", func(o []runtime.Object) { serviceMonitor(o).Spec.ScrapeClassicHistograms = nil }, "scrapeClassicHistograms must be true"},
 		{"ServiceMonitor in every namespace", func(o []runtime.Object) { serviceMonitor(o).Spec.NamespaceSelector.Any = true }, "namespaceSelector reaches beyond"},
-		{"alert without runbook", func(o []runtime.Object) { delete(promRule(o).Spec.Groups[1].Rules[0].Annotations, "runbook_url") }, "alert PlantstoreAvailabilityBudgetBurnFast has no runbook_url"},
-		{"alert severity page", func(o []runtime.Object) { promRule(o).Spec.Groups[1].Rules[0].Labels["severity"] = "page" }, `severity "page"`},
+		{"alert without runbook", func(o []runtime.Object) {
+			delete(alertRule(promRule(o), "PlantstoreAvailabilityBudgetBurnFast").Annotations, "runbook_url")
+		}, "alert PlantstoreAvailabilityBudgetBurnFast has no runbook_url"},
+		{"alert severity page", func(o []runtime.Object) {
+			alertRule(promRule(o), "PlantstoreAvailabilityBudgetBurnFast").Labels["severity"] = "page"
+		}, `severity "page"`},
+		{"alert without for", func(o []runtime.Object) { alertRule(promRule(o), "PlantstoreCatalogReloadFailing").For = nil }, "alert PlantstoreCatalogReloadFailing has no for"},
+		{"alert for every environment", func(o []runtime.Object) {
+			alertRule(promRule(o), "PlantstoreNoVerificationKeys").Expr = intstr.FromString(`sum by (namespace, job, pod, issuer) (plantstore_jwks_keys{job="plantstore"}) == 0`)
+		}, `alert PlantstoreNoVerificationKeys reads plantstore_jwks_keys{job="plantstore"} without env="production"`},
+		{"alert by instance", func(o []runtime.Object) {
+			alertRule(promRule(o), "PlantstoreNoVerificationKeys").Expr = intstr.FromString(`sum by (namespace, job, env, instance, issuer) (plantstore_jwks_keys{job="plantstore", env="production"}) == 0`)
+		}, "alert PlantstoreNoVerificationKeys speaks of instance"},
+		{"day windows every 30 s", func(o []runtime.Object) {
+			d := monitoringv1.Duration("30s")
+			promRule(o).Spec.Groups[1].Interval = &d
+		}, "reads a range of a day or more in group plantstore.sli.slow, evaluated every 30s"},
+		{"day windows every 5 m", func(o []runtime.Object) {
+			d := monitoringv1.Duration("5m")
+			promRule(o).Spec.Groups[1].Interval = &d
+		}, "reads a range of a day or more in group plantstore.sli.slow, evaluated every 5m0s"},
+		{"runbook without base", func(o []runtime.Object) {
+			alertRule(promRule(o), "PlantstoreDown").Annotations["runbook_url"] = "docs/runbooks/outage.md"
+		}, `alert PlantstoreDown: runbook_url "docs/runbooks/outage.md" is not <base>/docs/runbooks/<page>.md`},
+		{"runbook of another version", func(o []runtime.Object) {
+			alertRule(promRule(o), "PlantstoreDown").Annotations["runbook_url"] = "https://github.com/plantstore/plantstore/blob/main/docs/runbooks/outage.md"
+		}, "alert PlantstoreDown: runbook_url https://github.com/plantstore/plantstore/blob/main/docs/runbooks/outage.md is not the runbook of the version deployed (v0.1.0)"},
+		{"production by tag", func(o []runtime.Object) { ctr(o).Image = "ghcr.io/plantstore/plantstore:v0.1.0" }, "production deploys by digest"},
+		{"memory request under the limit", func(o []runtime.Object) {
+			ctr(o).Resources.Requests[corev1.ResourceMemory] = resource.MustParse("128Mi")
+		}, "container plantstore: memory request 128Mi below its limit 256Mi"},
+		{"spread counting tainted nodes", func(o []runtime.Object) {
+			dep(o).Spec.Template.Spec.TopologySpreadConstraints[1].NodeTaintsPolicy = nil
+		}, "topology spread on kubernetes.io/hostname is DoNotSchedule without nodeTaintsPolicy: Honor"},
+		{"pods without env", func(o []runtime.Object) { delete(dep(o).Spec.Template.Labels, check.EnvLabel) }, "the pods have no env label"},
+		{"ServiceMonitor drops env", func(o []runtime.Object) { serviceMonitor(o).Spec.PodTargetLabels = nil }, "ServiceMonitor plantstore: podTargetLabels must hold env"},
+		{"no Probe", func(o []runtime.Object) {
+			// In its place, a copy of an object the policy has no rule about.
+			i := slices.IndexFunc(o, func(x runtime.Object) bool { _, ok := x.(*monitoringv1.Probe); return ok })
+			o[i] = find[*corev1.ServiceAccount](o, "").DeepCopyObject()
+		}, "without a Probe of the public URL"},
+		{"Probe of another host", func(o []runtime.Object) {
+			probe(o).Spec.Targets.StaticConfig.Targets[0] = "https://plants.other.example/.well-known/oauth-protected-resource"
+		}, "Probe plantstore: target https://plants.other.example/.well-known/oauth-protected-resource, want the public URL's https://plants.example.com/.well-known/oauth-protected-resource"},
+		{"Probe under another job", func(o []runtime.Object) { probe(o).Spec.JobName = "" }, `Probe plantstore: jobName "", want "plantstore-probe"`},
+		{"Probe of another environment", func(o []runtime.Object) { probe(o).Spec.Targets.StaticConfig.Labels["env"] = "dev" }, `Probe plantstore: label env="dev", want the pods' "production"`},
+		{"gateway namespace admitted whole", func(o []runtime.Object) {
+			netpolNamed(o, "plantstore-gateway").Spec.Ingress[0].From[0].PodSelector = nil
+		}, "admits every pod of the namespaces kubernetes.io/metadata.name=envoy-gateway-system to the API port"},
+		{"no gateway rate limit", func(o []runtime.Object) { trafficPolicy(o).Spec.RateLimit = nil }, "HTTPRoute plantstore: no global rate limit at the gateway"},
+		{"rate limit on a header no token sets", func(o []runtime.Object) {
+			trafficPolicy(o).Spec.RateLimit.Global.Rules[0].ClientSelectors[0].Headers[0].Name = "x-user"
+		}, "counts by header x-user, which no SecurityPolicy sets"},
+		{"rate limit on requests Envoy did not verify", func(o []runtime.Object) {
+			cs := &trafficPolicy(o).Spec.RateLimit.Global.Rules[0].ClientSelectors[0]
+			cs.Headers = cs.Headers[:1]
+		}, "match Authorization too"},
+		{"no Error shape for Envoy's 429", func(o []runtime.Object) { trafficPolicy(o).Spec.ResponseOverride = nil }, "no responseOverride for Envoy's 429"},
+		{"gateway refusing requests without a token", func(o []runtime.Object) { securityPolicy(o).Spec.JWT.Optional = nil }, "jwt.optional must be true"},
+		{"gateway failing open", func(o []runtime.Object) { securityPolicy(o).Spec.JWT.FailOpen = ptr(true) }, "jwt.failOpen lets a token that does not verify through"},
+		{"gateway trusting another issuer", func(o []runtime.Object) {
+			securityPolicy(o).Spec.JWT.Providers[0].Issuer = "https://sso.example.com/realms/other"
+		}, `trusts issuer "https://sso.example.com/realms/other", the service PLANTSTORE_JWT_ISSUER="https://sso.example.com/realms/plants"`},
+		{"gateway accepting another audience", func(o []runtime.Object) {
+			securityPolicy(o).Spec.JWT.Providers[0].Audiences = []string{"billing"}
+		}, `accepts audience "billing"`},
+		{"policy on another route", func(o []runtime.Object) { trafficPolicy(o).Spec.TargetRefs[0].Name = "other" }, "BackendTrafficPolicy plantstore: targets HTTPRoute other"},
+		{"no backstop in the pods", func(o []runtime.Object) { delete(settings(o).Data, "PLANTSTORE_RATE_LIMIT") }, "PLANTSTORE_RATE_LIMIT is off"},
 		{"dashboard over 256 KiB", func(o []runtime.Object) {
 			cm := configMapNamed(o, "plantstore-dashboard")
 			cm.Data["plantstore.json"] += strings.Repeat(" ", 256*1024)
@@ -601,6 +755,16 @@ func serviceMonitor(objs []runtime.Object) *monitoringv1.ServiceMonitor {
 
 func promRule(objs []runtime.Object) *monitoringv1.PrometheusRule {
 	return find[*monitoringv1.PrometheusRule](objs, "")
+}
+
+func probe(objs []runtime.Object) *monitoringv1.Probe { return find[*monitoringv1.Probe](objs, "") }
+
+func securityPolicy(objs []runtime.Object) *egv1a1.SecurityPolicy {
+	return find[*egv1a1.SecurityPolicy](objs, "")
+}
+
+func trafficPolicy(objs []runtime.Object) *egv1a1.BackendTrafficPolicy {
+	return find[*egv1a1.BackendTrafficPolicy](objs, "")
 }
 
 // find returns the first object of type T in objs, named name unless name

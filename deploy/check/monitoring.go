@@ -1,7 +1,12 @@
 package check
 
 import (
+	"fmt"
+	"net/url"
+	"regexp"
 	"slices"
+	"strings"
+	"time"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -12,22 +17,84 @@ import (
 // Severities are the values an alert's severity label may take.
 var Severities = []string{"critical", "warning"}
 
+// EnvLabel is the label of the pods, and of every series scraped from
+// them, that names the environment; alerts read PagingEnv only.
+const (
+	EnvLabel  = "env"
+	PagingEnv = "production"
+)
+
+// ProbeJob is the job label of the Probe of the public URL, which the
+// rules read.
+const ProbeJob = "plantstore-probe"
+
+// ProbePath is the path the Probe asks for: the protected resource
+// metadata, public and answered by the service itself.
+const ProbePath = "/.well-known/oauth-protected-resource"
+
 // checkMonitoring checks the Prometheus Operator objects: one way to
 // scrape (a ServiceMonitor or a PodMonitor), that reaches the admin port,
-// gives job="plantstore" and keeps the classic histogram buckets the SLO
-// rules read; and alerts that say how bad they are and where the runbook is.
-func checkMonitoring(m *manifests, podLabels labels.Set, v *violations) {
+// gives job="plantstore", copies the pods' env label and keeps the classic
+// histogram buckets the SLO rules read; alerts that say how bad they are
+// and where the runbook is, and page for production only; and a probe of
+// the public URL wherever the alerts are.
+func checkMonitoring(m *manifests, podLabels labels.Set, env map[string]string, v *violations) {
+	if podLabels[EnvLabel] == "" {
+		v.add("the pods have no %s label: set it in the overlay (labels with includeTemplates), so that the series say which environment they come from and only %s=%q pages", EnvLabel, EnvLabel, PagingEnv)
+	}
 	if len(m.serviceMonitors) > 0 && len(m.podMonitors) > 0 {
 		v.add("both a ServiceMonitor and a PodMonitor: every pod would be scraped twice")
 	}
 	for _, sm := range m.serviceMonitors {
 		checkServiceMonitor(sm, m.services, podLabels, v)
+		checkEnvCopied("ServiceMonitor "+sm.Name, sm.Spec.PodTargetLabels, v)
 	}
 	for _, pm := range m.podMonitors {
 		checkPodMonitor(pm, podLabels, v)
+		checkEnvCopied("PodMonitor "+pm.Name, pm.Spec.PodTargetLabels, v)
 	}
 	for _, r := range m.rules {
 		checkRules(r, v)
+	}
+	for _, p := range m.probes {
+		checkProbeObject(p, podLabels, env, v)
+	}
+	if len(m.rules) > 0 && len(m.probes) == 0 {
+		v.add("the alerts are deployed without a Probe of the public URL: nothing outside the pods would see callers fail, and PlantstoreProbeAbsent would fire")
+	}
+}
+
+// checkEnvCopied requires a monitor to copy the pods' env label onto the
+// series, which the alerts select.
+func checkEnvCopied(owner string, podTargetLabels []string, v *violations) {
+	if !slices.Contains(podTargetLabels, EnvLabel) {
+		v.add("%s: podTargetLabels must hold %s: the alerts page for %s=%q only", owner, EnvLabel, EnvLabel, PagingEnv)
+	}
+}
+
+// checkProbeObject requires the Probe to ask, through the public URL, for
+// the metadata document, under the job the rules read and the pods' env.
+func checkProbeObject(p *monitoringv1.Probe, podLabels labels.Set, env map[string]string, v *violations) {
+	if p.Spec.JobName != ProbeJob {
+		v.add("Probe %s: jobName %q, want %q (the rules read it)", p.Name, p.Spec.JobName, ProbeJob)
+	}
+	sc := p.Spec.Targets.StaticConfig
+	if sc == nil || len(sc.Targets) == 0 {
+		v.add("Probe %s: no static target", p.Name)
+		return
+	}
+	public, err := url.Parse(env["PLANTSTORE_PUBLIC_URL"])
+	for _, t := range sc.Targets {
+		u, perr := url.Parse(string(t))
+		switch {
+		case perr != nil || err != nil || public.Host == "":
+			v.add("Probe %s: target %q against PLANTSTORE_PUBLIC_URL %q: cannot compare", p.Name, t, env["PLANTSTORE_PUBLIC_URL"])
+		case u.Scheme != public.Scheme || u.Host != public.Host || u.Path != strings.TrimSuffix(public.Path, "/")+ProbePath:
+			v.add("Probe %s: target %s, want the public URL's %s%s (PLANTSTORE_PUBLIC_URL)", p.Name, t, strings.TrimSuffix(public.String(), "/"), ProbePath)
+		}
+	}
+	if got, want := sc.Labels[EnvLabel], podLabels[EnvLabel]; got != want {
+		v.add("Probe %s: label %s=%q, want the pods' %q", p.Name, EnvLabel, got, want)
 	}
 }
 
@@ -114,11 +181,48 @@ func checkClassicHistograms(owner string, keep *bool, v *violations) {
 	}
 }
 
+// slowGroupInterval bounds the interval of a group whose rules read a
+// range of a day or more: at least 2 minutes, since such windows move
+// slowly and read much more data, and under Prometheus' 5-minute lookback,
+// so that their results never go stale between evaluations.
+const (
+	minSlowInterval = 2 * time.Minute
+	maxSlowInterval = 5 * time.Minute
+)
+
+// selectorRe finds the series an expression reads: a name of the
+// service's metrics, a recording rule, up, probe_success or a Go runtime
+// metric, with its matchers if it has any.
+var selectorRe = regexp.MustCompile(`\b(plantstore[_:][a-zA-Z0-9_:]*|up|probe_success|go_[a-z0-9_]+)\b(\{[^}]*\})?`)
+
+// dayRangeRe finds ranges of a day or more.
+var dayRangeRe = regexp.MustCompile(`\[\d+[dwy]\]`)
+
+// RunbookURLRe is what a rendered runbook_url must look like: a base that
+// the overlay chooses, then the runbook's path in the repository.
+var RunbookURLRe = regexp.MustCompile(`^https://\S+/(docs/runbooks/[a-z0-9-]+\.md)(#[a-z0-9-]+)?$`)
+
 // checkRules requires every alert to carry a known severity, a summary, a
-// description and a runbook_url.
+// description and a runbook_url, a "for", to read only series of
+// env="production", and to speak of pods, not instances (but for the probe,
+// whose instance is the URL probed); and rules over a day or more in a
+// group evaluated every few minutes.
 func checkRules(r *monitoringv1.PrometheusRule, v *violations) {
 	for _, g := range r.Spec.Groups {
+		interval := time.Duration(0)
+		if g.Interval != nil {
+			d, err := time.ParseDuration(string(*g.Interval))
+			if err != nil {
+				v.add("PrometheusRule %s: group %s: interval %q: %v", r.Name, g.Name, *g.Interval, err)
+			}
+			interval = d
+		}
 		for _, rule := range g.Rules {
+			expr := rule.Expr.String()
+			name := rule.Alert + rule.Record
+			if dayRangeRe.MatchString(expr) && (interval < minSlowInterval || interval >= maxSlowInterval) {
+				v.add("PrometheusRule %s: rule %s reads a range of a day or more in group %s, evaluated every %v: put it in a group of its own, every %v to %v", r.Name, name, g.Name, interval, minSlowInterval, maxSlowInterval)
+			}
 			if rule.Alert == "" {
 				continue
 			}
@@ -128,6 +232,23 @@ func checkRules(r *monitoringv1.PrometheusRule, v *violations) {
 			for _, a := range []string{"summary", "description", "runbook_url"} {
 				if rule.Annotations[a] == "" {
 					v.add("PrometheusRule %s: alert %s has no %s", r.Name, rule.Alert, a)
+				}
+			}
+			if u := rule.Annotations["runbook_url"]; u != "" && !RunbookURLRe.MatchString(u) {
+				v.add("PrometheusRule %s: alert %s: runbook_url %q is not <base>/docs/runbooks/<page>.md: is the overlay's plantstore-runbooks base missing?", r.Name, rule.Alert, u)
+			}
+			if rule.For == nil || *rule.For == "" || *rule.For == "0s" {
+				v.add("PrometheusRule %s: alert %s has no for: one bad evaluation would page", r.Name, rule.Alert)
+			}
+			for _, sel := range selectorRe.FindAllStringSubmatch(expr, -1) {
+				if !strings.Contains(sel[2], fmt.Sprintf(`%s=%q`, EnvLabel, PagingEnv)) {
+					v.add("PrometheusRule %s: alert %s reads %s without %s=%q: another environment's series would page", r.Name, rule.Alert, sel[0], EnvLabel, PagingEnv)
+				}
+			}
+			if !strings.Contains(expr, "probe_success") {
+				text := expr + rule.Annotations["summary"] + rule.Annotations["description"]
+				if strings.Contains(text, "instance") {
+					v.add("PrometheusRule %s: alert %s speaks of instance: name the pod, as the runbooks and kubectl do", r.Name, rule.Alert)
 				}
 			}
 		}

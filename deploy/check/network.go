@@ -59,6 +59,9 @@ func checkNetworkPolicies(nps []*networkingv1.NetworkPolicy, podLabels labels.Se
 					case p.Port != nil && isPort(*p.Port, APIPortName, APIPort):
 						api = true
 						apiPeers[key] = np.Name
+						if from.NamespaceSelector != nil && from.PodSelector == nil {
+							v.add("NetworkPolicy %s: ingress rule %d admits every pod of the namespaces %s to the API port: name the gateway's pods with a podSelector", np.Name, i, labels.Set(from.NamespaceSelector.MatchLabels))
+						}
 					case p.Port != nil && isPort(*p.Port, AdminPortName, AdminPort):
 						admin = true
 						adminPeers[key] = np.Name

@@ -60,8 +60,11 @@ func checkContainer(c corev1.Container, psc *corev1.PodSecurityContext, v *viola
 			v.add("container %s: %s request and limit are both required", c.Name, r)
 			continue
 		}
-		if req.Cmp(lim) > 0 {
+		switch {
+		case req.Cmp(lim) > 0:
 			v.add("container %s: %s request %s above limit %s", c.Name, r, req.String(), lim.String())
+		case r == corev1.ResourceMemory && req.Cmp(lim) != 0:
+			v.add("container %s: memory request %s below its limit %s: the node does not reserve what the pod may use, so memory pressure evicts it or the kernel kills it below its limit; set them equal", c.Name, req.String(), lim.String())
 		}
 	}
 	sc := c.SecurityContext
@@ -298,7 +301,10 @@ func isPort(p intstr.IntOrString, name string, number int32) bool {
 }
 
 // checkTopology requires spread constraints that select the pods, one of
-// them hard: with soft ones only, every replica may land on one node.
+// them hard: with soft ones only, every replica may land on one node. A
+// hard one must honor node taints: otherwise tainted and cordoned nodes
+// count as empty domains that hold the skew down, so the HPA stops at the
+// number of untainted nodes and a drain's replacement stays Pending.
 func checkTopology(owner string, tsc []corev1.TopologySpreadConstraint, podLabels labels.Set, v *violations) {
 	if len(tsc) == 0 {
 		v.add("Deployment %s: no topologySpreadConstraints", owner)
@@ -311,6 +317,9 @@ func checkTopology(owner string, tsc []corev1.TopologySpreadConstraint, podLabel
 			v.add("Deployment %s: topology spread on %s does not select the pods", owner, c.TopologyKey)
 		}
 		hard = hard || c.WhenUnsatisfiable == corev1.DoNotSchedule
+		if c.WhenUnsatisfiable == corev1.DoNotSchedule && (c.NodeTaintsPolicy == nil || *c.NodeTaintsPolicy != corev1.NodeInclusionPolicyHonor) {
+			v.add("Deployment %s: topology spread on %s is DoNotSchedule without nodeTaintsPolicy: Honor: tainted and cordoned nodes count as empty domains, capping the replicas at the untainted nodes and leaving a drain's replacement Pending", owner, c.TopologyKey)
+		}
 	}
 	if !hard {
 		v.add("Deployment %s: every topology spread is ScheduleAnyway: want one DoNotSchedule (by hostname or zone)", owner)

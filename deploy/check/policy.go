@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	egv1a1 "github.com/envoyproxy/gateway/api/v1alpha1"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -62,6 +63,9 @@ type manifests struct {
 	serviceMonitors []*monitoringv1.ServiceMonitor
 	podMonitors     []*monitoringv1.PodMonitor
 	rules           []*monitoringv1.PrometheusRule
+	probes          []*monitoringv1.Probe
+	securityPols    []*egv1a1.SecurityPolicy
+	trafficPols     []*egv1a1.BackendTrafficPolicy
 }
 
 func sortByKind(objs []runtime.Object) *manifests {
@@ -94,6 +98,12 @@ func sortByKind(objs []runtime.Object) *manifests {
 			m.podMonitors = append(m.podMonitors, t)
 		case *monitoringv1.PrometheusRule:
 			m.rules = append(m.rules, t)
+		case *monitoringv1.Probe:
+			m.probes = append(m.probes, t)
+		case *egv1a1.SecurityPolicy:
+			m.securityPols = append(m.securityPols, t)
+		case *egv1a1.BackendTrafficPolicy:
+			m.trafficPols = append(m.trafficPols, t)
 		}
 	}
 	return m
@@ -155,7 +165,11 @@ func Violations(objs []runtime.Object) []string {
 	checkNetworkPolicies(m.netpols, podLabels, &v)
 	checkEgress("Deployment "+d.Name, m.netpols, podLabels, egressNeeds(env), &v)
 	checkDatabase(m, d, main, env, hpa, &v)
-	checkMonitoring(m, podLabels, &v)
+	checkMonitoring(m, podLabels, env, &v)
+	checkEnvoyGateway(m, env, &v)
+	if podLabels[EnvLabel] == PagingEnv {
+		checkProduction(m, main, env, &v)
+	}
 	for _, cm := range m.configMaps {
 		checkConfigMapSize(cm, &v)
 	}

@@ -182,17 +182,25 @@ func send(t testing.TB, method, target, token string) int {
 }
 
 // TestPrometheusAsDeployed runs a real Prometheus as the manifests set it
-// up, against a running plantstore: the shipped scrape job (its Kubernetes
-// discovery swapped for a file holding the labels endpointslice discovery
-// gives, since Debian's Prometheus is built without it) and the shipped
+// up, against running plantstores: one with a key file and a catalog file,
+// one on PostgreSQL, one with an issuers file of two issuers, and one with
+// an issuers file of which one issuer never gets keys. It runs the shipped
+// scrape job (its Kubernetes discovery swapped for a file holding the
+// labels endpointslice discovery gives, since Debian's Prometheus is built
+// without it), the prod overlay's Probe of the public URL (the job the
+// Prometheus Operator makes of it, through a real blackbox exporter, the
+// public URL swapped for the first plantstore's) and the shipped
 // PrometheusRule, evaluated every second. After traffic of every kind it
 // checks that the job keeps only the metrics port, that every rule
-// evaluates without error, that the rules read metrics that exist (or are
-// known to be coming), that a scrape fits the monitors' sampleLimit, and
-// that every dashboard query finds data.
+// evaluates without error, that no alert is pending or firing but the two
+// that the issuer without keys must raise, that the rules read metrics
+// that exist (or are known to be coming), that a scrape fits the monitors'
+// sampleLimit, that every dashboard query finds data, and that the store
+// runbook names every store.
 func TestPrometheusAsDeployed(t *testing.T) {
 	bin := plantstoreBin(t)
 	prom := tool(t, "prometheus", " (Debian: apt-get install prometheus)")
+	blackbox := tool(t, "prometheus-blackbox-exporter", " (Debian: apt-get install prometheus-blackbox-exporter)")
 	promtool(t)
 	dir := t.TempDir()
 
@@ -227,6 +235,49 @@ func TestPrometheusAsDeployed(t *testing.T) {
 		"-jwt-key-file", keys+".jwks.json", "-data", data, "-shutdown-delay", "0s")
 	api, admin := waitServing(t, service, "plantstore")
 
+	// Two with an issuers file. The first has two issuers with keys: no
+	// alert may fire for it (with the "default" issuer's keys gauge of a
+	// service that has none, one did, forever). In the second, the issuer
+	// broken never gets a key (its JWKS URL answers nothing): that one
+	// must be found.
+	var issuerKeys []string
+	for _, name := range []string{"staff", "customers"} {
+		prefix := filepath.Join(dir, name)
+		if out, err := exec.CommandContext(t.Context(), bin, "keygen", "-alg", "ES256", "-out", prefix).CombinedOutput(); err != nil {
+			t.Fatalf("keygen: %v\n%s", err, out)
+		}
+		issuerKeys = append(issuerKeys, prefix)
+	}
+	issuersFile := func(name, last string) string {
+		path := filepath.Join(dir, name+".yaml")
+		doc := fmt.Sprintf("issuers:\n  - name: staff\n    issuer: https://staff.example.com\n    key_file: %s.jwks.json\n%s", issuerKeys[0], last)
+		if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	good := issuersFile("issuers", fmt.Sprintf("  - name: customers\n    issuer: https://customers.example.com\n    key_file: %s.jwks.json\n", issuerKeys[1]))
+	bad := issuersFile("issuers-nokeys", "  - name: broken\n    issuer: https://broken.example.com\n    jwks_url: http://127.0.0.1:1/jwks\n")
+	issuersService := start(t, dir, "plantstore-issuers", bin, "serve", "-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0",
+		"-jwt-issuers-file", good, "-data", data, "-shutdown-delay", "0s")
+	issuersAPI, issuersAdmin := waitServing(t, issuersService, "plantstore-issuers")
+	noKeysService := start(t, dir, "plantstore-nokeys", bin, "serve", "-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0",
+		"-jwt-issuers-file", bad, "-data", data, "-shutdown-delay", "0s")
+	_, noKeysAdmin := waitListening(t, noKeysService, "plantstore-nokeys")
+	staffToken, err := exec.CommandContext(t.Context(), bin, "token", "-key", issuerKeys[0]+".key", "-iss", "https://staff.example.com", "-sub", "plantstore-ci", "-ttl", "10m").Output()
+	if err != nil {
+		t.Fatalf("token: %v", err)
+	}
+
+	// The blackbox exporter, with the module the Probe names as the
+	// prometheus-blackbox-exporter chart defines it.
+	bbConfig := filepath.Join(dir, "blackbox.yml")
+	if err := os.WriteFile(bbConfig, []byte("modules:\n  http_2xx:\n    prober: http\n    timeout: 5s\n    http:\n      valid_http_versions: [HTTP/1.1, HTTP/2.0]\n      follow_redirects: true\n      preferred_ip_protocol: ip4\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bbAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	start(t, dir, "blackbox", blackbox, "--config.file="+bbConfig, "--web.listen-address="+bbAddr)
+
 	meta := func(name, component, port string) map[string]string {
 		return map[string]string{
 			"__meta_kubernetes_namespace":                                 "plantstore",
@@ -235,15 +286,22 @@ func TestPrometheusAsDeployed(t *testing.T) {
 			"__meta_kubernetes_service_label_app_kubernetes_io_component": component,
 			"__meta_kubernetes_endpointslice_port_name":                   port,
 			"__meta_kubernetes_pod_name":                                  "plantstore-7d9f8-abcde",
+			"__meta_kubernetes_pod_label_env":                             check.PagingEnv,
 		}
 	}
 	other := meta("billing-metrics", "metrics", "metrics")
 	other["__meta_kubernetes_service_label_app_kubernetes_io_name"] = "billing"
-	dbMeta := meta("plantstore-metrics", "metrics", "metrics")
-	dbMeta["__meta_kubernetes_pod_name"] = "plantstore-7d9f8-fghij"
+	podMeta := func(pod string) map[string]string {
+		m := meta("plantstore-metrics", "metrics", "metrics")
+		m["__meta_kubernetes_pod_name"] = pod
+		return m
+	}
+	const noKeysPod = "plantstore-7d9f8-pqrst"
 	targets := []map[string]any{
 		{"targets": []string{admin}, "labels": meta("plantstore-metrics", "metrics", "metrics")},
-		{"targets": []string{dbAdmin}, "labels": dbMeta},
+		{"targets": []string{dbAdmin}, "labels": podMeta("plantstore-7d9f8-fghij")},
+		{"targets": []string{issuersAdmin}, "labels": podMeta("plantstore-7d9f8-klmno")},
+		{"targets": []string{noKeysAdmin}, "labels": podMeta(noKeysPod)},
 		// Decoys the relabeling must drop: the API port, another app's metrics.
 		{"targets": []string{api}, "labels": meta("plantstore", "", "http")},
 		{"targets": []string{"127.0.0.1:1"}, "labels": other},
@@ -258,7 +316,7 @@ func TestPrometheusAsDeployed(t *testing.T) {
 	writeJSON(t, config, map[string]any{
 		"global":         map[string]any{"evaluation_interval": "1s"},
 		"rule_files":     []string{rules},
-		"scrape_configs": []any{job},
+		"scrape_configs": []any{job, probeJob(t, bbAddr, "http://"+api)},
 	})
 	if out, err := exec.CommandContext(t.Context(), "promtool", "check", "config", config).CombinedOutput(); err != nil {
 		t.Fatalf("promtool check config: %v\n%s", err, out)
@@ -269,28 +327,36 @@ func TestPrometheusAsDeployed(t *testing.T) {
 		"--web.listen-address="+web)
 	p := &promServer{t: t, url: "http://" + web}
 	// The first scrape comes about 6 s after start (discovery is throttled to 5 s).
-	waitFor(t, `up{job="plantstore"} == 1 on both`, func() bool { return p.first(`sum(up{job="plantstore"})`) == 2 })
+	waitFor(t, `up{job="plantstore"} == 1 on all four`, func() bool { return p.first(`sum(up{job="plantstore"})`) == 4 })
 
 	// Two rounds of traffic of every kind, each followed by a scrape, so
 	// that every rate has an increase to show.
-	tok := strings.TrimSpace(string(token))
+	tokens := map[string]string{api: strings.TrimSpace(string(token)), dbAPI: strings.TrimSpace(string(token)), issuersAPI: strings.TrimSpace(string(staffToken))}
 	for range 2 {
 		for _, r := range []struct {
-			method, path, token string
-			status              int
+			method, path string
+			token        bool // the service's good token, or "not-a-jwt" for bad
+			bad          bool
+			status       int
 		}{
-			{"GET", "/plants", tok, 200},
-			{"GET", "/plants", tok, 200},
-			{"HEAD", "/plants", tok, 200},
-			{"GET", "/plants?limit=1", tok, 200},
-			{"GET", "/plants", "", 401},
-			{"GET", "/plants", "not-a-jwt", 401},
-			{"GET", "/plants?limit=x", tok, 400},
-			{"POST", "/plants", tok, 405},
-			{"GET", "/elsewhere", tok, 404},
+			{"GET", "/plants", true, false, 200},
+			{"GET", "/plants", true, false, 200},
+			{"HEAD", "/plants", true, false, 200},
+			{"GET", "/plants?limit=1", true, false, 200},
+			{"GET", "/plants", false, false, 401},
+			{"GET", "/plants", false, true, 401},
+			{"GET", "/plants?limit=x", true, false, 400},
+			{"POST", "/plants", true, false, 405},
+			{"GET", "/elsewhere", true, false, 404},
 		} {
-			for _, a := range []string{api, dbAPI} {
-				if got := send(t, r.method, "http://"+a+r.path, r.token); got != r.status {
+			for a, tok := range tokens {
+				switch {
+				case r.bad:
+					tok = "not-a-jwt"
+				case !r.token:
+					tok = ""
+				}
+				if got := send(t, r.method, "http://"+a+r.path, tok); got != r.status {
 					t.Fatalf("%s %s: %d, want %d", r.method, a+r.path, got, r.status)
 				}
 			}
@@ -323,7 +389,8 @@ func TestPrometheusAsDeployed(t *testing.T) {
 			scraped = append(scraped, a.ScrapeURL)
 		}
 		slices.Sort(scraped)
-		if want := slices.Sorted(slices.Values([]string{"http://" + admin + "/metrics", "http://" + dbAdmin + "/metrics"})); !slices.Equal(scraped, want) {
+		probeURL := "http://" + bbAddr + "/probe?module=http_2xx&target=http%3A%2F%2F" + strings.ReplaceAll(api, ":", "%3A") + "%2F.well-known%2Foauth-protected-resource"
+		if want := slices.Sorted(slices.Values([]string{"http://" + admin + "/metrics", "http://" + dbAdmin + "/metrics", "http://" + issuersAdmin + "/metrics", "http://" + noKeysAdmin + "/metrics", probeURL})); !slices.Equal(scraped, want) {
 			t.Fatalf("active targets %v, want only the metrics ports %v", scraped, want)
 		}
 		var dropped []string
@@ -338,7 +405,7 @@ func TestPrometheusAsDeployed(t *testing.T) {
 			if a.ScrapeURL != "http://"+admin+"/metrics" {
 				continue
 			}
-			for k, want := range map[string]string{"job": check.Job, "instance": admin, "namespace": "plantstore", "pod": "plantstore-7d9f8-abcde"} {
+			for k, want := range map[string]string{"job": check.Job, "instance": admin, "namespace": "plantstore", "pod": "plantstore-7d9f8-abcde", "env": check.PagingEnv} {
 				if got := a.Labels[k]; got != want {
 					t.Errorf("target label %s = %q, want %q", k, got, want)
 				}
@@ -376,14 +443,57 @@ func TestPrometheusAsDeployed(t *testing.T) {
 		if n != want {
 			t.Errorf("Prometheus loaded %d rules, want %d", n, want)
 		}
-		// The service is healthy: the SLIs read 0 and no alert fires.
+		// The services are healthy: the SLIs read 0, and no alert is
+		// pending or firing but those of the issuer without keys.
 		for _, q := range []string{`plantstore:availability_errors:ratio_rate5m`, `plantstore:latency_slow:ratio_rate5m`} {
 			if v := p.first(q); math.IsNaN(v) || math.Abs(v) > 1e-9 {
 				t.Errorf("%s = %v, want 0", q, v)
 			}
 		}
-		if s, err := p.query(`ALERTS{alertstate="firing"}`); err != nil || len(s) > 0 {
-			t.Errorf("firing alerts %v (%v), want none", s, err)
+		wantAlerts := []string{
+			"PlantstoreKeyRefreshFailing pod=" + noKeysPod + " issuer=broken",
+			"PlantstoreNoVerificationKeys pod=" + noKeysPod + " issuer=broken",
+		}
+		alerts := func() []string {
+			s, err := p.query(`ALERTS`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, a := range s {
+				out = append(out, a.Metric["alertname"]+" pod="+a.Metric["pod"]+" issuer="+a.Metric["issuer"])
+			}
+			slices.Sort(out)
+			return slices.Compact(out)
+		}
+		waitFor(t, "the alerts of the issuer without keys", func() bool { return len(alerts()) >= len(wantAlerts) })
+		// One more evaluation of every group, for any other alert to show.
+		p.waitAfter(`plantstore:availability_errors:ratio_rate5m`, time.Now())
+		if got := alerts(); !slices.Equal(got, wantAlerts) {
+			t.Errorf("alerts pending or firing: %q, want only %q", got, wantAlerts)
+		}
+	})
+
+	t.Run("the probe reaches the public URL", func(t *testing.T) {
+		s, err := p.query(`probe_success{job="` + check.ProbeJob + `"}`)
+		if err != nil || len(s) != 1 || s[0].float() != 1 || s[0].Metric["env"] != check.PagingEnv || s[0].Metric["namespace"] != "plantstore" {
+			t.Errorf("probe_success %v (%v), want one series of 1 with env %s and namespace plantstore", s, err, check.PagingEnv)
+		}
+	})
+
+	t.Run("the store runbook names every store", func(t *testing.T) {
+		s, err := p.query(`group by (store) (plantstore_store_request_duration_seconds_count{job="plantstore"})`)
+		if err != nil || len(s) < 3 {
+			t.Fatalf("stores %v (%v), want memory, postgres and snapshot", s, err)
+		}
+		b, err := os.ReadFile(filepath.Join("..", "..", "docs", "runbooks", "store-errors.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range s {
+			if store := x.Metric["store"]; !strings.Contains(string(b), "`"+store+"`") {
+				t.Errorf("store-errors.md does not name the store %s", store)
+			}
 		}
 	})
 
@@ -520,5 +630,74 @@ func writeJSON(t testing.TB, path string, v any) {
 	}
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// waitListening waits for the listening line of the plantstore p runs, not
+// for it to be ready, and returns its API and admin addresses.
+func waitListening(t testing.TB, p *process, label string) (api, admin string) {
+	t.Helper()
+	waitFor(t, label+" listening line", func() bool {
+		for _, e := range logEntries(t, p.log) {
+			if e["msg"] == "listening" {
+				api, _ = e["api_addr"].(string)
+				admin, _ = e["admin_addr"].(string)
+				return true
+			}
+		}
+		return false
+	})
+	return api, admin
+}
+
+// probeJob returns the scrape job the Prometheus Operator makes of the
+// prod overlay's Probe (its generateProbeConfig: the job, the module, the
+// static labels and the namespace, the target as a parameter and the
+// instance, the prober as the address), with the prober at proberAddr and
+// the public URL's origin swapped for origin.
+func probeJob(t testing.TB, proberAddr, origin string) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "overlays", "prod", "probe.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := check.Decode(b)
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("probe.yaml: %v, %d objects", err, len(objs))
+	}
+	pr, ok := objs[0].(*monitoringv1.Probe)
+	if !ok {
+		t.Fatalf("probe.yaml holds a %T", objs[0])
+	}
+	sc := pr.Spec.Targets.StaticConfig
+	var targets []string
+	for _, tg := range sc.Targets {
+		u, err := url.Parse(string(tg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		targets = append(targets, origin+u.Path)
+	}
+	labels := map[string]string{"namespace": "plantstore"}
+	for k, v := range sc.Labels {
+		labels[k] = v
+	}
+	path := pr.Spec.ProberSpec.Path
+	if path == "" {
+		path = "/probe"
+	}
+	return map[string]any{
+		"job_name":        "probe/plantstore/" + pr.Name,
+		"metrics_path":    path,
+		"scrape_interval": "1s",
+		"scrape_timeout":  "1s",
+		"params":          map[string][]string{"module": {pr.Spec.Module}},
+		"static_configs":  []any{map[string]any{"targets": targets, "labels": labels}},
+		"relabel_configs": []any{
+			map[string]any{"target_label": "job", "replacement": pr.Spec.JobName},
+			map[string]any{"source_labels": []string{"__address__"}, "target_label": "__param_target"},
+			map[string]any{"source_labels": []string{"__param_target"}, "target_label": "instance"},
+			map[string]any{"target_label": "__address__", "replacement": proberAddr},
+		},
 	}
 }

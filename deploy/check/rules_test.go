@@ -1,12 +1,15 @@
 package check_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
@@ -20,10 +23,6 @@ const rulesDir = "../components/prometheus-rules"
 
 // ruleTests are promtool's unit test files of the rules, in rulesDir.
 var ruleTests = []string{"prometheusrule_test.yaml", "prometheusrule_slow_test.yaml"}
-
-// runbookBase is where runbook_url points: the repository's docs/runbooks
-// on GitHub.
-const runbookBase = "https://github.com/plantstore/plantstore/blob/main/"
 
 // promtool returns promtool's path; without it the test skips, or fails
 // under TEST_REQUIRE_TOOLS=1.
@@ -142,10 +141,31 @@ func unitTests(t testing.TB) (fires, quiet map[string]bool) {
 
 // TestPromtoolUnitTests runs the rules' unit tests, requires each alert to
 // be shown firing and not firing, and shows that the tests catch a changed
-// rule.
+// rule. Each test file orders every group (group_eval_order): promtool
+// evaluates groups in a random order otherwise, and an alert evaluated
+// before the recording rules it reads may see their last results go stale.
 func TestPromtoolUnitTests(t *testing.T) {
 	bin := promtool(t)
 	fires, quiet := unitTests(t)
+	var groups []string
+	for _, g := range shippedRule(t).Spec.Groups {
+		groups = append(groups, g.Name)
+	}
+	for _, f := range ruleTests {
+		b, err := os.ReadFile(filepath.Join(rulesDir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Order []string `json:"group_eval_order"`
+		}
+		if err := yaml.Unmarshal(b, &doc); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(slices.Sorted(slices.Values(doc.Order)), slices.Sorted(slices.Values(groups))) || !slices.Equal(doc.Order[:2], groups[:2]) {
+			t.Errorf("%s: group_eval_order %q, want every group %q, the recording rules first", f, doc.Order, groups)
+		}
+	}
 	for _, g := range shippedRule(t).Spec.Groups {
 		for _, r := range g.Rules {
 			if r.Alert == "" {
@@ -164,38 +184,82 @@ func TestPromtoolUnitTests(t *testing.T) {
 		name   string
 		mutate func(r *monitoringv1.PrometheusRule)
 		want   string // "" for success, else the alert whose test must fail
+		test   string // the test that must fail; "" for every test of want
 	}{
-		{"shipped", func(*monitoringv1.PrometheusRule) {}, ""},
+		{"shipped", func(*monitoringv1.PrometheusRule) {}, "", ""},
 		{"fast burn at 144x", func(r *monitoringv1.PrometheusRule) {
 			a := alertRule(r, "PlantstoreAvailabilityBudgetBurnFast")
 			a.Expr = intstr.FromString(strings.ReplaceAll(a.Expr.String(), "14.4 *", "144 *"))
-		}, "PlantstoreAvailabilityBudgetBurnFast"},
+		}, "PlantstoreAvailabilityBudgetBurnFast", "availability, one bad hour"},
 		{"fast burn over six hours at 60x", func(r *monitoringv1.PrometheusRule) {
 			a := alertRule(r, "PlantstoreAvailabilityBudgetBurnFast")
 			a.Expr = intstr.FromString(strings.ReplaceAll(a.Expr.String(), "(6 *", "(60 *"))
-		}, "PlantstoreAvailabilityBudgetBurnFast"},
+		}, "PlantstoreAvailabilityBudgetBurnFast", "availability, six hours at 1 %"},
 		{"fast burn on the short window alone", func(r *monitoringv1.PrometheusRule) {
 			alertRule(r, "PlantstoreAvailabilityBudgetBurnFast").Expr = intstr.FromString("plantstore:availability_errors:ratio_rate5m > (14.4 * 0.001)")
-		}, "PlantstoreAvailabilityBudgetBurnFast"},
+		}, "PlantstoreAvailabilityBudgetBurnFast", "availability, short burst"},
 		{"keys alert aggregated away from the issuer", func(r *monitoringv1.PrometheusRule) {
-			alertRule(r, "PlantstoreNoVerificationKeys").Expr = intstr.FromString("sum by (namespace, job, instance) (plantstore_jwks_keys) == 0")
-		}, "PlantstoreNoVerificationKeys"},
+			alertRule(r, "PlantstoreNoVerificationKeys").Expr = intstr.FromString(`sum by (namespace, job, env, pod) (plantstore_jwks_keys{env="production"}) == 0`)
+		}, "PlantstoreNoVerificationKeys", ""},
+		{"keys alert for every environment", func(r *monitoringv1.PrometheusRule) {
+			a := alertRule(r, "PlantstoreNoVerificationKeys")
+			a.Expr = intstr.FromString(strings.ReplaceAll(a.Expr.String(), `, env="production"`, ""))
+		}, "PlantstoreNoVerificationKeys", ""},
 		{"spike alert without the rate floor", func(r *monitoringv1.PrometheusRule) {
 			a := alertRule(r, "PlantstoreAuthFailureSpike")
 			a.Expr = intstr.FromString(strings.Split(a.Expr.String(), "and\n")[0])
-		}, "PlantstoreAuthFailureSpike"},
+		}, "PlantstoreAuthFailureSpike", ""},
+		{"fast burn without the minimum of requests", func(r *monitoringv1.PrometheusRule) {
+			a := alertRule(r, "PlantstoreAvailabilityBudgetBurnFast")
+			a.Expr = intstr.FromString(regexp.MustCompile(`(?s)\s*and on \(namespace, job, env\)\s*plantstore:plants_requests:\S+ \* \d+ >= \d+`).ReplaceAllString(a.Expr.String(), ""))
+		}, "PlantstoreAvailabilityBudgetBurnFast", "availability, one 503 in 12 requests an hour"},
+		{"latency burn without the minimum of requests", func(r *monitoringv1.PrometheusRule) {
+			a := alertRule(r, "PlantstoreLatencyBudgetBurnFast")
+			a.Expr = intstr.FromString(regexp.MustCompile(`(?s)\s*and on \(namespace, job, env\)\s*plantstore:plants_requests:\S+ \* \d+ >= \d+`).ReplaceAllString(a.Expr.String(), ""))
+		}, "PlantstoreLatencyBudgetBurnFast", "latency, two slow requests of 12 an hour"},
+		{"key refresh summed over the replicas", func(r *monitoringv1.PrometheusRule) {
+			a := alertRule(r, "PlantstoreKeyRefreshFailing")
+			a.Expr = intstr.FromString(strings.ReplaceAll(a.Expr.String(), "pod, ", ""))
+		}, "PlantstoreKeyRefreshFailing", ""},
+		{"reload alert without for", func(r *monitoringv1.PrometheusRule) { alertRule(r, "PlantstoreCatalogReloadFailing").For = nil }, "PlantstoreCatalogReloadFailing", ""},
+		{"down only when a target says so", func(r *monitoringv1.PrometheusRule) {
+			a := alertRule(r, "PlantstoreDown")
+			a.Expr = intstr.FromString(strings.Split(a.Expr.String(), "or\n")[0])
+		}, "PlantstoreDown", ""},
+		{"traffic stopped without the replicas' up", func(r *monitoringv1.PrometheusRule) {
+			a := alertRule(r, "PlantstoreTrafficStopped")
+			a.Expr = intstr.FromString(strings.Replace(a.Expr.String(), "or\n  sum by (namespace, job, env) (up{", "or\n  sum by (namespace, job, env) (up_never{", 1))
+		}, "PlantstoreTrafficStopped", ""},
+		{"traffic stopped while the replicas are down", func(r *monitoringv1.PrometheusRule) {
+			a := alertRule(r, "PlantstoreTrafficStopped")
+			a.Expr = intstr.FromString(strings.Replace(a.Expr.String(), ") > 0\n", ") >= 0\n", 1))
+		}, "PlantstoreTrafficStopped", ""},
+		{"probe alert on any failure", func(r *monitoringv1.PrometheusRule) {
+			a := alertRule(r, "PlantstoreProbeFailing")
+			a.Expr = intstr.FromString(strings.Replace(a.Expr.String(), "< 0.9", "< 1", 1))
+		}, "PlantstoreProbeFailing", ""},
+		{"DPoP cache alert at half full", func(r *monitoringv1.PrometheusRule) {
+			a := alertRule(r, "PlantstoreDPoPReplayCacheFilling")
+			a.Expr = intstr.FromString(strings.Replace(a.Expr.String(), "> 0.75", "> 0.4", 1))
+		}, "PlantstoreDPoPReplayCacheFilling", ""},
+		{"memory alert at 99 %", func(r *monitoringv1.PrometheusRule) {
+			a := alertRule(r, "PlantstoreMemoryNearLimit")
+			a.Expr = intstr.FromString(strings.Replace(a.Expr.String(), "> 0.9", "> 0.99", 1))
+		}, "PlantstoreMemoryNearLimit", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			r := shippedRule(t)
 			tt.mutate(r)
 			writeRules(t, dir, r, "")
 			files := ruleTests
 			if tt.want != "" {
-				// Only the tests of the changed alert, to keep this quick.
+				// Only the tests of the changed alert (or the one named), to
+				// keep this quick.
 				files = []string{"only_test.yaml"}
-				writeTestsOf(t, filepath.Join(rulesDir, ruleTests[0]), tt.want, filepath.Join(dir, files[0]))
+				writeTestsOf(t, filepath.Join(rulesDir, ruleTests[0]), tt.want, tt.test, filepath.Join(dir, files[0]))
 			} else {
 				for _, f := range ruleTests {
 					b, err := os.ReadFile(filepath.Join(rulesDir, f))
@@ -207,22 +271,36 @@ func TestPromtoolUnitTests(t *testing.T) {
 					}
 				}
 			}
-			cmd := exec.CommandContext(t.Context(), bin, append([]string{"test", "rules"}, files...)...)
-			cmd.Dir = dir
-			out, err := cmd.CombinedOutput()
-			switch {
-			case tt.want == "" && err != nil:
-				t.Errorf("promtool test rules: %v\n%s", err, out)
-			case tt.want != "" && (err == nil || !strings.Contains(string(out), "alertname: "+tt.want)):
-				t.Errorf("promtool test rules after %s: %v, want a failure of %s\n%s", tt.name, err, tt.want, out)
+			// One promtool per file, side by side: the files take seconds each.
+			type result struct {
+				out []byte
+				err error
+			}
+			results := make([]result, len(files))
+			var wg sync.WaitGroup
+			for i, f := range files {
+				wg.Go(func() {
+					cmd := exec.CommandContext(t.Context(), bin, "test", "rules", f)
+					cmd.Dir = dir
+					results[i].out, results[i].err = cmd.CombinedOutput()
+				})
+			}
+			wg.Wait()
+			for i, r := range results {
+				switch {
+				case tt.want == "" && r.err != nil:
+					t.Errorf("promtool test rules %s: %v\n%s", files[i], r.err, r.out)
+				case tt.want != "" && (r.err == nil || !strings.Contains(string(r.out), "alertname: "+tt.want)):
+					t.Errorf("promtool test rules after %s: %v, want a failure of %s\n%s", tt.name, r.err, tt.want, r.out)
+				}
 			}
 		})
 	}
 }
 
 // writeTestsOf copies the promtool test file src to dst with only the
-// tests that check alert.
-func writeTestsOf(t testing.TB, src, alert, dst string) {
+// tests that check alert, or only the test named name when it is not "".
+func writeTestsOf(t testing.TB, src, alert, name, dst string) {
 	t.Helper()
 	b, err := os.ReadFile(src)
 	if err != nil {
@@ -234,6 +312,12 @@ func writeTestsOf(t testing.TB, src, alert, dst string) {
 	}
 	var kept []any
 	for _, tc := range doc["tests"].([]any) {
+		if name != "" {
+			if tc.(map[string]any)["name"] == name {
+				kept = append(kept, tc)
+			}
+			continue
+		}
 		for _, a := range tc.(map[string]any)["alert_rule_test"].([]any) {
 			if a.(map[string]any)["alertname"] == alert {
 				kept = append(kept, tc)
@@ -254,11 +338,14 @@ func writeTestsOf(t testing.TB, src, alert, dst string) {
 	}
 }
 
-var runbookLink = regexp.MustCompile(`^` + regexp.QuoteMeta(runbookBase) + `(docs/runbooks/[a-z0-9-]+\.md)(#[a-z0-9-]+)?$`)
+// runbookLink is a runbook_url as the rules file writes it: relative to
+// the repository, which the overlay's base (the ConfigMap
+// plantstore-runbooks) prefixes.
+var runbookLink = regexp.MustCompile(`^(docs/runbooks/[a-z0-9-]+\.md)(#[a-z0-9-]+)?$`)
 
 // TestAlertRunbooks requires every alert's runbook_url to name a runbook
 // in docs/runbooks that exists, mentions the alert by name and, when the
-// link has an anchor, has that heading.
+// link has an anchor, has that heading; and every runbook to be linked.
 func TestAlertRunbooks(t *testing.T) {
 	var used []string
 	for _, g := range shippedRule(t).Spec.Groups {
@@ -269,7 +356,7 @@ func TestAlertRunbooks(t *testing.T) {
 			url := r.Annotations["runbook_url"]
 			m := runbookLink.FindStringSubmatch(url)
 			if m == nil {
-				t.Errorf("alert %s: runbook_url %q, want %sdocs/runbooks/<name>.md", r.Alert, url, runbookBase)
+				t.Errorf("alert %s: runbook_url %q, want docs/runbooks/<name>.md, which the overlay's base prefixes", r.Alert, url)
 				continue
 			}
 			used = append(used, m[1])
@@ -290,11 +377,148 @@ func TestAlertRunbooks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A page no alert links to is a procedure another page sends you to.
+	var pages string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages += string(b)
+		if strings.Contains(string(b), "https://github.com/plantstore/plantstore") {
+			t.Errorf("%s: a link to the upstream repository, which a fork does not follow: link relative to the page", f)
+		}
+	}
 	for _, f := range files {
 		rel := "docs/runbooks/" + filepath.Base(f)
-		if filepath.Base(f) != "README.md" && !slices.Contains(used, rel) {
-			t.Errorf("%s: no alert links to it", rel)
+		if filepath.Base(f) != "README.md" && !slices.Contains(used, rel) && !strings.Contains(pages, "]("+filepath.Base(f)+")") {
+			t.Errorf("%s: no alert and no runbook links to it", rel)
 		}
+	}
+}
+
+// TestRunbookBase renders the prod overlay: every alert's runbook_url is
+// the overlay's base (the ConfigMap plantstore-runbooks of its release
+// component) followed by the rules file's relative link, and the base names
+// the version of the image deployed. A fork that changes the base gets
+// links into its own repository, with nothing else changed.
+func TestRunbookBase(t *testing.T) {
+	raw := map[string]string{}
+	for _, g := range shippedRule(t).Spec.Groups {
+		for _, r := range g.Rules {
+			if r.Alert != "" {
+				raw[r.Alert] = r.Annotations["runbook_url"]
+			}
+		}
+	}
+	const fork = "https://git.example.org/someone/plantstore/src/tag/v0.1.0/"
+	tmp := t.TempDir()
+	for _, d := range []string{"base", "components", "overlays"} {
+		if err := os.CopyFS(filepath.Join(tmp, d), os.DirFS(filepath.Join("..", d))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forked := filepath.Join(tmp, "overlays", "prod", "release", "runbooks.yaml")
+	b, err := os.ReadFile(forked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := regexp.MustCompile(`(?m)^  base: (\S+)$`).FindSubmatch(b)
+	if base == nil {
+		t.Fatalf("%s: no data.base", forked)
+	}
+	if err := os.WriteFile(forked, bytes.Replace(b, base[1], []byte(fork), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ name, dir, base string }{
+		{"prod", filepath.Join("..", "overlays", "prod"), string(base[1])},
+		{"prod in a fork", filepath.Join(tmp, "overlays", "prod"), fork},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			objs := build(t, tt.dir)
+			tag := imageTagOf(ctr(objs).Image)
+			if !strings.HasSuffix(string(base[1]), "/"+tag+"/") {
+				t.Errorf("runbook base %s does not name the image's version %s", base[1], tag)
+			}
+			n := 0
+			for _, g := range promRule(objs).Spec.Groups {
+				for _, r := range g.Rules {
+					if r.Alert == "" {
+						continue
+					}
+					n++
+					if got, want := r.Annotations["runbook_url"], tt.base+raw[r.Alert]; got != want {
+						t.Errorf("alert %s: runbook_url %q, want %q", r.Alert, got, want)
+					}
+				}
+			}
+			if n != len(raw) {
+				t.Errorf("%d alerts rendered, want %d", n, len(raw))
+			}
+		})
+	}
+}
+
+// imageTagOf returns the tag of an image reference.
+func imageTagOf(image string) string {
+	ref, _, _ := strings.Cut(image, "@")
+	return ref[strings.LastIndex(ref, ":")+1:]
+}
+
+// TestRunbookProcedures checks the procedures an on-call follows where
+// tools fight back: a rollback stops Argo CD's and Flux's sync before it
+// undoes anything and resumes it after the revert in git (a bare rollout
+// undo is reverted by the next sync, so no other page suggests one); a
+// catalog file is reloaded by a restart, since the distroless image has no
+// shell to send SIGHUP from and the service does not watch the file.
+func TestRunbookProcedures(t *testing.T) {
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join("..", "..", "docs", "runbooks", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	rollback := read("rollback.md")
+	steps := []string{
+		`kubectl -n argocd patch application plantstore-prod --type merge -p '{"spec":{"syncPolicy":{"automated":null}}}'`,
+		`kubectl -n flux-system patch kustomization plantstore-prod --type merge -p '{"spec":{"suspend":true}}'`,
+		`kubectl -n "$NS" rollout undo deployment/plantstore`,
+		`git revert`,
+		`kubectl -n argocd patch application plantstore-prod --type merge -p '{"spec":{"syncPolicy":{"automated":{"prune":true,"selfHeal":true}}}}'`,
+		`kubectl -n flux-system patch kustomization plantstore-prod --type merge -p '{"spec":{"suspend":false}}'`,
+	}
+	last := -1
+	for _, s := range steps {
+		i := strings.Index(rollback, s)
+		if i < 0 || i < last {
+			t.Errorf("rollback.md: %q missing or out of order (at %d, the step before at %d)", s, i, last)
+		}
+		last = i
+	}
+	// The patches are JSON the API server takes as merge patches.
+	for _, p := range regexp.MustCompile(`--type merge -p '([^']*)'`).FindAllStringSubmatch(rollback, -1) {
+		if !json.Valid([]byte(p[1])) {
+			t.Errorf("rollback.md: patch %s is not JSON", p[1])
+		}
+	}
+	files, err := filepath.Glob(filepath.Join("..", "..", "docs", "runbooks", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if b := read(filepath.Base(f)); filepath.Base(f) != "rollback.md" && strings.Contains(b, "rollout undo") {
+			t.Errorf("%s: suggests rollout undo outside rollback.md, which Argo CD and Flux revert", f)
+		}
+	}
+	catalog := read("catalog-snapshot-stale.md")
+	for _, want := range []string{`kubectl -n "$NS" rollout restart deployment/plantstore`, "distroless", "only on SIGHUP"} {
+		if !strings.Contains(catalog, want) {
+			t.Errorf("catalog-snapshot-stale.md: no %q", want)
+		}
+	}
+	if strings.Contains(catalog, "change of the mounted file") {
+		t.Errorf("catalog-snapshot-stale.md: promises a reload on a file change, which the service does not do")
 	}
 }
 

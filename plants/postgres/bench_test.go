@@ -174,17 +174,19 @@ func logPlans(b *testing.B, dsn string) {
 		explain(c.name, postgres.ListLimitedSQL, c.caller.Principals(), int64(0), false, 10)
 	}
 	ps := callerHalf.Principals()
-	args := make([]any, 0, len(ps)+1)
+	args := []any{int64(0), false}
 	for _, p := range ps {
 		args = append(args, p)
 	}
 	explain("half, no limit", postgres.ListSQL(len(ps)), args...)
 }
 
-// BenchmarkListGroups lists limit=10 for an ordinary caller (2 groups) and
-// for callers with 256 groups that no plant names, in parallel, on a
-// catalog of 1,000 plants read per request: what such groups cost once the
-// store knows they read nothing.
+// BenchmarkListGroups lists limit=10 for an ordinary caller (2 groups),
+// for callers with 256 groups that no plant names, and for callers with 20
+// groups that all read plants, in parallel, on a catalog of 1,000 plants
+// read per request: what the first cost once the store knows they read
+// nothing, and what the probe (and its transaction) of the second costs on
+// every request.
 func BenchmarkListGroups(b *testing.B) {
 	dsn := migrated(b)
 	ps := make([]plants.Plant, 1000)
@@ -207,12 +209,17 @@ func BenchmarkListGroups(b *testing.B) {
 	for i := range hostile {
 		hostile[i] = fmt.Sprintf("hostile-%03d-xxxx", i)
 	}
+	reading := make([]string, 20)
+	for i := range reading {
+		reading[i] = fmt.Sprintf("g%02d", i)
+	}
 	for _, bc := range []struct {
 		name   string
 		caller plants.Caller
 	}{
 		{"2 groups", plants.Caller{Subject: "ordinary", Groups: []string{"g01", "g02"}}},
 		{"256 groups", plants.Caller{Subject: "hostile", Groups: hostile}},
+		{"20 reading groups", plants.Caller{Subject: "many", Groups: reading}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			q := plants.Query{Caller: bc.caller, Limit: 10}

@@ -29,12 +29,43 @@ var ErrDuplicateID = errors.New("plant id already in the catalog")
 // PostgreSQL delivers only if the transaction commits: a notification
 // always means committed data.
 func Import(ctx context.Context, dsn string, c *plants.Catalog, replace bool) error {
+	return ImportLimited(ctx, dsn, c, replace, 0)
+}
+
+// DefaultMaxCatalogBytes is the catalog size, in bytes of text, that
+// "plantstore import" allows by default: with the memory that the text's
+// index and a reload's second copy take beside it, about what the base
+// Deployment's 256 MiB holds.
+const DefaultMaxCatalogBytes = 24 << 20
+
+// A SizeError refuses an import that would leave a catalog larger than
+// the limit it was given.
+type SizeError struct {
+	// Bytes is the catalog's size after the import, Limit the most allowed:
+	// bytes of text, the ids, names, tags and readers of every plant.
+	Bytes, Limit int64
+}
+
+func (e *SizeError) Error() string {
+	return fmt.Sprintf("the catalog would hold %d bytes of text, over the limit of %d: every replica holds it in memory, twice during a reload (raise -max-catalog-bytes once the replicas' memory limit allows it)", e.Bytes, e.Limit)
+}
+
+// ImportLimited is [Import] with a guard: when limit is above 0, an import
+// that would leave the catalog with more than limit bytes of text (the
+// ids, names, tags and readers of all its plants, about the size of its
+// catalog file) fails with a [*SizeError] and changes nothing. Without
+// replace the plants already stored count too.
+func ImportLimited(ctx context.Context, dsn string, c *plants.Catalog, replace bool, limit int64) error {
+	ps := c.Plants()
+	if n := catalogBytes(ps); limit > 0 && n > limit {
+		return fmt.Errorf("postgres: %w", &SizeError{Bytes: n, Limit: limit})
+	}
 	conn, err := connect(ctx, dsn)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := importTx(ctx, conn, c.Plants(), replace); err != nil {
+	if err := importTx(ctx, conn, ps, replace, limit); err != nil {
 		return err
 	}
 	// Fresh statistics for the planner and a visibility map for index-only
@@ -43,7 +74,24 @@ func Import(ctx context.Context, dsn string, c *plants.Catalog, replace bool) er
 	return nil
 }
 
-func importTx(ctx context.Context, conn *pgx.Conn, ps []plants.Plant, replace bool) error {
+// catalogBytes is the size that [ImportLimited] limits, of ps alone.
+func catalogBytes(ps []plants.Plant) int64 {
+	var n int64
+	for i := range ps {
+		p := &ps[i]
+		n += int64(len(p.ID) + len(p.Name) + len(p.Tag))
+		for _, r := range p.Readers {
+			n += int64(len(r))
+		}
+	}
+	return n
+}
+
+// catalogBytesSQL is catalogBytes of the stored catalog.
+const catalogBytesSQL = `SELECT coalesce(sum(octet_length(id) + octet_length(name) + coalesce(octet_length(tag), 0)
+	+ coalesce(octet_length(array_to_string(readers, '')), 0)), 0) FROM plants`
+
+func importTx(ctx context.Context, conn *pgx.Conn, ps []plants.Plant, replace bool, limit int64) error {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("postgres: %w", sanitize(err))
@@ -72,6 +120,17 @@ func importTx(ctx context.Context, conn *pgx.Conn, ps []plants.Plant, replace bo
 		newReaderRows(ps))
 	if err != nil {
 		return importError(ctx, err)
+	}
+	if limit > 0 && !replace {
+		// The plants already stored count too; replace left only ps,
+		// which ImportLimited measured.
+		var n int64
+		if err := tx.QueryRow(ctx, catalogBytesSQL).Scan(&n); err != nil {
+			return importError(ctx, err)
+		}
+		if n > limit {
+			return fmt.Errorf("postgres: %w", &SizeError{Bytes: n, Limit: limit})
+		}
 	}
 	var version int64
 	err = tx.QueryRow(ctx, bumpVersionSQL, NotifyChannel).Scan(&version, nil)

@@ -67,31 +67,38 @@ func (s *Store) list(parent context.Context, principals []string, limit int, yie
 	}
 }
 
-// listOnce runs the list queries once and yields the rows. It reports
-// whether it yielded any.
+// listOnce runs the listing once and yields its rows. It reports whether
+// it yielded any.
 //
-// With a limit, one statement: for each principal, at most limit rows of
-// its ordered index range, then the first limit of all those in order. Its
-// text never changes, so its plan is prepared once per connection. Its
-// cost is one index probe per principal plus the rows read, at most limit
-// × principals: a principal that no plant names costs a probe that finds
-// nothing, and sending it costs too, which for the 256 groups a token may
-// carry came to several times an ordinary caller's whole request. So the
-// store remembers, per catalog version, the principals that read nothing
+// Each answer comes from one consistent state of the database, never from
+// both sides of an import's commit: it is the rows of one statement, or,
+// when the principals must be sorted out first, of the second of two
+// statements run in one read-only REPEATABLE READ transaction, which see
+// one snapshot.
+//
+// The statement reads, for each principal, its ordered index range of
+// plant_readers: with a limit, at most limit rows of each range, then the
+// first limit of all those in order (listLimitedSQL, whose text never
+// changes, so its plan is prepared once per connection); without one, a
+// merge of the ranges, which the planner streams without sorting
+// (listSQL: a sort of every visible plant would spill to disk on a large
+// catalog). Its cost is one index probe per principal plus the rows read.
+// A principal that no plant names costs a probe that finds nothing, and
+// sending it costs too, which for the 256 groups a token may carry came to
+// several times an ordinary caller's whole request. So the store
+// remembers, per catalog version, the principals that read nothing
 // (s.none), and leaves them out. The statement reads the catalog version
 // itself: when it is no longer the one they were found at, it answers a
 // single row saying so instead of plants, and the listing starts again
 // without them; an import that gives them plants is thus seen by the very
-// next request. A caller with more than probeAbove principals the store
-// does not know yet has them sorted out first by one probe, which spares
-// its next requests.
+// next request.
 //
-// Without a limit the answer is every visible plant, and a sort of all of
-// them would spill to disk on a large catalog: the query is then a merge of
-// the principals' ordered ranges, which the planner streams without
-// sorting (Merge Append, Unique). Its text grows with the number of
-// principals, and so does its planning, so it names only the principals
-// that read some plant, found first by the same probe.
+// A caller with more than probeAbove principals the store does not know
+// yet has them sorted out first by one probe (which spares its next
+// requests, and keeps the merge's text, whose planning grows with it, to
+// the principals that read some plant), in the transaction of the listing
+// itself: the principals the probe finds reading nothing read nothing in
+// the listing's snapshot either.
 func (s *Store) listOnce(ctx context.Context, timer *time.Timer, principals []string, limit int, yield func(plants.Plant, error) bool) (bool, error) {
 	for attempt := 0; ; attempt++ {
 		rest, version, leftOut := principals, int64(0), false
@@ -100,29 +107,16 @@ func (s *Store) listOnce(ctx context.Context, timer *time.Timer, principals []st
 			rest, known, version = s.none.split(principals)
 			leftOut = len(known) > 0
 		}
-		if limit < 0 || len(rest) > probeAbove {
-			p, err := s.probe(ctx, rest, version, leftOut)
-			if err != nil {
-				return false, err
-			}
-			if p.stale {
-				s.none.saw(p.version)
-				continue
-			}
-			s.none.learn(p.version, p.none)
-			rest = p.reading
+		var (
+			yielded bool
+			stale   int64
+			err     error
+		)
+		if len(rest) > probeAbove {
+			yielded, stale, err = s.listProbed(ctx, timer, rest, version, leftOut, limit, yield)
+		} else {
+			yielded, stale, err = s.listRows(ctx, timer, rest, version, leftOut, limit, yield)
 		}
-		if limit < 0 {
-			if len(rest) == 0 {
-				return false, nil
-			}
-			args := make([]any, 0, len(rest))
-			for _, p := range rest {
-				args = append(args, p)
-			}
-			return s.query(ctx, timer, listSQL(len(rest)), args, yield)
-		}
-		yielded, stale, err := s.queryLimited(ctx, timer, rest, version, leftOut, limit, yield)
 		if stale == 0 {
 			return yielded, err
 		}
@@ -131,10 +125,71 @@ func (s *Store) listOnce(ctx context.Context, timer *time.Timer, principals []st
 }
 
 // probeAbove is the number of principals unknown to the cache above which a
-// limited listing probes them first. An ordinary caller has three or four
+// listing probes them first. An ordinary caller has three or four
 // principals and goes straight to the listing; the probe pays off when
 // most of many principals read nothing, and costs one round trip.
 const probeAbove = 8
+
+// beginSnapshotSQL starts the transaction of a probe and its listing:
+// both statements see the snapshot of the first.
+const beginSnapshotSQL = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+
+// listProbed sorts the principals ps out with probeSQL and lists for
+// those that read some plant, in one read-only transaction. Its results
+// are those of listRows.
+//
+// The transaction costs no round trip of its own: its BEGIN is sent in
+// one batch with the probe, and its end (a rollback, which ends a
+// read-only transaction as a commit would) in one with the listing. A
+// connection that an error or a cancel leaves inside the transaction is
+// closed rather than returned to the pool.
+func (s *Store) listProbed(ctx context.Context, timer *time.Timer, ps []string, version int64, leftOut bool, limit int, yield func(plants.Plant, error) bool) (yielded bool, stale int64, err error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return false, 0, err
+	}
+	defer conn.Release()
+	var p probed
+	b := &pgx.Batch{}
+	b.Queue(beginSnapshotSQL)
+	b.Queue(probeSQL, ps, version, leftOut).QueryRow(func(r pgx.Row) error {
+		return r.Scan(&p.version, &p.stale, &p.reading, &p.none)
+	})
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return false, 0, err
+	}
+	if p.stale || len(p.reading) == 0 {
+		if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
+			return false, 0, err
+		}
+		if p.stale {
+			return false, p.version, nil
+		}
+		s.none.learn(p.version, p.none)
+		return false, 0, nil
+	}
+	s.none.learn(p.version, p.none)
+	// The probe's snapshot: the listing needs no check of the version.
+	sql, args := listStatement(p.reading, 0, false, limit)
+	b = &pgx.Batch{}
+	b.Queue(sql, args...)
+	b.Queue("ROLLBACK")
+	br := conn.SendBatch(ctx, b)
+	defer br.Close()
+	rows, err := br.Query()
+	if err != nil {
+		return false, 0, err
+	}
+	yielded, _, err = s.yieldListing(timer, rows, yield)
+	rows.Close()
+	if err != nil {
+		return yielded, 0, err
+	}
+	// After the last row the answer is whole: a failed rollback only
+	// costs the connection.
+	_, _ = br.Exec()
+	return yielded, 0, nil
+}
 
 // versionCTE reads the catalog version once per statement, 0 when the
 // row is missing.
@@ -179,24 +234,41 @@ type probed struct {
 	reading, none []string
 }
 
-// probe sorts the principals ps into those that read some plant and those
-// that read none, unless leftOut (the caller has principals that read
-// nothing at version) and the catalog left version.
-func (s *Store) probe(ctx context.Context, ps []string, version int64, leftOut bool) (probed, error) {
-	var p probed
-	err := s.pool.QueryRow(ctx, probeSQL, ps, version, leftOut).Scan(&p.version, &p.stale, &p.reading, &p.none)
-	return p, err
-}
-
-// queryLimited runs listLimitedSQL once and yields its rows. It reports
-// whether it yielded any, and the catalog version when the statement
-// found it stale (0 otherwise).
-func (s *Store) queryLimited(ctx context.Context, timer *time.Timer, ps []string, version int64, leftOut bool, limit int, yield func(plants.Plant, error) bool) (yielded bool, stale int64, err error) {
-	rows, err := s.pool.Query(ctx, listLimitedSQL, ps, version, leftOut, int64(limit))
+// listRows runs the one statement of a listing for the principals ps
+// (listStatement) and yields its rows. It reports whether it yielded any,
+// and the catalog version when the statement found it stale (leftOut and
+// no longer version; 0 otherwise).
+func (s *Store) listRows(ctx context.Context, timer *time.Timer, ps []string, version int64, leftOut bool, limit int, yield func(plants.Plant, error) bool) (yielded bool, stale int64, err error) {
+	if len(ps) == 0 && !leftOut {
+		return false, 0, nil
+	}
+	sql, args := listStatement(ps, version, leftOut, limit)
+	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return false, 0, err
 	}
 	defer rows.Close()
+	return s.yieldListing(timer, rows, yield)
+}
+
+// listStatement returns the statement of a listing for the principals ps
+// and its arguments: listLimitedSQL with a limit, listSQL without.
+func listStatement(ps []string, version int64, leftOut bool, limit int) (string, []any) {
+	if limit >= 0 {
+		return listLimitedSQL, []any{ps, version, leftOut, int64(limit)}
+	}
+	args := make([]any, 0, len(ps)+2)
+	args = append(args, version, leftOut)
+	for _, p := range ps {
+		args = append(args, p)
+	}
+	return listSQL(len(ps)), args
+}
+
+// yieldListing yields the plants of the rows of a listing statement. It
+// reports whether it yielded any, and the catalog version when the
+// statement answered that it is stale (0 otherwise).
+func (s *Store) yieldListing(timer *time.Timer, rows pgx.Rows, yield func(plants.Plant, error) bool) (yielded bool, stale int64, err error) {
 	// The marker row comes alone: check the first row only.
 	first := true
 	yielded, err = s.yieldRows(timer, rows, func(r pgx.Rows) (bool, error) {
@@ -210,17 +282,6 @@ func (s *Store) queryLimited(ctx context.Context, timer *time.Timer, ps []string
 		return true, r.Scan(nil, nil, nil, &stale)
 	}, yield)
 	return yielded, stale, err
-}
-
-// query runs a list query of three columns (name, plant_id, tag) once and
-// yields its rows. It reports whether it yielded any.
-func (s *Store) query(ctx context.Context, timer *time.Timer, sql string, args []any, yield func(plants.Plant, error) bool) (bool, error) {
-	rows, err := s.pool.Query(ctx, sql, args...)
-	if err != nil {
-		return false, err
-	}
-	defer rows.Close()
-	return s.yieldRows(timer, rows, nil, yield)
 }
 
 // yieldRows yields the plants of rows (name, plant_id, tag first), and
@@ -283,22 +344,29 @@ func (s *Store) observe(start time.Time, err error) {
 	s.metrics.ObserveStore(plants.StorePostgres, result, time.Since(start))
 }
 
-// listSQL returns the query of a listing without a limit for n principals
-// ($1..$n); a limited listing is listLimitedSQL's. Each principal reads one
-// ordered range of the plant_readers primary key; the planner merges the
-// ranges in order (Merge Append) and drops plants seen through several
-// principals (Unique) without sorting, so the answer streams in order.
+// listSQL returns the statement of a listing without a limit for n
+// principals ($3..$n+2), whose rows are those of listLimitedSQL, with the
+// version check of $1 and $2 as there. Each principal reads one ordered
+// range of the plant_readers primary key; the planner merges the ranges
+// in order (Merge Append) and drops plants seen through several principals
+// (Unique) without sorting, so the answer streams in order. The check is
+// an InitPlan that gates the ranges once (One-Time Filter), which keeps
+// that plan.
 func listSQL(n int) string {
 	var b strings.Builder
-	b.WriteString("SELECT DISTINCT ON (name, plant_id) name, plant_id, tag FROM (")
-	for i := range n {
-		if i > 0 {
-			b.WriteString(" UNION ALL ")
+	b.WriteString(versionCTE)
+	if n > 0 {
+		b.WriteString("\n(SELECT DISTINCT ON (name, plant_id) name, plant_id, tag, NULL::bigint FROM (")
+		for i := range n {
+			if i > 0 {
+				b.WriteString(" UNION ALL ")
+			}
+			b.WriteString("(SELECT name, plant_id, tag FROM plant_readers WHERE principal = $")
+			b.WriteString(strconv.Itoa(i + 3))
+			b.WriteString(" ORDER BY name, plant_id)")
 		}
-		b.WriteString("(SELECT name, plant_id, tag FROM plant_readers WHERE principal = $")
-		b.WriteString(strconv.Itoa(i + 1))
-		b.WriteString(" ORDER BY name, plant_id)")
+		b.WriteString(") AS visible WHERE (SELECT version FROM v) = $1 OR NOT $2 ORDER BY name, plant_id)\nUNION ALL")
 	}
-	b.WriteString(") AS visible ORDER BY name, plant_id")
+	b.WriteString("\nSELECT NULL, NULL, NULL, v.version FROM v WHERE v.version <> $1 AND $2")
 	return b.String()
 }

@@ -18,7 +18,8 @@ type Metrics struct {
 // NewMetrics registers on reg and returns:
 //
 //   - plantstore_catalog_snapshot_age_seconds: seconds since the snapshot in
-//     use was last confirmed current (+Inf before the first snapshot), only
+//     use was last loaded or found current by a read of the catalog version
+//     (never by a notification alone; +Inf before the first snapshot), only
 //     while a [Snapshot] reports here;
 //   - plantstore_db_pool_connections{state="idle|acquired|constructing"},
 //     plantstore_db_pool_max_connections, plantstore_db_pool_acquires_total,
@@ -69,7 +70,7 @@ func newStateCollector() *stateCollector {
 		acquireWait: prometheus.NewDesc("plantstore_db_pool_acquire_wait_seconds_total",
 			"Time spent taking connections from the PostgreSQL pool, opening new ones included.", nil, nil),
 		snapshotAge: prometheus.NewDesc("plantstore_catalog_snapshot_age_seconds",
-			"Seconds since the catalog snapshot in use was last confirmed current by the database (a poll, a notification, a load); +Inf before the first snapshot.", nil, nil),
+			"Seconds since the catalog snapshot in use was last loaded or found current by a read of the catalog version; +Inf before the first snapshot.", nil, nil),
 	}
 }
 

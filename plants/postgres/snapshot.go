@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"math"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,7 +42,9 @@ const (
 //
 //   - it listens on a connection of its own for the notification that
 //     [Import] sends when it commits ([NotifyChannel]), and then loads the
-//     catalog again: a change is served as soon as it is loaded;
+//     catalog again after a random delay that spreads the replicas' loads
+//     (see notifySpread): a change is served within half a second of the
+//     notification, or the time of one load when that is longer;
 //   - it reads the catalog version every Options.Poll, which catches a
 //     change whose notification was lost (the listening connection broke,
 //     or was silently cut);
@@ -68,6 +71,7 @@ type Snapshot struct {
 
 	version   atomic.Int64 // of the snapshot in use; 0 before the first
 	confirmed atomic.Int64 // when it was last known current, Unix ns
+	lastLoad  atomic.Int64 // how long the last load took, ns
 	lastErr   atomic.Pointer[error]
 	kick      chan struct{} // asks the loop for a check now; holds one
 	stop      context.CancelFunc
@@ -173,7 +177,11 @@ func (s *Snapshot) age() float64 {
 	return time.Since(time.Unix(0, s.confirmed.Load())).Seconds()
 }
 
-// confirm records that the snapshot in use was current at t.
+// confirm records that the snapshot in use was current at t, as the
+// database answered: a load, or a read of the version finding the
+// snapshot's. Nothing else may call it (a notification can come from any
+// login), so the age of a replica that cannot load a new version grows
+// from its last load.
 func (s *Snapshot) confirm(t time.Time) {
 	if n := t.UnixNano(); n > s.confirmed.Load() {
 		s.confirmed.Store(n)
@@ -271,6 +279,7 @@ func (s *Snapshot) reload(ctx context.Context) error {
 	}
 	s.mem.Replace(c) // sets plantstore_catalog_plants, frees the old catalog
 	took := time.Since(start)
+	s.lastLoad.Store(int64(took))
 	s.metrics.ObserveReload(true, took)
 	s.confirm(start)
 	s.version.Store(version)
@@ -430,8 +439,9 @@ func (s *Snapshot) listenLoop(ctx context.Context) {
 
 // listenOnce connects, listens, and checks the version as soon as it
 // listens (whatever was sent before is lost), then asks for a check on
-// each notification of this schema, until the connection fails or ctx
-// ends. connected is called once it listens.
+// each notification of this schema that names another version than the
+// snapshot's, until the connection fails or ctx ends. connected is called
+// once it listens.
 func (s *Snapshot) listenOnce(ctx context.Context, connected func()) error {
 	conn, err := pgx.ConnectConfig(ctx, s.listen)
 	if err != nil {
@@ -461,9 +471,30 @@ func (s *Snapshot) listenOnce(ctx context.Context, connected func()) error {
 			continue // another catalog of this database
 		}
 		if v, err := strconv.ParseInt(version, 10, 64); err == nil && v == s.version.Load() {
-			s.confirm(time.Now())
+			// Loaded already. The age is left alone: any login to the
+			// database may notify, so only the database's own answer
+			// confirms the snapshot current.
 			continue
 		}
-		s.check()
+		time.AfterFunc(s.notifyDelay(), s.check)
 	}
+}
+
+// notifySpread bounds how long after a notification a replica starts its
+// load plus how long the load takes: a change is served within it, and
+// within 1 s of its commit with the notification's own latency.
+const notifySpread = 500 * time.Millisecond
+
+// notifyDelay returns how long to wait after a notification before the
+// load: a random share of what notifySpread leaves once the last load's
+// duration is taken off it, so that the replicas of a deployment, which
+// all receive the notification at once, do not all read the whole catalog
+// from the database and hold two copies of it in memory at the same
+// moment. A load that took notifySpread or longer leaves no delay.
+func (s *Snapshot) notifyDelay() time.Duration {
+	room := notifySpread - time.Duration(s.lastLoad.Load())
+	if room <= 0 {
+		return 0
+	}
+	return rand.N(room)
 }

@@ -1,0 +1,141 @@
+package check
+
+import (
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	egv1a1 "github.com/envoyproxy/gateway/api/v1alpha1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// checkEnvoyGateway checks the Envoy Gateway policies of the route: a
+// SecurityPolicy that verifies tokens of the service's own issuer and
+// audience, lets a request without a token through to the service, and
+// copies the subject into a header; a BackendTrafficPolicy whose rate limit
+// counts by that header and only for requests whose token Envoy verified;
+// and Envoy's own refusals in the service's Error shape.
+func checkEnvoyGateway(m *manifests, env map[string]string, v *violations) {
+	routes := map[string]bool{}
+	for _, r := range m.routes {
+		routes[r.Name] = true
+	}
+	subjectHeaders := map[string]bool{}
+	for _, sp := range m.securityPols {
+		checkTargets("SecurityPolicy "+sp.Name, sp.Spec.TargetRefs, routes, v)
+		jwt := sp.Spec.JWT
+		if jwt == nil {
+			continue
+		}
+		if jwt.Optional == nil || !*jwt.Optional {
+			v.add("SecurityPolicy %s: jwt.optional must be true: a request without a token must reach the service, which answers it with its own challenge", sp.Name)
+		}
+		if jwt.FailOpen != nil && *jwt.FailOpen {
+			v.add("SecurityPolicy %s: jwt.failOpen lets a token that does not verify through with a subject header the caller chose", sp.Name)
+		}
+		audiences := strings.Split(env["PLANTSTORE_JWT_AUDIENCE"], ",")
+		for _, p := range jwt.Providers {
+			if p.Issuer != env["PLANTSTORE_JWT_ISSUER"] {
+				v.add("SecurityPolicy %s: provider %s trusts issuer %q, the service PLANTSTORE_JWT_ISSUER=%q", sp.Name, p.Name, p.Issuer, env["PLANTSTORE_JWT_ISSUER"])
+			}
+			for _, a := range p.Audiences {
+				if !slices.Contains(audiences, a) {
+					v.add("SecurityPolicy %s: provider %s accepts audience %q, which the service (PLANTSTORE_JWT_AUDIENCE=%q) refuses", sp.Name, p.Name, a, env["PLANTSTORE_JWT_AUDIENCE"])
+				}
+			}
+			for _, c := range p.ClaimToHeaders {
+				if c.Claim == "sub" {
+					subjectHeaders[strings.ToLower(c.Header)] = true
+				}
+			}
+		}
+	}
+	for _, bp := range m.trafficPols {
+		checkTargets("BackendTrafficPolicy "+bp.Name, bp.Spec.TargetRefs, routes, v)
+		rl := bp.Spec.RateLimit
+		if rl == nil || rl.Global == nil {
+			continue
+		}
+		for i, rule := range rl.Global.Rules {
+			var bySubject, verified bool
+			for _, cs := range rule.ClientSelectors {
+				for _, h := range cs.Headers {
+					name := strings.ToLower(h.Name)
+					switch {
+					case h.Type != nil && *h.Type == egv1a1.HeaderMatchDistinct && subjectHeaders[name]:
+						bySubject = true
+					case h.Type != nil && *h.Type == egv1a1.HeaderMatchDistinct:
+						v.add("BackendTrafficPolicy %s: rule %d counts by header %s, which no SecurityPolicy sets from a token's sub: any caller could choose its bucket", bp.Name, i, h.Name)
+					case name == "authorization" && h.Value != nil && strings.HasPrefix(*h.Value, "^"):
+						verified = true
+					}
+				}
+			}
+			if !bySubject {
+				v.add("BackendTrafficPolicy %s: rule %d is not keyed on the token's subject", bp.Name, i)
+			}
+			if bySubject && !verified {
+				v.add("BackendTrafficPolicy %s: rule %d counts requests whose token Envoy did not extract, and so did not verify: a caller without a token could send a victim's subject header and spend its bucket; match Authorization too", bp.Name, i)
+			}
+		}
+		if !slices.ContainsFunc(bp.Spec.ResponseOverride, func(o *egv1a1.ResponseOverride) bool {
+			return o != nil && slices.ContainsFunc(o.Match.StatusCodes, func(s egv1a1.StatusCodeMatch) bool { return s.Value != nil && *s.Value == 429 })
+		}) {
+			v.add("BackendTrafficPolicy %s: no responseOverride for Envoy's 429: callers would get an empty body without Retry-After instead of the service's Error shape", bp.Name)
+		}
+	}
+}
+
+// checkTargets requires a policy to target routes of the manifests.
+func checkTargets(owner string, refs []gatewayv1.LocalPolicyTargetReferenceWithSectionName, routes map[string]bool, v *violations) {
+	if len(refs) == 0 {
+		v.add("%s: no targetRefs", owner)
+	}
+	for _, r := range refs {
+		if r.Kind != "HTTPRoute" || !routes[string(r.Name)] {
+			v.add("%s: targets %s %s, which is not an HTTPRoute of the manifests", owner, r.Kind, r.Name)
+		}
+	}
+}
+
+// checkProduction checks what production needs beyond the rest: the image
+// pinned by digest, so that what runs is what was tested and a tag moved
+// in the registry changes nothing; runbook links into the version that
+// runs; and a rate limit per subject for the whole deployment at the
+// gateway (when it is Envoy Gateway), with the service's own, per replica,
+// behind it.
+func checkProduction(m *manifests, main *corev1.Container, env map[string]string, v *violations) {
+	if !strings.Contains(main.Image, "@sha256:") {
+		v.add("container %s: image %q: production deploys by digest (deploy/release/set-image.sh), not by a tag the registry can move", main.Name, main.Image)
+	}
+	if tag := imageTag(main.Image); tag != "" {
+		for _, r := range m.rules {
+			for _, g := range r.Spec.Groups {
+				for _, rule := range g.Rules {
+					if u := rule.Annotations["runbook_url"]; u != "" && !strings.Contains(u, "/"+tag+"/") {
+						v.add("PrometheusRule %s: alert %s: runbook_url %s is not the runbook of the version deployed (%s)", r.Name, rule.Alert, u, tag)
+					}
+				}
+			}
+		}
+	}
+	if env["PLANTSTORE_RATE_LIMIT"] == "" || env["PLANTSTORE_RATE_LIMIT"] == "0" {
+		v.add("PLANTSTORE_RATE_LIMIT is off: production keeps the per-replica limit as a backstop to the gateway's")
+	}
+	if len(m.routes) > 0 && !slices.ContainsFunc(m.trafficPols, func(p *egv1a1.BackendTrafficPolicy) bool {
+		return p.Spec.RateLimit != nil && p.Spec.RateLimit.Global != nil && len(p.Spec.RateLimit.Global.Rules) > 0
+	}) {
+		v.add("HTTPRoute %s: no global rate limit at the gateway: the service's own limit is per replica, N times looser with N replicas", m.routes[0].Name)
+	}
+}
+
+// imageTag returns the tag of an image reference, or "".
+func imageTag(image string) string {
+	ref, _, _ := strings.Cut(image, "@")
+	name := ref[strings.LastIndex(ref, "/")+1:]
+	if i := strings.LastIndex(name, ":"); i >= 0 {
+		return name[i+1:]
+	}
+	return ""
+}
