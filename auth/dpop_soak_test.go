@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/plantstore/plantstore/auth"
-	"github.com/plantstore/plantstore/auth/authtest"
 )
 
 // TestDPoPQuotaUnderLoad floods a replica's replay cache, made small (512
@@ -34,7 +33,6 @@ func TestDPoPQuotaUnderLoad(t *testing.T) {
 		every time.Duration // the other user's pace
 	}{{"no rate limit", false, 50 * time.Millisecond}, {"rate limit", true, 250 * time.Millisecond}} {
 		t.Run(tt.name, func(t *testing.T) {
-			staff, customers := authtest.NewKey(t, "ES256"), authtest.NewKey(t, "ES256")
 			o := auth.Options{DPoPWindow: 2 * time.Second}
 			if tt.rate {
 				limit, err := auth.NewRateLimit(5, 10)
@@ -43,25 +41,14 @@ func TestDPoPQuotaUnderLoad(t *testing.T) {
 				}
 				o.RateLimit = limit
 			}
-			srv := newDPoPIssuersServer(t, o,
-				auth.Issuer{Name: "staff", Config: auth.Config{Issuer: "https://staff.example"}, Keys: authtest.KeySet(staff)},
-				auth.Issuer{Name: "customers", Config: auth.Config{Issuer: "https://customers.example"}, Keys: authtest.KeySet(customers)})
-			auth.SetReplayLimits(srv.v, 512)
-			type client struct {
-				key   authtest.Key
-				token string
-			}
-			newClient := func(issuer authtest.Key, iss, sub string) client {
-				k := authtest.NewKey(t, "ES256")
-				return client{k, boundTo(t, issuer, k.Verify.Public, map[string]any{"iss": iss, "sub": sub})}
-			}
-			var flood []client
+			srv := newDPoPIssuers(t, o, 512)
+			var flood []dpopClient
 			for _, sub := range []string{"mallory", "eve"} {
 				for range 17 {
-					flood = append(flood, newClient(staff, "https://staff.example", sub))
+					flood = append(flood, srv.client(t, "staff", sub))
 				}
 			}
-			victim := newClient(customers, "https://customers.example", "alice")
+			victim := srv.client(t, "customers", "alice")
 
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
@@ -74,8 +61,7 @@ func TestDPoPQuotaUnderLoad(t *testing.T) {
 							return
 						default:
 						}
-						c := flood[i%len(flood)]
-						resp := dpopResponse(t, "GET", srv.url, "DPoP "+c.token, authtest.Proof(t, c.key, "GET", srv.url, c.token, nil, nil))
+						resp := srv.send(t, flood[i%len(flood)], "")
 						switch {
 						case resp.StatusCode == http.StatusOK:
 							served.Add(1)
@@ -102,8 +88,8 @@ func TestDPoPQuotaUnderLoad(t *testing.T) {
 				case <-tick.C:
 				}
 				requests++
-				if status, ch := dpopRequest(t, "GET", srv.url, "DPoP "+victim.token, authtest.Proof(t, victim.key, "GET", srv.url, victim.token, nil, nil)); status != http.StatusOK {
-					t.Errorf("the other issuer's user, request %d during the flood: %d %q; want 200", requests, status, ch)
+				if resp := srv.send(t, victim, ""); resp.StatusCode != http.StatusOK {
+					t.Errorf("the other issuer's user, request %d during the flood: %d %v; want 200", requests, resp.StatusCode, resp.Header)
 				}
 			}
 			close(stop)
