@@ -47,8 +47,8 @@ type dpopRequest struct {
 	leeway      time.Duration
 }
 
-// proof is a DPoP proof that passed every check but its signature (and the
-// replay of its jti, which is not its own business).
+// proof is a DPoP proof that passed every check but its signature and
+// whether its jti was used before, which admission answers.
 type proof struct {
 	alg    string
 	key    any    // the public key of its jwk
