@@ -25,19 +25,26 @@ const maxCredential = 8 << 10
 //     or more spaces; over 8 KiB it is refused unparsed;
 //  2. the cache: a token verified before, still in the cache, whose exp,
 //     nbf and iat still hold now, of an issuer still configured whose keys
-//     have not changed since, goes on to step 10 as it was;
+//     have not changed since (nor, with MaxStale, gone unconfirmed for
+//     longer), goes on to step 10 as it was;
 //  3. the form: RFC 6750 b64token characters, a JWS in compact form;
 //  4. the issuer: the unnamed one, or the one whose iss the token names
 //     ([ReasonUnknownIssuer] for none, at once, with no key fetch);
 //  5. the JOSE header: alg in the issuer's allow-list (never "none"), no
-//     crit, typ absent or an access token type, kid a string;
+//     crit, typ an access-token type, absent, "JWT" or "at+jwt", and one
+//     of the issuer's TokenTypes when it names some (never another kind
+//     of JWT: [ReasonTokenType]), kid a string;
 //  6. the key: by kid from the issuer's keys only, of the algorithm's
 //     family ([ReasonUnknownKey] otherwise); jku, jwk, x5u and x5c are
-//     never read;
+//     never read; with MaxStale, fetched keys that no fetch confirmed for
+//     longer are none ([ReasonKeysUnavailable]) unless one fetch, tried as
+//     for an unknown kid, confirms them;
 //  7. the signature;
 //  8. the claims: exp required, and exp, nbf and iat numbers from 0 to
 //     253402300799 held to the leeway (iat never in the future); iss and
-//     aud as the issuer's Config says;
+//     aud as the issuer's Config says; exp at most MaxLifetime after iat
+//     (or now) ([ReasonLifetime]); client_id, or without it azp, one of
+//     the issuer's Clients ([ReasonClient]);
 //  9. the caller (see claims.go): sub a non-empty string, groups (a string
 //     or an array of strings at the groups claim, at most MaxGroups),
 //     scope and scp (a string split at U+0020 only, the items of an array
@@ -142,8 +149,10 @@ func (v *Verifier) verify(ctx context.Context, token string) (*cacheEntry, *Erro
 	var h uint64
 	if v.cache != nil {
 		h = v.cache.hashOf(token)
-		if e := v.cache.get(token, h); e != nil && e.live() && e.validAt(v.now(), v.opts.Leeway) {
-			return e, nil
+		if e := v.cache.get(token, h); e != nil && e.live() {
+			if now := v.now(); e.validAt(now, v.opts.Leeway) && e.iss.fresh(now) {
+				return e, nil
+			}
 		}
 	}
 	if !isB64Token(token) {
@@ -176,6 +185,9 @@ func (v *Verifier) verifyWith(ctx context.Context, is *issuer, token string, h u
 	})
 	if err != nil {
 		return nil, is.classify(tok, claims, err)
+	}
+	if ae := is.checkIssued(claims, v.now(), v.opts.Leeway); ae != nil {
+		return nil, ae
 	}
 	id, ae := v.identity(is, claims)
 	if ae != nil {
@@ -252,13 +264,17 @@ func (is *issuer) key(ctx context.Context, t *jwt.Token) (any, error) {
 		// (RFC 7515 section 4.1.11).
 		return nil, invalidToken(ReasonCrit)
 	}
-	if raw, ok := t.Header["typ"]; ok {
-		// RFC 8725 §3.11: a token that says it is another kind of JWT (a
-		// JWE, a security event, a logout or DPoP proof) is not an access
-		// token, whoever signed it.
-		if typ, ok := raw.(string); !ok || !accessTokenType(typ) {
-			return nil, invalidToken(ReasonMalformed)
-		}
+	// RFC 8725 §3.11: a token that says it is another kind of JWT (a
+	// JWE, a security event, a logout token or a DPoP proof) is not an
+	// access token, whoever signed it; nor, where the issuer requires
+	// at+jwt, is a token that does not say it is one.
+	raw, present := t.Header["typ"]
+	typ, isString := raw.(string)
+	if present && !isString {
+		return nil, invalidToken(ReasonMalformed)
+	}
+	if err := is.checkType(typ, present); err != nil {
+		return nil, err
 	}
 	var kid string
 	if raw, ok := t.Header["kid"]; ok {
@@ -269,7 +285,7 @@ func (is *issuer) key(ctx context.Context, t *jwt.Token) (any, error) {
 		kid = s
 	}
 	alg := t.Method.Alg()
-	k, err := is.keys.Key(ctx, kid, alg)
+	k, err := is.lookup.Key(ctx, kid, alg)
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrUnknownKey), errors.Is(err, ErrAmbiguousKey), errors.Is(err, ErrKeyMismatch):
@@ -283,16 +299,6 @@ func (is *issuer) key(ctx context.Context, t *jwt.Token) (any, error) {
 		return nil, invalidToken(ReasonUnknownKey)
 	}
 	return k.Public, nil
-}
-
-// accessTokenType reports whether typ, a JWS typ header, names an access
-// token: "JWT" (RFC 7519 §5.1) or "at+jwt" (RFC 9068 §2.1), compared
-// without regard to case and with an optional "application/" prefix
-// (RFC 7515 §4.1.9).
-func accessTokenType(typ string) bool {
-	t := strings.ToLower(typ)
-	t = strings.TrimPrefix(t, "application/")
-	return t == "jwt" || t == "at+jwt"
 }
 
 // classify turns a golang-jwt parse error into the refusal it stands for.

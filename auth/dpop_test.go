@@ -633,7 +633,9 @@ func TestDPoPPublicURL(t *testing.T) {
 // TestResourceMetadata checks the RFC 9728 document and its URL, with and
 // without a public URL, for each mix of issuer DPoP modes.
 func TestResourceMetadata(t *testing.T) {
-	keys := authtest.KeySet(authtest.NewKey(t, "ES256"))
+	key := authtest.NewKey(t, "ES256")
+	keys := authtest.KeySet(key)
+	jwks, _ := newSrcJWKS(t, auth.JWKSOptions{URL: authtest.NewServer(t, authtest.JWKS(t, key)).URL})
 	named := func(name, iss, scope string, mode auth.DPoPMode) auth.Issuer {
 		return auth.Issuer{Name: name, Config: auth.Config{Issuer: iss, RequiredScope: scope, DPoP: mode}, Keys: keys}
 	}
@@ -690,6 +692,22 @@ func TestResourceMetadata(t *testing.T) {
 				ScopesSupported: []string{"plants:read", "plants:list"}, BearerMethodsSupported: []string{"header"},
 				DPoPSigningAlgValuesSupported: auth.DefaultDPoPAlgorithms(), DPoPBoundAccessTokensRequired: true},
 			wantURL: "https://gw.example.com/.well-known/oauth-protected-resource/garden",
+		},
+		{
+			name: "token policies of the issuers that enforce one",
+			issuers: []auth.Issuer{
+				{Name: "staff", Config: auth.Config{Issuer: "https://sso/staff", TokenTypes: []string{"AT+JWT"}, Clients: []string{"plants-web"}, MaxLifetime: 90 * time.Minute}, Keys: keys},
+				named("apps", "https://sso/apps", "", auth.DPoPOptional),
+				{Name: "svc", Config: auth.Config{Issuer: "https://sso/svc", MaxStale: 24 * time.Hour}, Keys: jwks},
+			},
+			host: "plants.internal",
+			want: auth.ResourceMetadata{Resource: "http://plants.internal", AuthorizationServers: []string{"https://sso/staff", "https://sso/apps", "https://sso/svc"},
+				BearerMethodsSupported: []string{"header"}, DPoPSigningAlgValuesSupported: auth.DefaultDPoPAlgorithms(),
+				TokenPolicies: []auth.TokenPolicy{
+					{AuthorizationServer: "https://sso/staff", TokenTypes: []string{"at+jwt"}, ClientRestricted: true, MaxLifetime: 5400},
+					{AuthorizationServer: "https://sso/svc", MaxStale: 86400},
+				}},
+			wantURL: "http://plants.internal/.well-known/oauth-protected-resource",
 		},
 		{
 			name:    "one issuer of two requires DPoP",

@@ -3,6 +3,9 @@ package auth
 import (
 	"context"
 	"slices"
+	"time"
+
+	"go.uber.org/zap"
 )
 
 // SetReplayLimits gives v a DPoP replay cache of size entries, so that
@@ -42,4 +45,14 @@ func (v *Verifier) Issuers() []Issuer {
 		out = append(out, Issuer{Name: is.name, Config: c, Keys: is.keys})
 	}
 	return out
+}
+
+// SetClock makes v read the time from now, for tests that move it. Call it
+// before v verifies anything.
+func SetClock(v *Verifier, now func() time.Time) { v.now = now }
+
+// NewJWKSClock is [NewJWKS] with its fetches timed by now, for tests that
+// move the clock past MaxStale or MinRefresh.
+func NewJWKSClock(ctx context.Context, opts JWKSOptions, log *zap.Logger, m *Metrics, now func() time.Time) (*JWKS, error) {
+	return newJWKS(ctx, opts, log, m, now)
 }

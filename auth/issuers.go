@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 	"go.yaml.in/yaml/v3"
@@ -34,6 +35,13 @@ type IssuerConfig struct {
 	GroupsClaim   string   `yaml:"groups_claim"`
 	RequiredScope string   `yaml:"required_scope"`
 	DPoP          string   `yaml:"dpop"`
+	// The tokens meant for this resource: TokenTypes, Clients,
+	// MaxLifetime and MaxStale of the issuer's Config (durations as Go
+	// durations, "1h").
+	TokenTypes  []string      `yaml:"token_types"`
+	Clients     []string      `yaml:"clients"`
+	MaxLifetime time.Duration `yaml:"max_lifetime"`
+	MaxStale    time.Duration `yaml:"max_stale"`
 }
 
 // A FileError is a problem with an issuers file, at a line of it (0 when
@@ -336,6 +344,7 @@ func (x *fileIndex) issuers(cfgs []IssuerConfig, o SourceOptions) ([]Issuer, err
 		cfg := Config{
 			Issuer: c.Issuer, Audiences: c.Audiences, Algorithms: c.Algorithms,
 			GroupsClaim: c.GroupsClaim, RequiredScope: c.RequiredScope, DPoP: o.DPoP,
+			TokenTypes: c.TokenTypes, Clients: c.Clients, MaxLifetime: c.MaxLifetime, MaxStale: c.MaxStale,
 		}
 		if c.DPoP != "" {
 			m, err := ParseDPoPMode(c.DPoP)

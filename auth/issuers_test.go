@@ -67,6 +67,10 @@ func TestLoadIssuersFileErrors(t *testing.T) {
 		{"missing key file", "issuers:\n  - name: staff\n    issuer: https://a\n    key_file: /nonexistent/keys.json\n", 2, "/nonexistent/keys.json"},
 		{"jwks url not http", "issuers:\n  - name: staff\n    issuer: https://a\n    jwks_url: ftp://a/jwks\n", 4, `jwks_url: scheme "ftp"`},
 		{"issuer not a URL to discover", "issuers:\n  - name: staff\n    issuer: plantstore\n", 3, "issuer: OIDC discovery"},
+		{"token type of a DPoP proof", "issuers:\n  - name: staff\n    issuer: https://a\n    token_types: [dpop+jwt]\n", 4, `issuer staff: token_types: "dpop+jwt" names another kind of JWT`},
+		{"blank client", "issuers:\n  - name: staff\n    issuer: https://a\n    clients: [web, '']\n", 4, "issuer staff: clients: blank client"},
+		{"max lifetime without a unit", "issuers:\n  - name: staff\n    issuer: https://a\n    max_lifetime: 3600\n", 4, "cannot unmarshal"},
+		{"max stale of a secret file", "issuers:\n  - name: staff\n    issuer: https://a\n    hmac_secret_file: " + secret + "\n    max_stale: 1h\n", 5, "issuer staff: max_stale: the issuer has no fetched keys"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -487,19 +491,16 @@ func TestIssuersFileSettingsFromOptions(t *testing.T) {
 	}
 }
 
-// TestIssuersReloadKeepsKeys: a reload that changes an issuer's rules but
-// not its key source (name, issuer, jwks_url) keeps that source: its keys
-// verify at once, with no new fetch, so a reload never empties a key set
-// that was serving.
-func TestIssuersReloadKeepsKeys(t *testing.T) {
-	ti := newTwoIssuers(t)
-	custTok := ti.token(t, ti.custKey, custIss, "bob", nil)
+// rewrite replaces from with to in the issuers file, once, and reloads it
+// into the verifier; it returns the requests the customers' JWKS had got
+// before the reload.
+func (ti *twoIssuers) rewrite(t *testing.T, from, to string) int64 {
+	t.Helper()
 	original, err := os.ReadFile(ti.path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	changed := strings.Replace(string(original), custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n    audiences: [plantstore]",
-		custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n    audiences: [plantstore, shop]\n    algorithms: [ES256]", 1)
+	changed := strings.Replace(string(original), from, to, 1)
 	if changed == string(original) {
 		t.Fatal("the rewrite changed nothing")
 	}
@@ -510,6 +511,18 @@ func TestIssuersReloadKeepsKeys(t *testing.T) {
 	if _, _, err := ti.f.Reload(func(is []auth.Issuer) error { return ti.v.SetIssuers(is...) }); err != nil {
 		t.Fatal(err)
 	}
+	return hits
+}
+
+// TestIssuersReloadKeepsKeys: a reload that changes an issuer's rules but
+// not its key source (name, issuer, jwks_url) keeps that source: its keys
+// verify at once, with no new fetch, so a reload never empties a key set
+// that was serving.
+func TestIssuersReloadKeepsKeys(t *testing.T) {
+	ti := newTwoIssuers(t)
+	custTok := ti.token(t, ti.custKey, custIss, "bob", nil)
+	hits := ti.rewrite(t, custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n    audiences: [plantstore]",
+		custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n    audiences: [plantstore, shop]\n    algorithms: [ES256]")
 	if _, err := ti.v.Verify(t.Context(), custTok); err != nil {
 		t.Errorf("customers token right after a reload that changed its audiences: %v; want it verified by the kept keys", err)
 	}
@@ -535,22 +548,8 @@ func TestIssuersReloadIdPDown(t *testing.T) {
 	ti := newTwoIssuers(t)
 	custTok := ti.token(t, ti.custKey, custIss, "bob", nil)
 	ti.custSrv.Set(func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "down", http.StatusServiceUnavailable) })
-	original, err := os.ReadFile(ti.path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	changed := strings.Replace(string(original), custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n    audiences: [plantstore]",
-		custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n    audiences: [plantstore, shop]\n    dpop: required", 1)
-	if changed == string(original) {
-		t.Fatal("the rewrite changed nothing")
-	}
-	if err := os.WriteFile(ti.path, []byte(changed), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	hits := ti.custSrv.Hits.Load()
-	if _, _, err := ti.f.Reload(func(is []auth.Issuer) error { return ti.v.SetIssuers(is...) }); err != nil {
-		t.Fatal(err)
-	}
+	hits := ti.rewrite(t, custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n    audiences: [plantstore]",
+		custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n    audiences: [plantstore, shop]\n    dpop: required")
 	if err := ti.v.Ready(); err != nil {
 		t.Errorf("Ready() after a reload with the IdP down = %v; want nil", err)
 	}
@@ -616,5 +615,52 @@ func TestIssuersReloadsUnderLoad(t *testing.T) {
 	wg.Wait()
 	if n := failed.Load(); n != 0 {
 		t.Errorf("%d of %d verifications failed across 20 reloads; want none", n, n+verified.Load())
+	}
+}
+
+// TestIssuersReloadTokenRules: a reload that makes an issuer require
+// at+jwt tokens of one client, and bounds the age of its keys, applies to
+// tokens verified before it (the cache holds none of the old rules), and
+// keeps the issuer's key source.
+func TestIssuersReloadTokenRules(t *testing.T) {
+	ti := newTwoIssuers(t)
+	before := ti.token(t, ti.custKey, custIss, "bob", nil)
+	if _, err := ti.v.Verify(t.Context(), before); err != nil {
+		t.Fatalf("customers token before the reload: %v", err)
+	}
+	hits := ti.rewrite(t, custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n",
+		custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n    token_types: [at+jwt]\n    clients: [shop-web]\n    max_lifetime: 10m\n    max_stale: 24h\n")
+	claims := func(over map[string]any) map[string]any {
+		return authtest.Claims(map[string]any{"iss": custIss, "aud": "plantstore", "sub": "bob", "client_id": "shop-web", "jti": fmt.Sprint(over)})
+	}
+	tests := []struct {
+		name   string
+		header map[string]any
+		over   map[string]any
+		want   auth.Reason
+	}{
+		{"at+jwt of shop-web", map[string]any{"typ": "at+jwt"}, nil, ""},
+		{"typ JWT", nil, nil, auth.ReasonTokenType},
+		{"another client", map[string]any{"typ": "at+jwt"}, map[string]any{"client_id": "admin-cli"}, auth.ReasonClient},
+		{"an hour long", map[string]any{"typ": "at+jwt"}, map[string]any{"exp": time.Now().Add(time.Hour).Unix()}, auth.ReasonLifetime},
+	}
+	for _, tt := range tests {
+		c := claims(tt.over)
+		for k, v := range tt.over {
+			c[k] = v
+		}
+		_, err := ti.v.Verify(t.Context(), authtest.Token(t, ti.custKey, tt.header, c))
+		if got := reasonOf(t, err); got != tt.want {
+			t.Errorf("%s after the reload: %v; want %q", tt.name, err, tt.want)
+		}
+	}
+	if _, err := ti.v.Verify(t.Context(), before); reasonOf(t, err) != auth.ReasonTokenType {
+		t.Errorf("the token verified before the reload: %v; want it refused as %s", err, auth.ReasonTokenType)
+	}
+	if n := ti.custSrv.Hits.Load(); n != hits {
+		t.Errorf("the customers JWKS got %d requests on a reload that kept its source; want none", n-hits)
+	}
+	if err := ti.v.Ready(); err != nil {
+		t.Errorf("Ready() after the reload = %v; want nil (keys confirmed just now)", err)
 	}
 }

@@ -77,7 +77,8 @@ type JWKSOptions struct {
 // exponential backoff from MinBackoff to MaxBackoff and [JWKS.Key] returns
 // [ErrNoKeys]. Afterwards it refreshes every Refresh (±10%); a failed
 // refresh keeps the last good keys and is retried with the same backoff,
-// never later than the next regular refresh. A fetch fails on a transport
+// never later than the next regular refresh. How long they may serve
+// unconfirmed is the verifier's to bound, per issuer ([Config.MaxStale]). A fetch fails on a transport
 // error, a status other than 200, a document over MaxBytes, a document
 // that is not a JWK Set, or a set without a usable key.
 //
@@ -104,6 +105,12 @@ type JWKS struct {
 	keys    atomic.Pointer[KeySet]
 	gen     atomic.Uint64 // see Generation
 	stopped chan struct{} // closed when the loop and its fetches have ended
+	// now is the clock of fetches: when they end, and when one last
+	// succeeded; tests replace it.
+	now func() time.Time
+	// confirmed is when the last successful fetch ended, in Unix
+	// nanoseconds by now; 0 before the first.
+	confirmed atomic.Int64
 
 	mu       sync.Mutex
 	inflight chan struct{} // closed when the running fetch ends; nil when none runs
@@ -124,6 +131,11 @@ var _ Keys = (*JWKS)(nil)
 // *[ConfigError]), or another negative duration or size. A nil log logs
 // nothing; a nil m records nothing.
 func NewJWKS(ctx context.Context, opts JWKSOptions, log *zap.Logger, m *Metrics) (*JWKS, error) {
+	return newJWKS(ctx, opts, log, m, time.Now)
+}
+
+// newJWKS is NewJWKS with the clock now.
+func newJWKS(ctx context.Context, opts JWKSOptions, log *zap.Logger, m *Metrics, now func() time.Time) (*JWKS, error) {
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
@@ -138,6 +150,7 @@ func NewJWKS(ctx context.Context, opts JWKSOptions, log *zap.Logger, m *Metrics)
 		m:       m,
 		stopped: make(chan struct{}),
 		jwksURL: opts.URL,
+		now:     now,
 	}
 	if opts.URL != "" {
 		j.source = RedactURL(opts.URL)
@@ -304,7 +317,7 @@ func (j *JWKS) startFetch(limited bool, parent trace.SpanContext) <-chan struct{
 		}
 		return j.inflight
 	}
-	if limited && !j.lastEnd.IsZero() && time.Since(j.lastEnd) < j.opts.MinRefresh {
+	if limited && !j.lastEnd.IsZero() && j.now().Sub(j.lastEnd) < j.opts.MinRefresh {
 		return nil
 	}
 	done := make(chan struct{})
@@ -336,10 +349,11 @@ func (j *JWKS) fetch(done chan struct{}, parent trace.SpanContext) {
 	} else {
 		j.m.Refresh(RefreshSuccess)
 		j.install(keys)
+		j.confirmed.Store(j.now().UnixNano())
 	}
 	j.mu.Lock()
 	j.inflight = nil
-	j.lastEnd = time.Now()
+	j.lastEnd = j.now()
 	j.lastErr = err
 	j.mu.Unlock()
 	close(done)

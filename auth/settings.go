@@ -21,6 +21,10 @@ const (
 	settingGroupsClaim    setting = "groups_claim"
 	settingRequiredScope  setting = "required_scope"
 	settingDPoP           setting = "dpop"
+	settingTokenTypes     setting = "token_types"
+	settingClients        setting = "clients"
+	settingMaxLifetime    setting = "max_lifetime"
+	settingMaxStale       setting = "max_stale"
 )
 
 // The settings every issuer shares: the list of issuers itself, [Options],
@@ -47,6 +51,8 @@ func Settings() []string {
 		string(settingJWKSURL), string(settingKeyFile), string(settingHMACSecretFile),
 		string(settingAudiences), string(settingAlgorithms), string(settingGroupsClaim),
 		string(settingRequiredScope), string(settingDPoP),
+		string(settingTokenTypes), string(settingClients),
+		string(settingMaxLifetime), string(settingMaxStale),
 		string(settingIssuers), string(settingLeeway), string(settingMaxGroups),
 		string(settingDPoPWindow), string(settingDPoPAlgs), string(settingPublicURL),
 		string(settingRefresh), string(settingMinRefresh),

@@ -42,6 +42,26 @@ type Config struct {
 	// DPoP is whether the issuer's tokens may or must be bound to a key
 	// the client proves it holds (RFC 9449).
 	DPoP DPoPMode
+	// TokenTypes, when set, are the JOSE typ values the issuer's tokens
+	// must carry: "at+jwt" (RFC 9068) and "jwt", compared without regard
+	// to case and with an optional "application/" prefix. Nil, or the one
+	// item "any", takes a token without typ too. Whatever it says, a typ
+	// that names another kind of JWT (any "+jwt" type but at+jwt) is
+	// refused.
+	TokenTypes []string
+	// Clients, when set, are the clients whose tokens are accepted: the
+	// token's client_id (RFC 9068 §2.2) or, without one, its azp (OpenID
+	// Connect) must be one of them. A blank entry is an error.
+	Clients []string
+	// MaxLifetime, when positive, is the longest lifetime a token may
+	// have: exp at most this after iat, or, without iat, after now (with
+	// the leeway).
+	MaxLifetime time.Duration
+	// MaxStale, when positive, is how long fetched keys keep verifying
+	// without a successful fetch confirming them; 0 keeps the last good
+	// keys for as long as fetches fail. Keys read from files are not
+	// fetched, and an issuer without fetched keys cannot set it.
+	MaxStale time.Duration
 }
 
 // An Issuer is a trusted issuer: the policy its tokens must meet and the
@@ -134,6 +154,11 @@ type issuer struct {
 	keys       Keys
 	parser     *jwt.Parser
 	groupsPath []string
+	// lookup finds keys: keys, with its fetched parts held to MaxStale.
+	lookup Keys
+	// fetched are the parts of keys that fetch their keys, when MaxStale
+	// bounds how old their last confirmation may be; nil otherwise.
+	fetched []*JWKS
 	// gen is the generation of keys, or nil when keys does not count its
 	// changes (then its tokens are never cached).
 	gen func() uint64
@@ -195,9 +220,12 @@ func NewVerifier(o Options, issuers ...Issuer) (*Verifier, error) {
 // unique; an iss that is a URL has no user information or query, since
 // the resource metadata publishes it; no algorithm "none" or unknown one,
 // no blank audience, no groups claim with an empty path element, a
-// required scope that is one RFC 6749 scope token; Keys not nil, and
-// static keys (a key set, a key file, an HMAC secret file) of which at
-// least one fits the issuer's algorithms. Each refusal of a setting is a
+// required scope that is one RFC 6749 scope token; token types among any,
+// at+jwt and jwt (any alone), no blank client, no negative MaxLifetime or
+// MaxStale; Keys not nil, static keys (a key set, a key file, an HMAC
+// secret file) of which at least one fits the issuer's algorithms, and,
+// with MaxStale, fetched keys whose refresh period (with its jitter) and
+// fetch timeout fit within it. Each refusal of a setting is a
 // *[ConfigError].
 func (v *Verifier) SetIssuers(issuers ...Issuer) error {
 	checked, err := checkIssuers(issuers...)
@@ -357,9 +385,16 @@ func (v *Verifier) newIssuer(is Issuer, old *issuerTable) (*issuer, error) {
 		keys:       is.Keys,
 		parser:     jwt.NewParser(opts...),
 		groupsPath: path,
+		lookup:     is.Keys,
 	}
 	if gen, ok := generationOf(is.Keys); ok {
 		n.gen = gen
+	}
+	if cfg.MaxStale > 0 {
+		if err := n.holdFresh(v); err != nil {
+			err.Issuer = is.Name
+			return nil, err
+		}
 	}
 	return n, nil
 }
@@ -401,13 +436,15 @@ func (c Config) check() (Config, error) {
 	if c.RequiredScope != "" && !isScopeToken(c.RequiredScope) {
 		return c, configErr("", settingRequiredScope, "%q is not a single scope token", c.RequiredScope)
 	}
-	return c, nil
+	return c.checkIntended()
 }
 
 func sameConfig(a, b Config) bool {
 	return a.Issuer == b.Issuer && slices.Equal(a.Audiences, b.Audiences) &&
 		slices.Equal(a.Algorithms, b.Algorithms) && a.GroupsClaim == b.GroupsClaim &&
-		a.RequiredScope == b.RequiredScope && a.DPoP == b.DPoP
+		a.RequiredScope == b.RequiredScope && a.DPoP == b.DPoP &&
+		slices.Equal(a.TokenTypes, b.TokenTypes) && slices.Equal(a.Clients, b.Clients) &&
+		a.MaxLifetime == b.MaxLifetime && a.MaxStale == b.MaxStale
 }
 
 // Ready returns nil when every issuer has usable keys, and otherwise an
@@ -415,10 +452,19 @@ func sameConfig(a, b Config) bool {
 // part of readiness: a source that fetches its keys (a JWKS) is not ready
 // until a first fetch yielded a usable set, and stays ready on the last
 // good set when later fetches fail.
+//
+// With MaxStale, fetched keys that no fetch confirmed for longer than that
+// are none: the issuer is named as having no usable keys until a fetch
+// succeeds again.
 func (v *Verifier) Ready() error {
 	var errs []error
+	now := v.now()
 	for _, is := range v.issuers.Load().all {
-		if err := keysReady(is.keys); err != nil {
+		err := keysReady(is.keys)
+		if err == nil {
+			err = is.staleness(now)
+		}
+		if err != nil {
 			if is.name != "" {
 				err = fmt.Errorf("issuer %s: %w", is.name, err)
 			}

@@ -15,6 +15,7 @@ var servedSettings = []string{
 	"rate-limit", "rate-burst", "write-timeout",
 	"jwt-issuers-file", "jwt-max-groups", "jwt-cache-bytes", "jwt-dpop", "dpop-window", "public-url",
 	"database-snapshot", "database-poll", "trace-subject",
+	"jwt-token-types", "jwt-clients", "jwt-max-lifetime", "jwks-max-stale",
 }
 
 // SettingVariable returns the environment variable of a serve flag:
