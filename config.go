@@ -144,6 +144,8 @@ func serveSettings() settings {
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.DB.QueryTimeout} }},
 		{flag: "dev", key: "dev", noEnv: true, help: "development mode: ephemeral signing key, sample tokens printed at start, on loopback unless -addr or -admin-addr say otherwise",
 			value: func(c *serveConfig) flag.Value { return boolFlag{&c.Dev} }},
+		{flag: "dpop-algorithms", key: "dpop_algorithms", def: strings.Join(auth.DefaultDPoPAlgorithms(), ","), help: "algorithms a DPoP proof may be signed with, a comma list of asymmetric ones (never an HMAC or none), which the DPoP challenge and the resource metadata name",
+			value: func(c *serveConfig) flag.Value { return listFlag{items: &c.Verify.DPoPAlgorithms} }},
 		{flag: "dpop-window", key: "dpop_window", def: auth.DefaultDPoPWindow.String(), help: "how old a DPoP proof may be, by its iat (the leeway comes on top)",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.Verify.DPoPWindow} }},
 		{flag: "jwks-max-stale", key: "max_stale", issuer: issuerDefault, help: "how long fetched keys keep verifying when no fetch succeeds (then 401 keys_unavailable and /readyz 503), for the -jwt-* issuer and the issuers of -jwt-issuers-file that say nothing; keys are then refreshed at least every half of it; keys read from files are not bounded; 0 keeps the last good keys for as long as fetches fail",
@@ -340,7 +342,8 @@ func (c serveConfig) discovery() bool {
 	return c.JWT.Issuer != "" && c.Keys == (auth.KeySource{}) && !c.Dev
 }
 
-// verifierOptions returns the options every issuer shares.
+// verifierOptions returns the options every issuer shares, the rate limit
+// of -rate-limit among them.
 func (c serveConfig) verifierOptions() (auth.Options, error) {
 	o := c.Verify
 	o.CacheBytes = c.CacheBytes
@@ -348,6 +351,12 @@ func (c serveConfig) verifierOptions() (auth.Options, error) {
 		o.CacheBytes = -1 // the flag's 0 is "off"; the Options' 0 is "default"
 	}
 	o.TrustedProxies = c.TrustedProxies
+	if c.RateLimit != 0 {
+		var err error
+		if o.RateLimit, err = auth.NewRateLimit(c.RateLimit, c.RateBurst); err != nil {
+			return o, c.refused(err)
+		}
+	}
 	if c.PublicURL != "" {
 		u, err := url.Parse(c.PublicURL)
 		if err != nil {

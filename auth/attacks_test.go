@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
@@ -435,6 +436,21 @@ func TestKnownAttacks(t *testing.T) {
 		attack{name: "a year-long token", ref: "RFC 8725 §3.10", server: &lifetimeSrv, authz: lifetime(0, 365*24*time.Hour), want: auth.ReasonLifetime},
 		attack{name: "control: a year-long token where no cap is set", ref: "-", authz: bearer(authtest.Token(t, ecKey, nil, authtest.Claims(map[string]any{"exp": time.Now().Add(365 * 24 * time.Hour).Unix()}))), wantSub: "alice"},
 	)
+
+	// A binding the service does not check would leave the token a bearer
+	// token for whoever holds it: refused, never served as one.
+	x5t := sha256.Sum256([]byte("a client certificate"))
+	for _, b := range []struct {
+		name string
+		cnf  map[string]any
+		want auth.Reason
+	}{
+		{"cnf.x5t#S256 (a certificate-bound token) as Bearer", map[string]any{"x5t#S256": b64(x5t[:])}, auth.ReasonCertBound},
+		{"cnf.jwk as Bearer", map[string]any{"jwk": publicJWK(t, attacker.Verify.Public, nil)}, auth.ReasonUnknownBinding},
+		{"cnf.jku as Bearer", map[string]any{"jku": evil.URL}, auth.ReasonUnknownBinding},
+	} {
+		tests = append(tests, attack{name: b.name, ref: "RFC 7800 §3, RFC 8705 §3, RFC 9449 §6", authz: bearer(authtest.Token(t, ecKey, nil, authtest.Claims(map[string]any{"cnf": b.cnf}))), want: b.want})
+	}
 
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -48,23 +48,32 @@ const maxCredential = 8 << 10
 //  9. the caller (see claims.go): sub a non-empty string, groups (a string
 //     or an array of strings at the groups claim, at most MaxGroups),
 //     scope and scp (a string split at U+0020 only, the items of an array
-//     taken whole), and the required scope (403 when missing);
+//     taken whole), and the required scope (403 when missing); and the
+//     binding its cnf names (see binding.go): cnf.jkt, or nothing, since a
+//     binding this service does not check would leave a bearer token
+//     ([ReasonCertBound], [ReasonUnknownBinding]);
 //  10. the binding, every time, cached or not: a token bound to a key
 //     (cnf.jkt) needs the DPoP scheme and one valid DPoP proof header,
-//     checked as RFC 9449 §4.3 says (typ, an asymmetric alg, a public jwk
-//     whose thumbprint is cnf.jkt, the signature, htm, htu, iat within the
-//     window, ath, a jti not seen before on this replica); an unbound token
-//     needs the Bearer scheme, and is refused where the issuer requires
-//     DPoP.
+//     checked as RFC 9449 §4.3 says, the checks that cost no signature
+//     first (see [parseProof]: the form, typ, an alg of
+//     Options.DPoPAlgorithms, no crit, a public jwk of a sound shape whose
+//     thumbprint is cnf.jkt, htm, htu, iat within the window, ath); an
+//     unbound token needs the Bearer scheme, and is refused where the
+//     issuer requires DPoP;
+//  11. admission ([Admitter]): one request taken from the caller's rate
+//     when Options.RateLimit is set, and, for a proof, its jti not seen
+//     before on this replica; then the proof's signature, and its jti
+//     recorded once the signature verified.
 //
 // A token that passed steps 3 to 9 is cached until it expires, within the
 // cache's byte budget; refusals are never cached. Every error is an
-// *[Error]: 401 with [ReasonMissing] when there is no credential, 401
-// invalid_token for a credential that fails a check, 401
-// invalid_dpop_proof for a bad proof, 403 insufficient_scope for a valid
-// token without the required scope, and 429 for [ReasonDPoPQuota]. The
-// returned Identity is shared with other requests that present the same
-// token and must not be modified.
+// *[Error], but for a caller over its rate: 401 with [ReasonMissing] when
+// there is no credential, 401 invalid_token for a credential that fails a
+// check, 401 invalid_dpop_proof for a bad proof, 403 insufficient_scope
+// for a valid token without the required scope, and 429 for
+// [ReasonDPoPQuota]; a *[RateLimitError] (429) for a caller over its rate.
+// The returned Identity is shared with other requests that present the
+// same token and must not be modified.
 func (v *Verifier) Authenticate(r *http.Request) (*Identity, error) {
 	c, err := credentialOf(r.Header)
 	if err != nil {
@@ -77,7 +86,14 @@ func (v *Verifier) Authenticate(r *http.Request) (*Identity, error) {
 	}
 	// A token verified before still needs a proof of its own, every time.
 	if err := v.bind(r, c, e); err != nil {
-		err.Issuer, err.routed, err.Subject = e.id.Issuer, true, e.id.Subject
+		var ae *Error
+		var rl *RateLimitError
+		switch {
+		case errors.As(err, &ae):
+			ae.Issuer, ae.routed, ae.Subject = e.id.Issuer, true, e.id.Subject
+		case errors.As(err, &rl):
+			rl.Issuer, rl.Subject = e.id.Issuer, e.id.Subject
+		}
 		return nil, err
 	}
 	return &e.id, nil
@@ -177,9 +193,12 @@ func (v *Verifier) verifyWith(ctx context.Context, is *issuer, token string, h u
 	if ae != nil {
 		return nil, ae
 	}
-	e := &cacheEntry{id: id, hash: h, iss: is, gen: gen}
-	if e.jkt, ae = confirmation(claims); ae != nil {
+	e := &cacheEntry{id: id, hash: h, iss: is, gen: gen, caller: CallerKey(is.name, id.Subject)}
+	if e.bound, ae = bindingOf(claims); ae != nil {
 		return nil, ae
+	}
+	if e.bound.bound() {
+		e.ath, e.client = accessTokenHash(token), clientKey(e.bound.jkt)
 	}
 	if v.cache != nil && is.gen != nil {
 		e.exp, e.nbf, e.iat = claims.times()

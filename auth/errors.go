@@ -47,6 +47,11 @@ const (
 	ReasonDPoPBound    Reason = "dpop_bound"    // a bound token as a bearer token, or where DPoP is off
 	ReasonDPoPUnbound  Reason = "dpop_unbound"  // the DPoP scheme with a token that is not bound
 	ReasonDPoPRequired Reason = "dpop_required" // an unbound token where DPoP is required
+
+	// Bindings the service cannot check (RFC 7800 cnf), refused rather
+	// than taken as bearer tokens.
+	ReasonCertBound      Reason = "cert_bound"      // cnf.x5t#S256: bound to a client certificate
+	ReasonUnknownBinding Reason = "unknown_binding" // another cnf member than jkt
 )
 
 // Reasons returns every Reason, in a fixed order.
@@ -61,6 +66,7 @@ func Reasons() []Reason {
 		ReasonDPoPMissing, ReasonDPoPInvalid, ReasonDPoPKey, ReasonDPoPTarget,
 		ReasonDPoPAth, ReasonDPoPIat, ReasonDPoPReplay, ReasonDPoPQuota,
 		ReasonDPoPBound, ReasonDPoPUnbound, ReasonDPoPRequired,
+		ReasonCertBound, ReasonUnknownBinding,
 	}
 }
 
@@ -134,6 +140,10 @@ func (r Reason) Description() string {
 		return "token is not DPoP-bound"
 	case ReasonDPoPRequired:
 		return "DPoP-bound token required"
+	case ReasonCertBound:
+		return "certificate-bound token not accepted"
+	case ReasonUnknownBinding:
+		return "token bound in a way this service cannot check"
 	}
 	return "invalid token"
 }

@@ -8,9 +8,19 @@ import (
 	"go.uber.org/zap"
 )
 
-// SetReplayLimits gives v a DPoP replay cache of size entries, at most
-// quota of them for one proof key, so that tests can fill it.
-func SetReplayLimits(v *Verifier, size, quota int) { v.replays = newReplayCache(size, quota) }
+// SetReplayLimits gives v a DPoP replay cache of size entries, so that
+// tests can fill it.
+func SetReplayLimits(v *Verifier, size int) {
+	v.replays = newReplayCache(size)
+	v.admitter = newLocalAdmitter(v.opts.RateLimit, v.replays)
+}
+
+// ReplayEntries returns the number of proofs v's replay cache remembers.
+func ReplayEntries(v *Verifier) int {
+	v.replays.mu.Lock()
+	defer v.replays.mu.Unlock()
+	return len(v.replays.index)
+}
 
 // Verify runs the token checks of [Verifier.Authenticate] (steps 2 to 9)
 // on a bearer token, for the tests that look at tokens rather than

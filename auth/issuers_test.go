@@ -561,6 +561,83 @@ func TestIssuersReloadKeepsKeys(t *testing.T) {
 	}
 }
 
+// TestIssuersReloadIdPDown: with the customers issuer's IdP down, a reload
+// that changes its rules but not its key source keeps its keys: its tokens
+// verify at once, /readyz's check holds, and no fetch is tried.
+func TestIssuersReloadIdPDown(t *testing.T) {
+	ti := newTwoIssuers(t)
+	custTok := ti.token(t, ti.custKey, custIss, "bob", nil)
+	ti.custSrv.Set(func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "down", http.StatusServiceUnavailable) })
+	hits := ti.rewrite(t, custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n    audiences: [plantstore]",
+		custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n    audiences: [plantstore, shop]\n    dpop: required")
+	if err := ti.v.Ready(); err != nil {
+		t.Errorf("Ready() after a reload with the IdP down = %v; want nil", err)
+	}
+	// dpop: required now: the bearer token is refused for that, not for
+	// its keys.
+	if _, err := ti.v.Verify(t.Context(), custTok); err != nil {
+		t.Errorf("customers token after the reload with its IdP down: %v; want it verified by the kept keys", err)
+	}
+	if n := ti.custSrv.Hits.Load(); n != hits {
+		t.Errorf("the customers JWKS, down, got %d requests on a reload that kept its source; want none", n-hits)
+	}
+}
+
+// TestIssuersReloadsUnderLoad reloads the issuers file 20 times while both
+// issuers' tokens are verified from four goroutines, each reload changing
+// both issuers' rules but neither's key source, with the customers IdP
+// down throughout: no verification fails.
+func TestIssuersReloadsUnderLoad(t *testing.T) {
+	ti := newTwoIssuers(t)
+	ti.custSrv.Set(func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "down", http.StatusServiceUnavailable) })
+	tokens := []string{ti.token(t, ti.staffKey, staffIss, "alice", nil), ti.token(t, ti.custKey, custIss, "bob", nil)}
+	original, err := os.ReadFile(ti.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	variants := []string{string(original), strings.ReplaceAll(string(original), "audiences: [plantstore]", "audiences: [plantstore, shop]\n    algorithms: [ES256]")}
+	if variants[0] == variants[1] {
+		t.Fatal("the rewrite changed nothing")
+	}
+	var verified, failed atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := w; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := ti.v.Verify(t.Context(), tokens[i%2]); err != nil {
+					failed.Add(1)
+				} else {
+					verified.Add(1)
+				}
+			}
+		})
+	}
+	apply := func(is []auth.Issuer) error { return ti.v.SetIssuers(is...) }
+	for round := range 20 {
+		if err := os.WriteFile(ti.path, []byte(variants[(round+1)%2]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		before := verified.Load()
+		if added, removed, err := ti.f.Reload(apply); err != nil || len(added)+len(removed) != 0 {
+			t.Fatalf("reload %d = %v, %v, %v; want the same issuers", round, added, removed, err)
+		}
+		// Some verifications between two reloads, so that each set of
+		// issuers serves.
+		srcWait(t, "verifications after the reload", func() bool { return verified.Load() > before+8 })
+	}
+	close(stop)
+	wg.Wait()
+	if n := failed.Load(); n != 0 {
+		t.Errorf("%d of %d verifications failed across 20 reloads; want none", n, n+verified.Load())
+	}
+}
+
 // TestIssuersReloadTokenRules: a reload that makes an issuer require
 // at+jwt tokens of one client, and bounds the age of its keys, applies to
 // tokens verified before it (the cache holds none of the old rules), and

@@ -364,8 +364,8 @@ func Proof(key crypto.PrivateKey, alg, method, uri, token string) (string, error
 	if alg == "" {
 		alg = DefaultAlgorithm(key)
 	}
-	if !slices.Contains(DPoPAlgorithms(), alg) {
-		return "", fmt.Errorf("proof: algorithm %q: want an asymmetric one (%s)", alg, strings.Join(DPoPAlgorithms(), ", "))
+	if !slices.Contains(DefaultDPoPAlgorithms(), alg) {
+		return "", fmt.Errorf("proof: algorithm %q: want an asymmetric one (%s)", alg, strings.Join(DefaultDPoPAlgorithms(), ", "))
 	}
 	if err := fitsPrivate(key, alg); err != nil {
 		return "", fmt.Errorf("proof: %w", err)

@@ -51,9 +51,10 @@ type TokenPolicy struct {
 // Metadata returns the protected resource metadata as a request r sees it:
 // the resource is -public-url, or the scheme and host r came with; the
 // authorization servers are the configured issuers' iss values; the scopes
-// their required scopes; DPoP is described unless every issuer has it off,
-// and required when every issuer requires it; the token policies are
-// those of the issuers that enforce one.
+// their required scopes; DPoP is described, with the algorithms a proof
+// may use, unless every issuer has it off, and required when every issuer
+// requires it; the token policies are those of the issuers that enforce
+// one.
 func (v *Verifier) Metadata(r *http.Request) ResourceMetadata {
 	md := ResourceMetadata{Resource: v.resource(r), BearerMethodsSupported: []string{"header"}}
 	required, off := true, true
@@ -71,7 +72,7 @@ func (v *Verifier) Metadata(r *http.Request) ResourceMetadata {
 		}
 	}
 	if !off {
-		md.DPoPSigningAlgValuesSupported = DPoPAlgorithms()
+		md.DPoPSigningAlgValuesSupported = slices.Clone(v.opts.DPoPAlgorithms)
 	}
 	md.DPoPBoundAccessTokensRequired = required
 	return md

@@ -34,6 +34,7 @@ const (
 	settingLeeway     setting = "leeway"
 	settingMaxGroups  setting = "max_groups"
 	settingDPoPWindow setting = "dpop_window"
+	settingDPoPAlgs   setting = "dpop_algorithms"
 	settingPublicURL  setting = "public_url"
 	settingRefresh    setting = "refresh"
 	settingMinRefresh setting = "min_refresh"
@@ -53,7 +54,7 @@ func Settings() []string {
 		string(settingTokenTypes), string(settingClients),
 		string(settingMaxLifetime), string(settingMaxStale),
 		string(settingIssuers), string(settingLeeway), string(settingMaxGroups),
-		string(settingDPoPWindow), string(settingPublicURL),
+		string(settingDPoPWindow), string(settingDPoPAlgs), string(settingPublicURL),
 		string(settingRefresh), string(settingMinRefresh),
 		string(settingRate), string(settingBurst),
 	}

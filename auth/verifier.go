@@ -91,6 +91,11 @@ type Options struct {
 	// DPoPWindow is how old a DPoP proof may be, by its iat; 0 means
 	// [DefaultDPoPWindow].
 	DPoPWindow time.Duration
+	// DPoPAlgorithms are the algorithms a DPoP proof may be signed with,
+	// which the DPoP challenge and the resource metadata list; nil or
+	// empty means [DefaultDPoPAlgorithms]. "none" and the HMACs are
+	// refused.
+	DPoPAlgorithms []string
 	// PublicURL is the URL callers reach the service at (the gateway's),
 	// which DPoP proofs name and the resource metadata describes. Nil means
 	// the scheme and host of each request, as TrustedProxies report them.
@@ -98,6 +103,11 @@ type Options struct {
 	// TrustedProxies are the peers whose X-Forwarded-Proto and
 	// X-Forwarded-Host are believed when PublicURL is nil.
 	TrustedProxies []netip.Prefix
+	// RateLimit, when set, limits the requests of each caller (issuer and
+	// subject) that pass every check but the rate: refused with a
+	// *[RateLimitError] (429). A DPoP request is counted before its proof's
+	// signature is verified and its jti recorded (see [Admitter]).
+	RateLimit *RateLimit
 }
 
 // DefaultAlgorithms returns the algorithms a [Verifier] allows when a
@@ -119,7 +129,10 @@ type Verifier struct {
 	opts    Options
 	issuers atomic.Pointer[issuerTable]
 	cache   *tokenCache
-	replays *replayCache
+	// admitter applies the rate limit and the replay rule of DPoP proofs,
+	// with this replica's limiter and replay cache.
+	admitter Admitter
+	replays  *replayCache
 	// now is the clock of every time check; tests replace it.
 	now func() time.Time
 }
@@ -157,14 +170,10 @@ type issuer struct {
 // NewVerifier returns a Verifier for the given issuers, which must be
 // either exactly one unnamed issuer or one or more named ones with
 // distinct names and distinct iss values. It returns a *[ConfigError] for
-// a negative leeway, MaxGroups or DPoPWindow, a PublicURL that is not an
-// http or https URL without user, query or fragment, and for issuers that
+// a negative leeway, MaxGroups or DPoPWindow, DPoPAlgorithms with "none",
+// an HMAC or an unknown algorithm, a PublicURL that is not an http or
+// https URL without user, query or fragment, and for issuers that
 // [Verifier.SetIssuers] refuses.
-//
-// NewVerifier makes golang-jwt know the alg name Ed25519 (RFC 9864), an
-// alias of EdDSA that DPoP proofs may carry: golang-jwt keeps its methods
-// in one table of the process, so this is registered there, once per
-// process; see registerEd25519.
 func NewVerifier(o Options, issuers ...Issuer) (*Verifier, error) {
 	if o.Leeway < 0 {
 		return nil, configErr("", settingLeeway, "negative duration %s", o.Leeway)
@@ -184,11 +193,16 @@ func NewVerifier(o Options, issuers ...Issuer) (*Verifier, error) {
 	if o.DPoPWindow == 0 {
 		o.DPoPWindow = DefaultDPoPWindow
 	}
+	algs, err := checkDPoPAlgorithms(o.DPoPAlgorithms)
+	if err != nil {
+		return nil, err
+	}
+	o.DPoPAlgorithms = algs
 	if u := o.PublicURL; u != nil && (u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "") {
 		return nil, configErr("", settingPublicURL, "want an http or https URL without user, query or fragment")
 	}
-	registerEd25519()
-	v := &Verifier{opts: o, now: time.Now, cache: newTokenCache(o.CacheBytes), replays: newReplayCache(replayCacheEntries, replayKeyQuota)}
+	v := &Verifier{opts: o, now: time.Now, cache: newTokenCache(o.CacheBytes), replays: newReplayCache(replayCacheEntries)}
+	v.admitter = newLocalAdmitter(o.RateLimit, v.replays)
 	if err := v.SetIssuers(issuers...); err != nil {
 		return nil, err
 	}
