@@ -17,7 +17,8 @@ import (
 // module's version, the vcs.revision setting), and is "unknown" when that
 // is missing too.
 func NewRegistry(version, revision string) *prometheus.Registry {
-	version, revision = buildVersion(version, revision)
+	bi, _ := debug.ReadBuildInfo()
+	version, revision = buildVersion(version, revision, bi)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -35,14 +36,14 @@ func NewRegistry(version, revision string) *prometheus.Registry {
 	return reg
 }
 
-// buildVersion fills an empty version or revision from the embedded build
-// information.
-func buildVersion(version, revision string) (string, string) {
+// buildVersion fills an empty version or revision from bi, the embedded
+// build information (nil when there is none).
+func buildVersion(version, revision string, bi *debug.BuildInfo) (string, string) {
 	if version != "" && revision != "" {
 		return version, revision
 	}
 	var mainVersion, vcsRevision string
-	if bi, ok := debug.ReadBuildInfo(); ok {
+	if bi != nil {
 		if v := bi.Main.Version; v != "(devel)" {
 			mainVersion = v
 		}
