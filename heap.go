@@ -13,20 +13,19 @@ const ballastSize = 16 << 20
 // heapBallast returns the heap ballast of a serving process: ballastSize
 // bytes that are allocated and never written, or nil when GOGC is set.
 //
-// The service keeps little live memory (a few MiB with a small catalog)
-// and allocates a few KiB per request, mostly in net/http. With the
-// default GOGC the collector's goal is then its 4 MiB minimum: at tens of
-// thousands of requests a second it ran about 70 times a second and took
-// about 5 % of the process's CPU, more than any one handler. The
-// collector counts the ballast as live, so its goal becomes at least
-// 2 × 16 MiB and it runs about ten times less often; marking the ballast
-// costs nothing (it holds no pointers), and the kernel never backs pages
-// that are never written, so the resident memory grows only by the garbage
-// the larger goal lets accumulate (at most about 16 MiB). With a large
-// catalog the goal is far above the floor anyway, and the ballast adds at
-// most 16 MiB of garbage to it. This is the minimum heap goal the runtime
-// has no setting for (golang/go#23044); gopls holds one for the same
-// reason.
+// The service keeps little live memory with a small catalog and allocates
+// a few KiB per request, mostly in net/http. With the default GOGC the
+// collector's goal is then its 4 MiB minimum, and under load it runs far
+// more often than the live heap calls for (docs/performance.md has the
+// measured rate and its share of the CPU). The collector counts the
+// ballast as live, so its goal becomes at least twice ballastSize and it
+// runs that much less often; marking the ballast costs nothing (it holds
+// no pointers), and the kernel never backs pages that are never written,
+// so the resident memory grows only by the garbage the larger goal lets
+// accumulate (at most ballastSize). With a large catalog the goal is far
+// above the floor anyway, and the ballast adds at most ballastSize of
+// garbage to it. This is the minimum heap goal the runtime has no setting
+// for (golang/go#23044); gopls holds one for the same reason.
 //
 // GOMEMLIMIT, which the Deployment sets from the container's limit, keeps
 // its meaning: the ballast counts towards it as 16 MiB. An operator who sets
