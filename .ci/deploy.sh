@@ -171,7 +171,7 @@ done
 echo "the same objects with a misspelled field are rejected, as they must be"
 
 step "build plantstore and the OTLP sink"
-go build -buildvcs=auto -o "$tmp/plantstore" .
+.ci/build "$tmp/plantstore"
 export TEST_PLANTSTORE_BIN="$tmp/plantstore"
 go build -C .ci/otlpsink -o "$tmp/otlpsink" .
 export TEST_OTLPSINK_BIN="$tmp/otlpsink"
