@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/plantstore/plantstore/plants"
+	"github.com/plantstore/plantstore/plants/storetest"
 )
 
 // indexCatalog returns n plants where even positions are read by group:even
@@ -130,7 +131,7 @@ func BenchmarkParseCatalog(b *testing.B) {
 				}
 				return c
 			}
-			perPlant := retainedPerPlant(parse)
+			perPlant := storetest.BytesPerPlant(parse)
 			b.SetBytes(int64(buf.Len()))
 			b.ReportAllocs()
 			for b.Loop() {
@@ -139,20 +140,6 @@ func BenchmarkParseCatalog(b *testing.B) {
 			b.ReportMetric(perPlant, "B/plant")
 		})
 	}
-}
-
-// retainedPerPlant returns the live heap the catalog load returns holds,
-// per plant.
-func retainedPerPlant(load func() *plants.Catalog) float64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	c := load()
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	n := c.Len()
-	runtime.KeepAlive(c)
-	return (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / float64(n)
 }
 
 // BenchmarkGCWithCatalog1M is one full garbage collection while a

@@ -2,7 +2,6 @@ package postgres_test
 
 import (
 	"fmt"
-	"runtime"
 	"testing"
 	"time"
 
@@ -38,7 +37,7 @@ func BenchmarkSnapshotLoad1M(b *testing.B) {
 				}
 				return c
 			}
-			perPlant := retainedPerPlant(load)
+			perPlant := storetest.BytesPerPlant(load)
 			b.ReportAllocs()
 			for b.Loop() {
 				load()
@@ -65,18 +64,4 @@ func sharedListsCatalog(tb testing.TB) *plants.Catalog {
 		tb.Fatal(err)
 	}
 	return c
-}
-
-// retainedPerPlant returns the live heap the catalog load returns holds,
-// per plant.
-func retainedPerPlant(load func() *plants.Catalog) float64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	c := load()
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	n := c.Len()
-	runtime.KeepAlive(c)
-	return (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / float64(n)
 }
