@@ -43,11 +43,12 @@ type CatalogBuilder struct {
 	tags       map[string]uint32
 	principals map[string]string
 	// sets finds the reader lists already made by a hash of their content,
-	// so that plants with equal readers share one list. When the catalog
-	// proves to be one where few plants share (fewer than one list in
-	// sixteen found there once it holds maxRememberedSets), sets is dropped
-	// for the rest of the build: a map as large as the catalog would buy
-	// nothing.
+	// so that plants with equal readers share one list; hits counts the
+	// plants that found theirs there. When the catalog proves to be one
+	// where few plants share (fewer hits than one for sixteen lists, when
+	// sets holds maxRememberedSets lists or any power of two above), sets
+	// is dropped for the rest of the build: a map as large as the catalog
+	// would buy nothing.
 	sets  map[uint64]uint32
 	hits  int
 	seed  maphash.Seed
