@@ -275,13 +275,13 @@ func (b *CatalogBuilder) Catalog() (*Catalog, error) {
 	c.text = b.text.String()
 	// Where the size hints were not exact (none, for a file), keep only
 	// what is used: what grew by appending holds up to a quarter more.
-	if b.text.Cap()-len(c.text) > 4096 {
+	if b.text.Cap()-len(c.text) > len(c.text)/64+8192 {
 		c.text = strings.Clone(c.text)
 	}
-	if n := len(c.entries); cap(c.entries)-n > 256 {
+	if n := len(c.entries); cap(c.entries)-n > n/64+512 {
 		c.entries = append(make([]entry, 0, n), c.entries...)
 	}
-	if n := len(c.readerSets); cap(c.readerSets)-n > 256 {
+	if n := len(c.readerSets); cap(c.readerSets)-n > n/64+512 {
 		c.readerSets = append(make([][]string, 0, n), c.readerSets...)
 	}
 	generated, unique, sorted := b.generated, b.uniqueIDs, b.sorted
