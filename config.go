@@ -145,8 +145,12 @@ func serveSettings() settings {
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.DB.QueryTimeout} }},
 		{flag: "dev", key: "dev", noEnv: true, help: "development mode: ephemeral signing key, sample tokens printed at start, on loopback unless -addr or -admin-addr say otherwise",
 			value: func(c *serveConfig) flag.Value { return boolFlag{&c.Dev} }},
+		{flag: "dpop-algorithms", key: "dpop_algorithms", def: strings.Join(auth.DefaultDPoPAlgorithms(), ","), help: "algorithms a DPoP proof may be signed with, a comma list of asymmetric ones (never an HMAC or none), which the DPoP challenge and the resource metadata name",
+			value: func(c *serveConfig) flag.Value { return listFlag{items: &c.Verify.DPoPAlgorithms} }},
 		{flag: "dpop-window", key: "dpop_window", def: auth.DefaultDPoPWindow.String(), help: "how old a DPoP proof may be, by its iat (the leeway comes on top)",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.Verify.DPoPWindow} }},
+		{flag: "jwks-max-stale", key: "max_stale", issuer: issuerDefault, help: "how long fetched keys keep verifying when no fetch succeeds (then 401 keys_unavailable and /readyz 503), for the -jwt-* issuer and the issuers of -jwt-issuers-file that say nothing; keys are then refreshed at least every half of it; keys read from files are not bounded; 0 keeps the last good keys for as long as fetches fail",
+			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.JWT.MaxStale} }},
 		{flag: "jwks-min-refresh", key: "min_refresh", def: auth.DefaultJWKSMinRefresh.String(), help: "minimum time between JWKS fetches for unknown kids",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.JWKSMinRefresh} }},
 		{flag: "jwks-refresh", key: "refresh", def: auth.DefaultJWKSRefresh.String(), help: "JWKS background refresh period (with jitter)",
@@ -157,6 +161,8 @@ func serveSettings() settings {
 			value: func(c *serveConfig) flag.Value { return listFlag{items: &c.JWT.Audiences} }},
 		{flag: "jwt-cache-bytes", key: "cache_bytes", def: strconv.Itoa(auth.DefaultCacheBytes), help: "memory of the verified-token cache, everything counted (0 turns it off)",
 			value: func(c *serveConfig) flag.Value { return sizeFlag{&c.CacheBytes} }},
+		{flag: "jwt-clients", key: "clients", issuer: issuerDefault, help: "clients tokens must be issued to, comma list, for the -jwt-* issuer and the issuers of -jwt-issuers-file that say nothing: their client_id, or azp without it, must be one (401 client otherwise; default: any client)",
+			value: func(c *serveConfig) flag.Value { return listFlag{items: &c.JWT.Clients} }},
 		{flag: "jwt-dpop", key: "dpop", issuer: issuerDefault, def: auth.DPoPOptional.String(), help: "DPoP (RFC 9449) for the -jwt-* issuer, and for issuers of -jwt-issuers-file that say nothing: off, optional or required",
 			value: func(c *serveConfig) flag.Value { return dpopFlag{&c.JWT.DPoP} }},
 		{flag: "jwt-groups-claim", key: "groups_claim", issuer: perIssuer, def: "groups", help: "claim holding the caller's groups; dotted path for nested claims",
@@ -175,8 +181,12 @@ func serveSettings() settings {
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.Verify.Leeway} }},
 		{flag: "jwt-max-groups", key: "max_groups", def: strconv.Itoa(auth.DefaultMaxGroups), help: "most groups a token may carry (401 too_many_groups beyond)",
 			value: func(c *serveConfig) flag.Value { return intFlag[int]{v: &c.Verify.MaxGroups, min: 1} }},
+		{flag: "jwt-max-lifetime", key: "max_lifetime", issuer: issuerDefault, help: "longest lifetime of tokens, for the -jwt-* issuer and the issuers of -jwt-issuers-file that say nothing: exp after iat, or after now without iat (401 lifetime beyond); 0 turns the check off",
+			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.JWT.MaxLifetime} }},
 		{flag: "jwt-required-scope", key: "required_scope", issuer: issuerDefault, help: "scope every token must carry (403 otherwise)",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.JWT.RequiredScope} }},
+		{flag: "jwt-token-types", key: "token_types", issuer: issuerDefault, def: "any", help: "JOSE typ tokens must carry, comma list, for the -jwt-* issuer and the issuers of -jwt-issuers-file that say nothing: any (no typ, JWT or at+jwt), or at+jwt and/or jwt (401 token_type otherwise); a typ naming another kind of JWT (dpop+jwt, secevent+jwt, ...) is refused whatever this says",
+			value: func(c *serveConfig) flag.Value { return listFlag{items: &c.JWT.TokenTypes} }},
 		{flag: "log-format", key: "log_format", def: "json", refused: observability.ErrLogFormat, help: "json or console",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.LogFormat} }},
 		{flag: "log-level", key: "log_level", def: "info", refused: observability.ErrLogLevel, help: "debug, info, warn or error",
@@ -335,7 +345,8 @@ func (c serveConfig) discovery() bool {
 	return c.JWT.Issuer != "" && c.Keys == (auth.KeySource{}) && !c.Dev
 }
 
-// verifierOptions returns the options every issuer shares.
+// verifierOptions returns the options every issuer shares, the rate limit
+// of -rate-limit among them.
 func (c serveConfig) verifierOptions() (auth.Options, error) {
 	o := c.Verify
 	o.CacheBytes = c.CacheBytes
@@ -343,6 +354,12 @@ func (c serveConfig) verifierOptions() (auth.Options, error) {
 		o.CacheBytes = -1 // the flag's 0 is "off"; the Options' 0 is "default"
 	}
 	o.TrustedProxies = c.TrustedProxies
+	if c.RateLimit != 0 {
+		var err error
+		if o.RateLimit, err = auth.NewRateLimit(c.RateLimit, c.RateBurst); err != nil {
+			return o, c.refused(err)
+		}
+	}
 	if c.PublicURL != "" {
 		u, err := url.Parse(c.PublicURL)
 		if err != nil {

@@ -51,7 +51,16 @@ func printDevBanner(w io.Writer, key crypto.Signer, dev devSetup, addr net.Addr)
 		}
 	}
 	base := "http://" + net.JoinHostPort(host, port)
-	fmt.Fprintf(w, "plantstore -dev: %s, ephemeral Ed25519 key; these tokens are valid for %s:\n", dev.catalog, devTokenTTL)
+	// The tokens meet the rules on tokens meant for this resource too:
+	// their type, a client of the list, a lifetime within the cap.
+	ttl, client := devTokenTTL, ""
+	if c := dev.config.MaxLifetime; c > 0 {
+		ttl = min(ttl, c)
+	}
+	if len(dev.config.Clients) > 0 {
+		client = dev.config.Clients[0]
+	}
+	fmt.Fprintf(w, "plantstore -dev: %s, ephemeral Ed25519 key; these tokens are valid for %s:\n", dev.catalog, ttl)
 	for _, u := range plants.SampleUsers() {
 		token, err := auth.Mint(key, "EdDSA", auth.MintClaims{
 			Subject:     u.Subject,
@@ -60,7 +69,9 @@ func printDevBanner(w io.Writer, key crypto.Signer, dev devSetup, addr net.Addr)
 			Groups:      u.Groups,
 			GroupsClaim: dev.config.GroupsClaim,
 			Scope:       dev.config.RequiredScope,
-			TTL:         devTokenTTL,
+			TTL:         ttl,
+			Type:        dev.config.MintType(),
+			ClientID:    client,
 		})
 		if err != nil {
 			return err

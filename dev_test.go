@@ -50,6 +50,8 @@ func TestDevBanner(t *testing.T) {
 			"-jwt-groups-claim", "realm_access.roles", "-jwt-issuer", "https://dev.example/realms/x",
 			"-jwt-audience", "plants-api,other", "-jwt-required-scope", "plants:read"},
 			customCatalog, custom},
+		{"tokens meant for this resource", []string{"-dev", "-jwt-token-types", "jwt", "-jwt-clients", "plants-cli,other", "-jwt-max-lifetime", "2h"},
+			plants.SampleCatalog(), "the embedded sample catalog, ephemeral Ed25519 key; these tokens are valid for 2h0m0s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

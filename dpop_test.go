@@ -105,3 +105,42 @@ func TestResourceMetadataServe(t *testing.T) {
 		}
 	}
 }
+
+// TestDPoPAlgorithmsServe: -dpop-algorithms is the set a proof may use,
+// and the set the metadata and the DPoP challenge name, exactly.
+func TestDPoPAlgorithmsServe(t *testing.T) {
+	dir := t.TempDir()
+	cli(t, "keygen", "-alg", "ES256", "-out", filepath.Join(dir, "issuer"))
+	for _, alg := range []string{"ES256", "RS256"} {
+		cli(t, "keygen", "-alg", alg, "-out", filepath.Join(dir, alg))
+	}
+	in := startServe(t, map[string]string{"PLANTSTORE_DPOP_ALGORITHMS": "Ed25519,ES256"},
+		"-jwt-key-file", filepath.Join(dir, "issuer.jwks.json"), "-jwt-issuer", "https://idp.example", "-public-url", "https://plants.example.com")
+	waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
+	_, body, _ := get(t, in.api+"/.well-known/oauth-protected-resource", "")
+	var md struct {
+		Algs []string `json:"dpop_signing_alg_values_supported"`
+	}
+	if err := json.Unmarshal(body, &md); err != nil || strings.Join(md.Algs, " ") != "Ed25519 ES256" {
+		t.Errorf("metadata dpop_signing_alg_values_supported = %v (%v); want [Ed25519 ES256]", md.Algs, err)
+	}
+	for _, tt := range []struct {
+		alg  string
+		want int
+	}{{"ES256", http.StatusOK}, {"RS256", http.StatusUnauthorized}} {
+		key := filepath.Join(dir, tt.alg+".key")
+		token := cli(t, "token", "-key", filepath.Join(dir, "issuer.key"), "-sub", "alice", "-iss", "https://idp.example", "-dpop-key", key)
+		req, _ := http.NewRequest(http.MethodGet, in.api+"/plants", nil)
+		req.Header.Set("Authorization", "DPoP "+token)
+		req.Header.Set("DPoP", cli(t, "proof", "-key", key, "-url", "https://plants.example.com/plants", "-token", token))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		ch := resp.Header.Get("WWW-Authenticate")
+		if resp.StatusCode != tt.want || tt.want != http.StatusOK && !strings.HasPrefix(ch, `DPoP realm="plantstore", algs="Ed25519 ES256", error="invalid_dpop_proof"`) {
+			t.Errorf("a %s proof: %d %q; want %d, and a challenge naming Ed25519 ES256 when refused", tt.alg, resp.StatusCode, ch, tt.want)
+		}
+	}
+}

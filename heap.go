@@ -14,16 +14,18 @@ const ballastSize = 16 << 20
 // bytes that are allocated and never written, or nil when GOGC is set.
 //
 // The service keeps little live memory with a small catalog and allocates
-// a few KiB per request, so with the default GOGC the collector's goal is
-// its 4 MiB minimum and, under load, the collector runs many times a
-// second and costs more CPU than any one handler. The collector counts the
-// ballast as live, so its goal becomes at least 2 × ballastSize and it
-// runs far less often; marking the ballast costs nothing (it holds no
-// pointers), and the kernel never backs pages that are never written, so
-// the resident memory grows only by the garbage the larger goal lets
-// accumulate. This is the minimum heap goal the runtime has no setting for
-// (golang/go#23044); gopls holds one for the same reason.
-// docs/performance.md has the measurements.
+// a few KiB per request, mostly in net/http. With the default GOGC the
+// collector's goal is then its 4 MiB minimum, and under load it runs far
+// more often than the live heap calls for (docs/performance.md has the
+// measured rate and its share of the CPU). The collector counts the
+// ballast as live, so its goal becomes at least twice ballastSize and it
+// runs that much less often; marking the ballast costs nothing (it holds
+// no pointers), and the kernel never backs pages that are never written,
+// so the resident memory grows only by the garbage the larger goal lets
+// accumulate (at most ballastSize). With a large catalog the goal is far
+// above the floor anyway, and the ballast adds at most ballastSize of
+// garbage to it. This is the minimum heap goal the runtime has no setting
+// for (golang/go#23044); gopls holds one for the same reason.
 //
 // GOMEMLIMIT, which the Deployment sets from the container's limit, keeps
 // its meaning: the ballast counts towards it as ballastSize. An operator

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -198,6 +199,10 @@ func TestIssuersFileUsage(t *testing.T) {
 	if err := os.WriteFile(fetched, []byte("issuers:\n  - name: staff\n    issuer: https://a\n    jwks_url: http://127.0.0.1:1/jwks\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	staleBad := filepath.Join(t.TempDir(), "stale.yaml")
+	if err := os.WriteFile(staleBad, []byte("issuers:\n  - name: staff\n    issuer: https://a\n    jwks_url: http://127.0.0.1:1/jwks\n    max_stale: -1s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range []struct {
 		args []string
 		env  map[string]string
@@ -217,8 +222,10 @@ func TestIssuersFileUsage(t *testing.T) {
 		{[]string{"-jwt-issuers-file", good, "-jwt-required-scope", "two words"}, nil, `invalid value "two words" for flag -jwt-required-scope`},
 		{[]string{"-jwt-issuers-file", reserved}, nil, reserved + `:2: name: issuer name "default" is reserved`},
 		{[]string{"-jwt-issuers-file", fetched, "-jwks-refresh", "-1s"}, nil, `invalid value "-1s" for flag -jwks-refresh`},
+		// The rules on tokens meant for this resource are each issuer's.
+		{[]string{"-jwt-issuers-file", staleBad}, nil, staleBad + ":5: issuer staff: max_stale: negative duration"},
 	} {
-		err := run(t.Context(), append([]string{"serve", "-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0"}, tt.args...), envOf(tt.env), nil, nil, nil)
+		err := run(t.Context(), append([]string{"serve", "-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0"}, tt.args...), envOf(tt.env), nil, io.Discard, io.Discard)
 		if !isUsage(err) || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("serve %q = %v; want a usage error containing %q", tt.args, err, tt.want)
 		}

@@ -87,10 +87,7 @@ func serve(ctx context.Context, args []string, e env, stdout, stderr io.Writer) 
 		readers.setCatalog(cat.memory.Catalog())
 	}
 	readers.setIssuers(keys.issuerList())
-	apiOpts, err := newAPIOptions(cfg, log, reg, access, tracing, keys, cat)
-	if err != nil {
-		return err
-	}
+	apiOpts := newAPIOptions(cfg, log, reg, access, tracing, keys, cat)
 	var draining atomic.Bool
 	admin := observability.AdminHandler(observability.AdminOptions{
 		Registry: reg, Ready: readiness(&draining, keys.verifier, cat.ready), OpenAPI: api.OpenAPI, Pprof: cfg.Pprof,
@@ -203,6 +200,8 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 	src := auth.SourceOptions{
 		Refresh: cfg.JWKSRefresh, MinRefresh: cfg.JWKSMinRefresh,
 		RequiredScope: cfg.JWT.RequiredScope, DPoP: cfg.JWT.DPoP,
+		TokenTypes: cfg.JWT.TokenTypes, Clients: cfg.JWT.Clients,
+		MaxLifetime: cfg.JWT.MaxLifetime, MaxStale: cfg.JWT.MaxStale,
 		Log: log, Metrics: vf.metrics, TracerProvider: tracing.Provider(),
 	}
 	if cfg.IssuersFile != "" {
@@ -322,21 +321,14 @@ func listen(cfg serveConfig, log *zap.Logger, api, admin http.Handler, store, ve
 }
 
 // newAPIOptions gathers what the API handler is built from: the log,
-// metrics and tracing, the verifier, the store, and the rate limit of
-// -rate-limit.
-func newAPIOptions(cfg serveConfig, log *zap.Logger, reg prometheus.Registerer, access *observability.AccessLog, tracing *observability.Tracing, keys verification, cat catalog) (apiOptions, error) {
-	o := apiOptions{
+// metrics and tracing, the verifier (which applies -rate-limit), and the
+// store.
+func newAPIOptions(cfg serveConfig, log *zap.Logger, reg prometheus.Registerer, access *observability.AccessLog, tracing *observability.Tracing, keys verification, cat catalog) apiOptions {
+	return apiOptions{
 		log: log, reg: reg, access: access, tracing: tracing,
 		verifier: keys.verifier, authMetrics: keys.metrics, store: cat.store,
 		trustedProxies: cfg.TrustedProxies, writeTimeout: cfg.WriteTimeout,
 	}
-	if cfg.RateLimit != 0 {
-		var err error
-		if o.rateLimit, err = auth.NewRateLimit(cfg.RateLimit, cfg.RateBurst); err != nil {
-			return o, cfg.refused(err)
-		}
-	}
-	return o, nil
 }
 
 // apiOptions is what the API handler is built from.
@@ -350,9 +342,6 @@ type apiOptions struct {
 	store          plants.Store
 	trustedProxies []netip.Prefix
 	writeTimeout   time.Duration
-	// rateLimit, when not nil, limits each caller between the credential
-	// check and the handler.
-	rateLimit *auth.RateLimit
 }
 
 // newAPIHandler is the whole API surface: the middleware order, the
@@ -373,11 +362,9 @@ func newAPIHandler(o apiOptions) http.Handler {
 		api.RenderErrors(o.log),
 		api.HeaderLimit(maxHeaderBytes),
 	)
-	route := []gin.HandlerFunc{auth.Middleware(o.verifier, o.authMetrics)}
-	if o.rateLimit != nil {
-		route = append(route, auth.LimitSubjects(o.rateLimit))
-	}
-	route = append(route, api.ListHandler(o.store, api.NewMetrics(o.reg), o.writeTimeout))
+	// The verifier applies -rate-limit too: a DPoP request is counted
+	// before its proof's signature is verified.
+	route := []gin.HandlerFunc{auth.Middleware(o.verifier, o.authMetrics), api.ListHandler(o.store, api.NewMetrics(o.reg), o.writeTimeout)}
 	e.GET("/plants", route...)
 	e.HEAD("/plants", route...)
 	// RFC 9728: what a client needs to get a token; no credential needed.

@@ -45,9 +45,9 @@ if [ ! -f "$installed" ] || ! node -e '
 fi
 
 step "build"
-# -buildvcs=auto overrides a GOFLAGS=-buildvcs=false, so that
-# plantstore_build_info and "plantstore version" carry the commit.
-go build -buildvcs=auto -o "$tmp/plantstore" .
+# The released binary's build (its tags, stripped), stamped with the commit
+# for plantstore_build_info and "plantstore version".
+.ci/build "$tmp/plantstore"
 export TEST_PLANTSTORE_BIN="$tmp/plantstore"
 
 step "go vet (.ci/contract)"

@@ -201,7 +201,7 @@ done
 echo "the same objects with a misspelled field are rejected, as they must be"
 
 step "build plantstore and the OTLP sink; the binary's SBOM"
-go build -buildvcs=auto -o "$tmp/plantstore" .
+.ci/build "$tmp/plantstore"
 export TEST_PLANTSTORE_BIN="$tmp/plantstore"
 # CycloneDX from the module versions the binary carries (its build info);
 # the release pipeline attaches it to the image (docs/deploy.md).

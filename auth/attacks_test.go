@@ -5,10 +5,12 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -158,6 +160,8 @@ type attack struct {
 	// scoped sends the row to a server that requires the scope
 	// plants:read; want is then ReasonScope for a 403.
 	scoped bool
+	// server, when set, is the server of the policy the row is about.
+	server *apiServer
 }
 
 // TestKnownAttacks replays published attacks on JWT verifiers against the
@@ -232,6 +236,37 @@ func TestKnownAttacks(t *testing.T) {
 
 	kidHeader := fmt.Sprintf(`"kid":%q`, ecKey.Verify.ID)
 	exp := time.Now().Add(time.Hour).Unix()
+
+	// Tokens meant for this resource: a server for each rule, over the
+	// same keys. The lifetime server's clock stands still, so that "one
+	// second over" is exactly that.
+	atSrv := newAPIServer(t, auth.Config{TokenTypes: []string{"at+jwt"}}, jwks)
+	jwtSrv := newAPIServer(t, auth.Config{TokenTypes: []string{"jwt"}}, jwks)
+	clientsSrv := newAPIServer(t, auth.Config{Clients: []string{"plants-web"}}, jwks)
+	clock := newTestClock(time.Unix(time.Now().Unix(), 0))
+	lifetimeV := newVerifier(t, auth.Config{MaxLifetime: time.Hour}, jwks)
+	auth.SetClock(lifetimeV, clock.Now)
+	lifetimeSrv := serveVerifier(t, lifetimeV)
+	at := clock.Now()
+	lifetime := func(iat, exp time.Duration) string {
+		c := authtest.Claims(map[string]any{"iat": at.Add(iat).Unix(), "exp": at.Add(exp).Unix()})
+		if iat == noIat {
+			delete(c, "iat")
+		}
+		return bearer(authtest.Token(t, ecKey, nil, c))
+	}
+	withClaims := func(header, over map[string]any) string {
+		return bearer(authtest.Token(t, ecKey, header, authtest.Claims(over)))
+	}
+	// An OpenID Connect ID token (OIDC Core §2), signed by the same key
+	// as the access tokens: audience the client, a nonce, at_hash.
+	idToken := map[string]any{"aud": "plants-web", "azp": "plants-web", "nonce": "n-0S6_WzA2Mj", "at_hash": "77QmUPtjPfzWtF2AnpK9RQ", "auth_time": time.Now().Unix()}
+	// A security event token (RFC 8417) and a DPoP proof (RFC 9449 §4.2)
+	// carrying what an access token needs besides, so that only their
+	// type can refuse them.
+	secEvent := map[string]any{"jti": "3d0c3cf7", "aud": "plants", "events": map[string]any{"https://schemas.openid.net/secevent/risc/event-type/account-disabled": map[string]any{}}}
+	dpopProof := map[string]any{"jti": "e1j3V_bKic8", "htm": "GET", "htu": srv.url, "ath": "fUHyO2r2Z3DZ53EsNrWBb0xWXoaNy59IiKCAqksmQEo"}
+	dpopHeader := map[string]any{"typ": "dpop+jwt", "jwk": publicJWK(t, ecKey.Verify.Public, nil)}
 
 	tests := []attack{
 		{name: "control: genuine ES256", ref: "-", authz: bearer(good), wantSub: "alice"},
@@ -347,7 +382,74 @@ func TestKnownAttacks(t *testing.T) {
 		tests = append(tests, attack{name: "typ " + typ + " accepted", ref: "RFC 8725 §3.11, RFC 9068 §2.1", authz: bearer(authtest.Token(t, ecKey, map[string]any{"typ": typ}, valid)), wantSub: "alice"})
 	}
 	for _, typ := range []string{"JWE", "secevent+jwt", "dpop+jwt", "logout+jwt", "application/jose+json", "JOSE+JSON"} {
-		tests = append(tests, attack{name: "typ " + typ + " refused", ref: "RFC 8725 §3.11 §2.8", authz: bearer(authtest.Token(t, ecKey, map[string]any{"typ": typ}, valid)), want: auth.ReasonMalformed})
+		tests = append(tests, attack{name: "typ " + typ + " refused", ref: "RFC 8725 §3.11 §2.8", authz: bearer(authtest.Token(t, ecKey, map[string]any{"typ": typ}, valid)), want: auth.ReasonTokenType})
+	}
+	tests = append(tests, attack{name: "typ a number", ref: "RFC 7515 §4.1.9", authz: withClaims(map[string]any{"typ": 1}, nil), want: auth.ReasonMalformed})
+
+	// Token confusion: another kind of JWT, signed by the same key, with
+	// sub and exp. Where any type is taken, an ID token passes: that is
+	// what token_types: [at+jwt] is for.
+	tests = append(tests,
+		attack{name: "ID token (typ JWT, nonce, at_hash) where at+jwt is required", ref: "RFC 9068 §4, RFC 8725 §3.11, OIDC Core §2", server: &atSrv, authz: withClaims(map[string]any{"typ": "JWT"}, idToken), want: auth.ReasonTokenType},
+		attack{name: "ID token without typ where at+jwt is required", ref: "RFC 9068 §4, OIDC Core §2", server: &atSrv, authz: withClaims(map[string]any{"typ": nil}, idToken), want: auth.ReasonTokenType},
+		attack{name: "control: ID token where any type is accepted", ref: "RFC 8725 §3.11 (why at+jwt)", authz: withClaims(map[string]any{"typ": "JWT"}, idToken), wantSub: "alice"},
+		attack{name: "application/AT+JWT where at+jwt is required", ref: "RFC 9068 §2.1, RFC 7515 §4.1.9", server: &atSrv, authz: withClaims(map[string]any{"typ": "application/AT+JWT"}, nil), wantSub: "alice"},
+		attack{name: "at+jwt where at+jwt is required", ref: "RFC 9068 §2.1", server: &atSrv, authz: withClaims(map[string]any{"typ": "at+jwt"}, nil), wantSub: "alice"},
+		attack{name: "at+jwt where only JWT is accepted", ref: "RFC 8725 §3.11", server: &jwtSrv, authz: withClaims(map[string]any{"typ": "at+jwt"}, nil), want: auth.ReasonTokenType},
+		attack{name: "application/jwt where only JWT is accepted", ref: "RFC 7515 §4.1.9", server: &jwtSrv, authz: withClaims(map[string]any{"typ": "application/jwt"}, nil), wantSub: "alice"},
+	)
+	for _, mode := range []struct {
+		name string
+		srv  *apiServer
+	}{{"any", &srv}, {"at+jwt", &atSrv}, {"jwt", &jwtSrv}} {
+		tests = append(tests,
+			attack{name: "DPoP proof as an access token, token_types " + mode.name, ref: "RFC 9449 §4.2, RFC 8725 §3.11", server: mode.srv, authz: withClaims(dpopHeader, dpopProof), want: auth.ReasonTokenType},
+			attack{name: "security event token as an access token, token_types " + mode.name, ref: "RFC 8417 §2.3, RFC 8725 §3.11", server: mode.srv, authz: withClaims(map[string]any{"typ": "secevent+jwt"}, secEvent), want: auth.ReasonTokenType},
+			attack{name: "logout token as an access token, token_types " + mode.name, ref: "OIDC Back-Channel Logout §2.4, RFC 8725 §3.11", server: mode.srv, authz: withClaims(map[string]any{"typ": "logout+jwt"}, map[string]any{"sid": "08a5019c", "events": map[string]any{"http://schemas.openid.net/event/backchannel-logout": map[string]any{}}}), want: auth.ReasonTokenType},
+		)
+	}
+
+	// A token the IdP issued to another application of the same tenant,
+	// whose audience matches: client_id decides, azp without it.
+	tests = append(tests,
+		attack{name: "client_id listed", ref: "RFC 9068 §2.2", server: &clientsSrv, authz: withClaims(nil, map[string]any{"client_id": "plants-web"}), wantSub: "alice"},
+		attack{name: "client_id unlisted", ref: "RFC 9068 §2.2, §4", server: &clientsSrv, authz: withClaims(nil, map[string]any{"client_id": "reports-cli"}), want: auth.ReasonClient},
+		attack{name: "azp listed, no client_id", ref: "OIDC Core §2 (azp)", server: &clientsSrv, authz: withClaims(nil, map[string]any{"azp": "plants-web"}), wantSub: "alice"},
+		attack{name: "azp unlisted, no client_id", ref: "OIDC Core §2 (azp)", server: &clientsSrv, authz: withClaims(nil, map[string]any{"azp": "reports-cli"}), want: auth.ReasonClient},
+		attack{name: "client_id unlisted, azp listed: client_id decides", ref: "RFC 9068 §2.2", server: &clientsSrv, authz: withClaims(nil, map[string]any{"client_id": "reports-cli", "azp": "plants-web"}), want: auth.ReasonClient},
+		attack{name: "client_id listed, azp unlisted: client_id decides", ref: "RFC 9068 §2.2", server: &clientsSrv, authz: withClaims(nil, map[string]any{"client_id": "plants-web", "azp": "reports-cli"}), wantSub: "alice"},
+		attack{name: "client_id empty, azp listed", ref: "RFC 9068 §2.2", server: &clientsSrv, authz: withClaims(nil, map[string]any{"client_id": "", "azp": "plants-web"}), want: auth.ReasonClient},
+		attack{name: "client_id in another case", ref: "RFC 6749 §2.2 (client ids are exact)", server: &clientsSrv, authz: withClaims(nil, map[string]any{"client_id": "PLANTS-WEB"}), want: auth.ReasonClient},
+		attack{name: "client_id an array holding the client", ref: "RFC 9068 §2.2 (a string)", server: &clientsSrv, authz: withClaims(nil, map[string]any{"client_id": []string{"plants-web"}}), want: auth.ReasonClaims},
+		attack{name: "neither client_id nor azp", ref: "RFC 9068 §2.2", server: &clientsSrv, authz: withClaims(nil, nil), want: auth.ReasonClient},
+		attack{name: "control: no client_id where any client is accepted", ref: "-", authz: withClaims(nil, map[string]any{"client_id": "reports-cli"}), wantSub: "alice"},
+	)
+
+	// A year-long token from a misconfigured client: the lifetime counts
+	// from iat, or from now without one.
+	tests = append(tests,
+		attack{name: "lifetime at the cap", ref: "RFC 8725 §3.10", server: &lifetimeSrv, authz: lifetime(0, time.Hour), wantSub: "alice"},
+		attack{name: "lifetime one second over the cap", ref: "RFC 8725 §3.10", server: &lifetimeSrv, authz: lifetime(0, time.Hour+time.Second), want: auth.ReasonLifetime},
+		attack{name: "no iat, exp at the cap from now", ref: "RFC 7519 §4.1.6 (iat optional)", server: &lifetimeSrv, authz: lifetime(noIat, time.Hour), wantSub: "alice"},
+		attack{name: "no iat, exp one second over the cap from now", ref: "RFC 7519 §4.1.6", server: &lifetimeSrv, authz: lifetime(noIat, time.Hour+time.Second), want: auth.ReasonLifetime},
+		attack{name: "half of a 90-minute token left", ref: "RFC 8725 §3.10 (lifetime from iat)", server: &lifetimeSrv, authz: lifetime(-45*time.Minute, 45*time.Minute), want: auth.ReasonLifetime},
+		attack{name: "a year-long token", ref: "RFC 8725 §3.10", server: &lifetimeSrv, authz: lifetime(0, 365*24*time.Hour), want: auth.ReasonLifetime},
+		attack{name: "control: a year-long token where no cap is set", ref: "-", authz: bearer(authtest.Token(t, ecKey, nil, authtest.Claims(map[string]any{"exp": time.Now().Add(365 * 24 * time.Hour).Unix()}))), wantSub: "alice"},
+	)
+
+	// A binding the service does not check would leave the token a bearer
+	// token for whoever holds it: refused, never served as one.
+	x5t := sha256.Sum256([]byte("a client certificate"))
+	for _, b := range []struct {
+		name string
+		cnf  map[string]any
+		want auth.Reason
+	}{
+		{"cnf.x5t#S256 (a certificate-bound token) as Bearer", map[string]any{"x5t#S256": b64(x5t[:])}, auth.ReasonCertBound},
+		{"cnf.jwk as Bearer", map[string]any{"jwk": publicJWK(t, attacker.Verify.Public, nil)}, auth.ReasonUnknownBinding},
+		{"cnf.jku as Bearer", map[string]any{"jku": evil.URL}, auth.ReasonUnknownBinding},
+	} {
+		tests = append(tests, attack{name: b.name, ref: "RFC 7800 §3, RFC 8705 §3, RFC 9449 §6", authz: bearer(authtest.Token(t, ecKey, nil, authtest.Claims(map[string]any{"cnf": b.cnf}))), want: b.want})
 	}
 
 	for _, tt := range tests {
@@ -355,6 +457,9 @@ func TestKnownAttacks(t *testing.T) {
 			url := srv.url
 			if tt.scoped {
 				url = scopedSrv.url
+			}
+			if tt.server != nil {
+				url = tt.server.url
 			}
 			status, challenge, body := attackRequest(t, url, tt.authz)
 			if tt.want == auth.ReasonScope {
@@ -376,6 +481,9 @@ func TestKnownAttacks(t *testing.T) {
 			}
 		})
 	}
+	t.Run("keys one second past max_stale with the IdP down, then back", func(t *testing.T) {
+		testMaxStale(t)
+	})
 	if n := evilHits.Load(); n != 0 {
 		t.Errorf("the attacker's server got %d requests; want 0", n)
 	}
@@ -383,6 +491,87 @@ func TestKnownAttacks(t *testing.T) {
 		t.Errorf("the JWKS endpoint got %d requests; want the first fetch and at most one refetch", n)
 	}
 }
+
+// testMaxStale holds a named issuer's fetched keys to max_stale (1h) on a
+// clock the test moves, its IdP down: a key the IdP may have removed stops
+// verifying one second past max_stale, tokens verified before included,
+// /readyz names the issuer, and the keys come back when a fetch succeeds.
+func testMaxStale(t *testing.T) {
+	const iss = "https://idp.example"
+	key := authtest.NewKey(t, "ES256")
+	doc := authtest.JWKS(t, key)
+	idp := authtest.NewServer(t, doc)
+	clock := newTestClock(time.Unix(time.Now().Unix(), 0))
+	j, err := auth.NewJWKSClock(t.Context(), auth.JWKSOptions{URL: idp.URL, MinRefresh: time.Minute}, nil, nil, clock.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcWait(t, "the first JWKS fetch", func() bool { return j.Ready() == nil })
+	v, err := auth.NewVerifier(auth.Options{}, auth.Issuer{Name: "staff", Config: auth.Config{Issuer: iss, MaxStale: time.Hour}, Keys: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth.SetClock(v, clock.Now)
+	api := serveVerifier(t, v)
+
+	n := 0
+	token := func() string { // a token not seen before
+		n++
+		return authtest.Token(t, key, nil, authtest.Claims(map[string]any{
+			"iss": iss, "jti": fmt.Sprint(n), "iat": clock.Now().Unix(), "exp": clock.Now().Add(3 * time.Hour).Unix(),
+		}))
+	}
+	check := func(step, tok string, want auth.Reason) {
+		t.Helper()
+		status, challenge, body := attackRequest(t, api.url, "Bearer "+tok)
+		switch {
+		case want == "" && status != http.StatusOK:
+			t.Errorf("%s: status %d, %q, %s; want 200", step, status, challenge, body)
+		case want != "" && (status != http.StatusUnauthorized || !strings.Contains(challenge, `error_description="`+want.Description()+`"`)):
+			t.Errorf("%s: status %d, %q; want 401 %s", step, status, challenge, want)
+		}
+	}
+	fetches := func(step string, want int64) {
+		t.Helper()
+		if got := idp.Hits.Load(); got != want {
+			t.Errorf("%s: the IdP got %d requests in all; want %d", step, got, want)
+		}
+	}
+
+	cached := token()
+	check("start", cached, "")
+	idp.Set(func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "down", http.StatusServiceUnavailable) })
+	clock.Add(time.Hour)
+	check("at max_stale, cached", cached, "")
+	check("at max_stale, a new token", token(), "")
+	fetches("at max_stale", 1)
+	if err := v.Ready(); err != nil {
+		t.Errorf("Ready at max_stale = %v; want nil", err)
+	}
+
+	clock.Add(time.Second)
+	// One fetch is tried, as for an unknown kid, and fails.
+	check("1s past max_stale, cached", cached, auth.ReasonKeysUnavailable)
+	fetches("1s past max_stale", 2)
+	check("1s past max_stale, a new token", token(), auth.ReasonKeysUnavailable)
+	fetches("1s past max_stale, within min_refresh of the failed fetch", 2)
+	err = v.Ready()
+	if err == nil || !errors.Is(err, auth.ErrNoKeys) || !strings.Contains(err.Error(), "issuer staff") || !strings.Contains(err.Error(), "max_stale 1h0m0s") {
+		t.Errorf("Ready 1s past max_stale = %v; want ErrNoKeys naming issuer staff and max_stale", err)
+	}
+
+	idp.Serve(doc)
+	clock.Add(time.Minute) // min_refresh after the failed fetch
+	check("a fetch succeeds again, cached", cached, "")
+	fetches("a fetch succeeds again", 3)
+	check("a fetch succeeds again, a new token", token(), "")
+	if err := v.Ready(); err != nil {
+		t.Errorf("Ready after a good fetch = %v; want nil", err)
+	}
+}
+
+// noIat, as the iat offset of a lifetime row, leaves iat out.
+const noIat = time.Duration(-1 << 63)
 
 // attackRequest sends GET url with the Authorization header authz and
 // returns the status, the one WWW-Authenticate value and the body.

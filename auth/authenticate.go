@@ -25,39 +25,55 @@ const maxCredential = 8 << 10
 //     or more spaces; over 8 KiB it is refused unparsed;
 //  2. the cache: a token verified before, still in the cache, whose exp,
 //     nbf and iat still hold now, of an issuer still configured whose keys
-//     have not changed since, goes on to step 10 as it was;
+//     have not changed since (nor, with MaxStale, gone unconfirmed for
+//     longer), goes on to step 10 as it was;
 //  3. the form: RFC 6750 b64token characters, a JWS in compact form;
 //  4. the issuer: the unnamed one, or the one whose iss the token names
 //     ([ReasonUnknownIssuer] for none, at once, with no key fetch);
 //  5. the JOSE header: alg in the issuer's allow-list (never "none"), no
-//     crit, typ absent or an access token type, kid a string;
+//     crit, typ an access-token type, absent, "JWT" or "at+jwt", and one
+//     of the issuer's TokenTypes when it names some (never another kind
+//     of JWT: [ReasonTokenType]), kid a string;
 //  6. the key: by kid from the issuer's keys only, of the algorithm's
 //     family ([ReasonUnknownKey] otherwise); jku, jwk, x5u and x5c are
-//     never read;
+//     never read; with MaxStale, fetched keys that no fetch confirmed for
+//     longer are none ([ReasonKeysUnavailable]) unless one fetch, tried as
+//     for an unknown kid, confirms them;
 //  7. the signature;
 //  8. the claims: exp required, and exp, nbf and iat numbers from 0 to
 //     253402300799 held to the leeway (iat never in the future); iss and
-//     aud as the issuer's Config says;
+//     aud as the issuer's Config says; exp at most MaxLifetime after iat
+//     (or now) ([ReasonLifetime]); client_id, or without it azp, one of
+//     the issuer's Clients ([ReasonClient]);
 //  9. the caller (see claims.go): sub a non-empty string, groups (a string
 //     or an array of strings at the groups claim, at most MaxGroups),
 //     scope and scp (a string split at U+0020 only, the items of an array
-//     taken whole), and the required scope (403 when missing);
+//     taken whole), and the required scope (403 when missing); and the
+//     binding its cnf names (see binding.go): cnf.jkt, or nothing, since a
+//     binding this service does not check would leave a bearer token
+//     ([ReasonCertBound], [ReasonUnknownBinding]);
 //  10. the binding, every time, cached or not: a token bound to a key
 //     (cnf.jkt) needs the DPoP scheme and one valid DPoP proof header,
-//     checked as RFC 9449 §4.3 says (typ, an asymmetric alg, a public jwk
-//     whose thumbprint is cnf.jkt, the signature, htm, htu, iat within the
-//     window, ath, a jti not seen before on this replica); an unbound token
-//     needs the Bearer scheme, and is refused where the issuer requires
-//     DPoP.
+//     checked as RFC 9449 §4.3 says, the checks that cost no signature
+//     first (see [parseProof]: the form, typ, an alg of
+//     Options.DPoPAlgorithms, no crit, a public jwk of a sound shape whose
+//     thumbprint is cnf.jkt, htm, htu, iat within the window, ath); an
+//     unbound token needs the Bearer scheme, and is refused where the
+//     issuer requires DPoP;
+//  11. admission ([Admitter]): one request taken from the caller's rate
+//     when Options.RateLimit is set, and, for a proof, its jti not seen
+//     before on this replica; then the proof's signature, and its jti
+//     recorded once the signature verified.
 //
 // A token that passed steps 3 to 9 is cached until it expires, within the
 // cache's byte budget; refusals are never cached. Every error is an
-// *[Error]: 401 with [ReasonMissing] when there is no credential, 401
-// invalid_token for a credential that fails a check, 401
-// invalid_dpop_proof for a bad proof, 403 insufficient_scope for a valid
-// token without the required scope, and 429 for [ReasonDPoPQuota]. The
-// returned Identity is shared with other requests that present the same
-// token and must not be modified.
+// *[Error], but for a caller over its rate: 401 with [ReasonMissing] when
+// there is no credential, 401 invalid_token for a credential that fails a
+// check, 401 invalid_dpop_proof for a bad proof, 403 insufficient_scope
+// for a valid token without the required scope, and 429 for
+// [ReasonDPoPQuota]; a *[RateLimitError] (429) for a caller over its rate.
+// The returned Identity is shared with other requests that present the
+// same token and must not be modified.
 func (v *Verifier) Authenticate(r *http.Request) (*Identity, error) {
 	c, err := credentialOf(r.Header)
 	if err != nil {
@@ -70,7 +86,14 @@ func (v *Verifier) Authenticate(r *http.Request) (*Identity, error) {
 	}
 	// A token verified before still needs a proof of its own, every time.
 	if err := v.bind(r, c, e); err != nil {
-		err.Issuer, err.routed, err.Subject = e.id.Issuer, true, e.id.Subject
+		var ae *Error
+		var rl *RateLimitError
+		switch {
+		case errors.As(err, &ae):
+			ae.Issuer, ae.routed, ae.Subject = e.id.Issuer, true, e.id.Subject
+		case errors.As(err, &rl):
+			rl.Issuer, rl.Subject = e.id.Issuer, e.id.Subject
+		}
 		return nil, err
 	}
 	return &e.id, nil
@@ -126,8 +149,10 @@ func (v *Verifier) verify(ctx context.Context, token string) (*cacheEntry, *Erro
 	var h uint64
 	if v.cache != nil {
 		h = v.cache.hashOf(token)
-		if e := v.cache.get(token, h); e != nil && e.live() && e.validAt(v.now(), v.opts.Leeway) {
-			return e, nil
+		if e := v.cache.get(token, h); e != nil && e.live() {
+			if now := v.now(); e.validAt(now, v.opts.Leeway) && e.iss.fresh(now) {
+				return e, nil
+			}
 		}
 	}
 	if !isB64Token(token) {
@@ -161,13 +186,19 @@ func (v *Verifier) verifyWith(ctx context.Context, is *issuer, token string, h u
 	if err != nil {
 		return nil, is.classify(tok, claims, err)
 	}
+	if ae := is.checkIssued(claims, v.now(), v.opts.Leeway); ae != nil {
+		return nil, ae
+	}
 	id, ae := v.identity(is, claims)
 	if ae != nil {
 		return nil, ae
 	}
-	e := &cacheEntry{id: id, hash: h, iss: is, gen: gen}
-	if e.jkt, ae = confirmation(claims); ae != nil {
+	e := &cacheEntry{id: id, hash: h, iss: is, gen: gen, caller: CallerKey(is.name, id.Subject)}
+	if e.bound, ae = bindingOf(claims); ae != nil {
 		return nil, ae
+	}
+	if e.bound.bound() {
+		e.ath, e.client = accessTokenHash(token), clientKey(e.bound.jkt)
 	}
 	if v.cache != nil && is.gen != nil {
 		e.exp, e.nbf, e.iat = claims.times()
@@ -233,13 +264,17 @@ func (is *issuer) key(ctx context.Context, t *jwt.Token) (any, error) {
 		// (RFC 7515 section 4.1.11).
 		return nil, invalidToken(ReasonCrit)
 	}
-	if raw, ok := t.Header["typ"]; ok {
-		// RFC 8725 §3.11: a token that says it is another kind of JWT (a
-		// JWE, a security event, a logout or DPoP proof) is not an access
-		// token, whoever signed it.
-		if typ, ok := raw.(string); !ok || !accessTokenType(typ) {
-			return nil, invalidToken(ReasonMalformed)
-		}
+	// RFC 8725 §3.11: a token that says it is another kind of JWT (a
+	// JWE, a security event, a logout token or a DPoP proof) is not an
+	// access token, whoever signed it; nor, where the issuer requires
+	// at+jwt, is a token that does not say it is one.
+	raw, present := t.Header["typ"]
+	typ, isString := raw.(string)
+	if present && !isString {
+		return nil, invalidToken(ReasonMalformed)
+	}
+	if err := is.checkType(typ, present); err != nil {
+		return nil, err
 	}
 	var kid string
 	if raw, ok := t.Header["kid"]; ok {
@@ -250,7 +285,7 @@ func (is *issuer) key(ctx context.Context, t *jwt.Token) (any, error) {
 		kid = s
 	}
 	alg := t.Method.Alg()
-	k, err := is.keys.Key(ctx, kid, alg)
+	k, err := is.lookup.Key(ctx, kid, alg)
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrUnknownKey), errors.Is(err, ErrAmbiguousKey), errors.Is(err, ErrKeyMismatch):
@@ -264,16 +299,6 @@ func (is *issuer) key(ctx context.Context, t *jwt.Token) (any, error) {
 		return nil, invalidToken(ReasonUnknownKey)
 	}
 	return k.Public, nil
-}
-
-// accessTokenType reports whether typ, a JWS typ header, names an access
-// token: "JWT" (RFC 7519 §5.1) or "at+jwt" (RFC 9068 §2.1), compared
-// without regard to case and with an optional "application/" prefix
-// (RFC 7515 §4.1.9).
-func accessTokenType(typ string) bool {
-	t := strings.ToLower(typ)
-	t = strings.TrimPrefix(t, "application/")
-	return t == "jwt" || t == "at+jwt"
 }
 
 // classify turns a golang-jwt parse error into the refusal it stands for.

@@ -28,8 +28,13 @@ type cacheEntry struct {
 	// its keys then: a hit needs both to be current.
 	iss *issuer
 	gen uint64
-	// jkt is the token's cnf.jkt, "" when it is not DPoP-bound.
-	jkt string
+	// bound is what the token is bound to (cnf); for a bound token, ath
+	// is the ath its DPoP proofs carry and client the hash of its key.
+	bound  binding
+	ath    string
+	client [16]byte
+	// caller is the hash of the issuer and subject rates are kept by.
+	caller [16]byte
 	// exp, nbf and iat are the time claims in Unix nanoseconds; nbf and
 	// iat are math.MinInt64 when the token has none.
 	exp, nbf, iat int64
@@ -55,7 +60,7 @@ func (e *cacheEntry) validAt(now time.Time, leeway time.Duration) bool {
 // the identity's strings and slices, each rounded up for the allocator.
 func entrySize(e *cacheEntry) int64 {
 	const strHeader = int64(unsafe.Sizeof(""))
-	n := int64(unsafe.Sizeof(*e)) + alloc(len(e.token)) + alloc(len(e.id.Subject)) + alloc(len(e.jkt))
+	n := int64(unsafe.Sizeof(*e)) + alloc(len(e.token)) + alloc(len(e.id.Subject)) + alloc(len(e.bound.jkt)) + alloc(len(e.ath))
 	for _, list := range [][]string{e.id.Groups, e.id.Scopes} {
 		n += alloc(cap(list) * int(strHeader))
 		for _, s := range list {

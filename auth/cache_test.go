@@ -300,6 +300,35 @@ func BenchmarkVerifyCache(b *testing.B) {
 			}
 		})
 	}
+	// Hits of one token, its keys fetched, with and without every rule on
+	// tokens meant for this resource (the keys held to max_stale): what
+	// the rules add to a cached request.
+	for _, rules := range []bool{false, true} {
+		name := "ES256/hit/fetched"
+		if rules {
+			name += "+rules"
+		}
+		b.Run(name, func(b *testing.B) {
+			k := authtest.NewKey(b, "ES256")
+			jwks, _ := newSrcJWKS(b, auth.JWKSOptions{URL: authtest.NewServer(b, authtest.JWKS(b, k)).URL})
+			srcWait(b, "the first JWKS fetch", func() bool { return jwks.Ready() == nil })
+			cfg := auth.Config{}
+			if rules {
+				cfg = auth.Config{
+					TokenTypes: []string{"at+jwt"}, Clients: []string{"plants-web"},
+					MaxLifetime: 2 * time.Hour, MaxStale: 24 * time.Hour,
+				}
+			}
+			v := newVerifier(b, cfg, jwks)
+			token := authtest.Token(b, k, map[string]any{"typ": "at+jwt"}, authtest.Claims(map[string]any{"exp": time.Now().Add(time.Hour).Unix(), "client_id": "plants-web"}))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := v.Verify(b.Context(), token); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 	for _, alg := range []string{"RS256", "ES256", "EdDSA"} {
 		for _, size := range []int64{0, -1} {
 			name := alg + "/hit"

@@ -60,28 +60,6 @@ func (v *Verifier) identity(is *issuer, claims claimSet) (Identity, *Error) {
 	return id, nil
 }
 
-// confirmation returns the cnf.jkt of a token (RFC 9449 §6.1): the
-// thumbprint of the key it is bound to, "" for an unbound token.
-func confirmation(claims claimSet) (string, *Error) {
-	raw, ok := claims["cnf"]
-	if !ok {
-		return "", nil
-	}
-	cnf, ok := raw.(map[string]any)
-	if !ok {
-		return "", invalidToken(ReasonClaims)
-	}
-	j, ok := cnf["jkt"]
-	if !ok {
-		return "", nil // another kind of confirmation: nothing DPoP checks
-	}
-	jkt, ok := j.(string)
-	if !ok || jkt == "" {
-		return "", invalidToken(ReasonClaims)
-	}
-	return jkt, nil
-}
-
 // lookupPath returns the claim named name, or, when there is none, the
 // value at path through nested objects. A missing or null value is nil; a
 // non-object on the way is an error.

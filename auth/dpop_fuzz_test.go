@@ -13,12 +13,13 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// FuzzDPoPProof feeds any string to the DPoP proof check. It must never
-// panic, and it may accept a proof only when the proof's own bytes, read
-// with encoding/json apart from the JWT library, say what RFC 9449 §4.3
-// asks: typ dpop+jwt, an allowed alg, a jwk whose thumbprint is the
-// token's cnf.jkt, htm and htu of the request, ath of the token, an iat in
-// the window.
+// FuzzDPoPProof feeds any string to the DPoP proof checks (parseProof,
+// then the signature). They must never panic, and may accept a proof only
+// when the proof's own bytes, read with encoding/json apart, say what RFC
+// 9449 §4.3 asks: typ dpop+jwt, an allowed alg, no crit, a jwk that the
+// JWKS decoder (jwkset) takes and whose thumbprint is the token's
+// cnf.jkt, htm and htu of the request, ath of the token, an iat in the
+// window.
 func FuzzDPoPProof(f *testing.F) {
 	d := sha256.Sum256([]byte("plantstore fuzz DPoP"))
 	key, err := ecdsa.ParseRawPrivateKey(elliptic.P256(), d[:])
@@ -33,7 +34,7 @@ func FuzzDPoPProof(f *testing.F) {
 	const token, uri = "eyJhbGciOiJFUzI1NiJ9.e30.c2ln", "https://api.example/plants"
 	sum := sha256.Sum256([]byte(token))
 	ath := base64.RawURLEncoding.EncodeToString(sum[:])
-	req := dpopRequest{method: "GET", uri: uri, token: token, jkt: jkt, now: now, window: time.Minute, leeway: 5 * time.Second}
+	req := dpopRequest{method: "GET", uri: uri, ath: ath, jkt: jkt, algs: DefaultDPoPAlgorithms(), now: now, window: time.Minute, leeway: 5 * time.Second}
 	// The uncompressed point: 0x04, then X and Y of 32 bytes each.
 	point, err := key.PublicKey.Bytes()
 	if err != nil {
@@ -60,16 +61,22 @@ func FuzzDPoPProof(f *testing.F) {
 	f.Add(sign(map[string]any{"typ": "dpop+jwt", "jwk": jwk}, jwt.MapClaims{"jti": "j2", "htm": "POST", "htu": uri, "iat": now.Unix(), "ath": ath}))
 	f.Add(sign(map[string]any{"typ": "JWT", "jwk": jwk}, good))
 	f.Add(sign(map[string]any{"typ": "dpop+jwt"}, good))
+	f.Add(sign(map[string]any{"typ": "dpop+jwt", "jwk": jwk, "crit": []string{"exp"}}, good))
+	f.Add(sign(map[string]any{"typ": "dpop+jwt", "jwk": map[string]any{"kty": "EC", "crv": "P-256", "x": jwk["x"], "Y": jwk["y"]}}, good))
 	f.Add("eyJ0eXAiOiJkcG9wK2p3dCIsImFsZyI6Im5vbmUifQ.e30.")
 	f.Add("")
 	f.Fuzz(func(t *testing.T, proof string) {
-		_, iat, perr := checkProof(proof, req)
+		p, perr := parseProof(proof, &req)
 		if perr != nil {
 			if perr.Code != "invalid_dpop_proof" || !strings.HasPrefix(string(perr.Reason), "dpop_") {
-				t.Fatalf("checkProof(%q) refusal %+v: want an invalid_dpop_proof with a dpop_ reason", proof, perr)
+				t.Fatalf("parseProof(%q) refusal %+v: want an invalid_dpop_proof with a dpop_ reason", proof, perr)
 			}
 			return
 		}
+		if !p.verify() {
+			return
+		}
+		iat := p.iat
 		parts := strings.Split(proof, ".")
 		if len(parts) != 3 {
 			t.Fatalf("accepted %q, not three segments", proof)
@@ -86,8 +93,12 @@ func FuzzDPoPProof(f *testing.F) {
 		}
 		hb, err1 := base64.RawURLEncoding.DecodeString(parts[0])
 		cb, err2 := base64.RawURLEncoding.DecodeString(parts[1])
-		if err1 != nil || err2 != nil || json.Unmarshal(hb, &header) != nil || json.Unmarshal(cb, &claims) != nil {
+		var members map[string]json.RawMessage
+		if err1 != nil || err2 != nil || json.Unmarshal(hb, &header) != nil || json.Unmarshal(cb, &claims) != nil || json.Unmarshal(hb, &members) != nil {
 			t.Fatalf("accepted %q, whose segments do not decode", proof)
+		}
+		if _, ok := members["crit"]; ok {
+			t.Fatalf("accepted %q with a crit header", proof)
 		}
 		k, skip := decodeJWK(header.JWK)
 		if skip != nil {
@@ -99,7 +110,7 @@ func FuzzDPoPProof(f *testing.F) {
 			t.Fatalf("accepted %q with a jwk of thumbprint %q, want %q", proof, tp, jkt)
 		case !strings.EqualFold(header.Typ, "dpop+jwt"):
 			t.Fatalf("accepted %q with typ %q", proof, header.Typ)
-		case !strings.Contains(" "+strings.Join(DPoPAlgorithms(), " ")+" ", " "+header.Alg+" "):
+		case !strings.Contains(" "+strings.Join(DefaultDPoPAlgorithms(), " ")+" ", " "+header.Alg+" "):
 			t.Fatalf("accepted %q with alg %q", proof, header.Alg)
 		case claims.HTM != "GET" || claims.ATH != ath || claims.JTI == "":
 			t.Fatalf("accepted %q with claims %+v", proof, claims)

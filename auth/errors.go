@@ -18,6 +18,7 @@ const (
 	ReasonTooLarge        Reason = "too_large"        // Authorization header over 8 KiB
 	ReasonAlgorithm       Reason = "algorithm"        // alg not in the allow-list (none included)
 	ReasonCrit            Reason = "crit"             // crit header present
+	ReasonTokenType       Reason = "token_type"       // typ names another kind of JWT, or a type the issuer does not accept
 	ReasonUnknownKey      Reason = "unknown_key"      // no key for kid, or several without kid
 	ReasonKeysUnavailable Reason = "keys_unavailable" // no usable key set yet
 	ReasonBadSignature    Reason = "bad_signature"    // signature does not verify
@@ -27,6 +28,8 @@ const (
 	ReasonIssuer          Reason = "issuer"           // iss is not the configured issuer
 	ReasonUnknownIssuer   Reason = "unknown_issuer"   // iss names no configured issuer
 	ReasonAudience        Reason = "audience"         // aud has none of the configured audiences
+	ReasonClient          Reason = "client"           // client_id (or, without it, azp) is none of the issuer's clients
+	ReasonLifetime        Reason = "lifetime"         // exp further after iat (or now) than the issuer's max lifetime
 	ReasonNoSubject       Reason = "no_subject"       // sub missing or empty
 	ReasonClaims          Reason = "claims"           // a claim has the wrong type or range
 	ReasonTooManyGroups   Reason = "too_many_groups"  // more groups than -jwt-max-groups
@@ -44,19 +47,26 @@ const (
 	ReasonDPoPBound    Reason = "dpop_bound"    // a bound token as a bearer token, or where DPoP is off
 	ReasonDPoPUnbound  Reason = "dpop_unbound"  // the DPoP scheme with a token that is not bound
 	ReasonDPoPRequired Reason = "dpop_required" // an unbound token where DPoP is required
+
+	// Bindings the service cannot check (RFC 7800 cnf), refused rather
+	// than taken as bearer tokens.
+	ReasonCertBound      Reason = "cert_bound"      // cnf.x5t#S256: bound to a client certificate
+	ReasonUnknownBinding Reason = "unknown_binding" // another cnf member than jkt
 )
 
 // Reasons returns every Reason, in a fixed order.
 func Reasons() []Reason {
 	return []Reason{
 		ReasonMissing, ReasonMalformed, ReasonTooLarge, ReasonAlgorithm,
-		ReasonCrit, ReasonUnknownKey, ReasonKeysUnavailable, ReasonBadSignature,
-		ReasonExpired, ReasonMissingExp, ReasonNotYetValid, ReasonIssuer,
-		ReasonUnknownIssuer, ReasonAudience, ReasonNoSubject, ReasonClaims,
-		ReasonTooManyGroups, ReasonScope,
+		ReasonCrit, ReasonTokenType, ReasonUnknownKey, ReasonKeysUnavailable,
+		ReasonBadSignature, ReasonExpired, ReasonMissingExp, ReasonNotYetValid,
+		ReasonIssuer, ReasonUnknownIssuer, ReasonAudience, ReasonClient,
+		ReasonLifetime, ReasonNoSubject, ReasonClaims, ReasonTooManyGroups,
+		ReasonScope,
 		ReasonDPoPMissing, ReasonDPoPInvalid, ReasonDPoPKey, ReasonDPoPTarget,
 		ReasonDPoPAth, ReasonDPoPIat, ReasonDPoPReplay, ReasonDPoPQuota,
 		ReasonDPoPBound, ReasonDPoPUnbound, ReasonDPoPRequired,
+		ReasonCertBound, ReasonUnknownBinding,
 	}
 }
 
@@ -76,6 +86,8 @@ func (r Reason) Description() string {
 		return "signing algorithm not allowed"
 	case ReasonCrit:
 		return "critical header not supported"
+	case ReasonTokenType:
+		return "not an access token of an accepted type"
 	case ReasonUnknownKey:
 		return "unknown signing key"
 	case ReasonKeysUnavailable:
@@ -94,6 +106,10 @@ func (r Reason) Description() string {
 		return "issuer not known"
 	case ReasonAudience:
 		return "audience not accepted"
+	case ReasonClient:
+		return "client not accepted"
+	case ReasonLifetime:
+		return "token lifetime too long"
 	case ReasonNoSubject:
 		return "token has no subject"
 	case ReasonClaims:
@@ -124,6 +140,10 @@ func (r Reason) Description() string {
 		return "token is not DPoP-bound"
 	case ReasonDPoPRequired:
 		return "DPoP-bound token required"
+	case ReasonCertBound:
+		return "certificate-bound token not accepted"
+	case ReasonUnknownBinding:
+		return "token bound in a way this service cannot check"
 	}
 	return "invalid token"
 }

@@ -3,11 +3,24 @@ package auth
 import (
 	"context"
 	"slices"
+	"time"
+
+	"go.uber.org/zap"
 )
 
-// SetReplayLimits gives v a DPoP replay cache of size entries, at most
-// quota of them for one proof key, so that tests can fill it.
-func SetReplayLimits(v *Verifier, size, quota int) { v.replays = newReplayCache(size, quota) }
+// SetReplayLimits gives v a DPoP replay cache of size entries, so that
+// tests can fill it.
+func SetReplayLimits(v *Verifier, size int) {
+	v.replays = newReplayCache(size)
+	v.admitter = newLocalAdmitter(v.opts.RateLimit, v.replays)
+}
+
+// ReplayEntries returns the number of proofs v's replay cache remembers.
+func ReplayEntries(v *Verifier) int {
+	v.replays.mu.Lock()
+	defer v.replays.mu.Unlock()
+	return len(v.replays.index)
+}
 
 // Verify runs the token checks of [Verifier.Authenticate] (steps 2 to 9)
 // on a bearer token, for the tests that look at tokens rather than
@@ -32,4 +45,14 @@ func (v *Verifier) Issuers() []Issuer {
 		out = append(out, Issuer{Name: is.name, Config: c, Keys: is.keys})
 	}
 	return out
+}
+
+// SetClock makes v read the time from now, for tests that move it. Call it
+// before v verifies anything.
+func SetClock(v *Verifier, now func() time.Time) { v.now = now }
+
+// NewJWKSClock is [NewJWKS] with its fetches timed by now, for tests that
+// move the clock past MaxStale or MinRefresh.
+func NewJWKSClock(ctx context.Context, opts JWKSOptions, log *zap.Logger, m *Metrics, now func() time.Time) (*JWKS, error) {
+	return newJWKS(ctx, opts, log, m, now)
 }

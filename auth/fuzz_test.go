@@ -70,7 +70,17 @@ const (
 	fuzzAudience = "plants"
 	fuzzScope    = "plants:read"
 	fuzzLeeway   = 30 * time.Second
+	fuzzClient   = "plants-web"
+	// fuzzLifetime is the lifetime of fuzzClaims, from their iat to their
+	// exp: the cap, which they meet exactly.
+	fuzzLifetime = (4102444800 - 1700000000) * time.Second
+	// fuzzMaxStale bounds the age of the fetched keys; the fuzzed
+	// verifier's JWKS was last confirmed twice as long ago.
+	fuzzMaxStale = time.Hour
 )
+
+// fuzzTypes are the token types of the fuzzed verifier, as compared.
+var fuzzTypes = []string{"at+jwt", "jwt"}
 
 // fuzzKeyring is one fixed key per family, with the kid the verifier knows
 // it by.
@@ -177,13 +187,14 @@ func (k fuzzKeyring) signatureValid(token string) bool {
 // over (a nil value removes a claim).
 func fuzzClaims(over map[string]any) map[string]any {
 	c := map[string]any{
-		"sub":    "alice",
-		"iss":    fuzzIssuer,
-		"aud":    []string{fuzzAudience},
-		"iat":    1700000000,
-		"exp":    4102444800, // 2100-01-01
-		"scope":  "openid " + fuzzScope,
-		"groups": []string{"gardeners"},
+		"sub":       "alice",
+		"iss":       fuzzIssuer,
+		"aud":       []string{fuzzAudience},
+		"iat":       1700000000,
+		"exp":       4102444800, // 2100-01-01
+		"scope":     "openid " + fuzzScope,
+		"groups":    []string{"gardeners"},
+		"client_id": fuzzClient,
 	}
 	for name, v := range over {
 		if v == nil {
@@ -203,21 +214,47 @@ var challengeRE = regexp.MustCompile(`^Bearer realm="plantstore"(, error="invali
 // decision to the contract:
 //   - the answer is 200, 401 or 403 and never a panic;
 //   - 200 and 403 only for a token whose signature a configured key
-//     verifies (checked with the standard library, apart from golang-jwt),
+//     verifies (checked with the standard library, apart from golang-jwt;
+//     the key of a JWKS that no fetch confirmed within max_stale is none),
 //     200 only with the policy's issuer, audience, scope (split on U+0020
 //     only), an unexpired exp, nbf and iat that are NumericDates of years
 //     0 to 9999 and not in the future, at most DefaultMaxGroups groups, a
-//     subject (the one the handler sees) and no crit header;
+//     subject (the one the handler sees) and no crit header, a typ of
+//     the policy's token types, its client as client_id (or, without it,
+//     azp), and exp at most the policy's lifetime after iat (or now);
 //   - a refusal carries exactly one well-formed WWW-Authenticate challenge
 //     and an Error body without the token;
 //   - the valid seeds are accepted (403 for the one without the scope).
 func FuzzMiddleware(f *testing.F) {
 	keys := newFuzzKeyring(f)
+	// A JWKS whose one key no fetch confirmed for twice max_stale: its
+	// tokens must never pass. It is not in the oracle's keyring.
+	d := sha256.Sum256([]byte("plantstore fuzz stale ES256"))
+	sk, err := ecdsa.ParseRawPrivateKey(elliptic.P256(), d[:])
+	if err != nil {
+		f.Fatal(err)
+	}
+	staleKid, err := auth.Thumbprint(&sk.PublicKey)
+	if err != nil {
+		f.Fatal(err)
+	}
+	stale := authtest.Key{Alg: "ES256", Private: sk, Verify: auth.Key{ID: staleKid, Public: &sk.PublicKey}}
+	idp := authtest.NewServer(f, authtest.JWKS(f, stale))
+	jwks, err := auth.NewJWKSClock(f.Context(), auth.JWKSOptions{URL: idp.URL, MinRefresh: time.Hour}, nil, nil,
+		func() time.Time { return time.Now().Add(-2 * fuzzMaxStale) })
+	if err != nil {
+		f.Fatal(err)
+	}
+	srcWait(f, "the stale JWKS's one fetch", func() bool { return jwks.Ready() == nil })
 	v := newVerifierOpts(f, auth.Options{Leeway: fuzzLeeway}, auth.Config{
 		Issuer:        fuzzIssuer,
 		Audiences:     []string{fuzzAudience},
 		RequiredScope: fuzzScope,
-	}, keys.keySet())
+		TokenTypes:    fuzzTypes,
+		Clients:       []string{fuzzClient},
+		MaxLifetime:   fuzzLifetime,
+		MaxStale:      fuzzMaxStale,
+	}, auth.Combine(keys.keySet(), jwks))
 	e := gin.New()
 	e.Use(observability.Middleware(nil, observability.NewHTTPMetrics(prometheus.NewRegistry()), nil, nil), renderErrors)
 	e.GET("/plants", auth.Middleware(v, nil), func(c *gin.Context) {
@@ -230,6 +267,9 @@ func FuzzMiddleware(f *testing.F) {
 		h := "Bearer " + authtest.Token(f, k, header, c)
 		want[h] = status
 		return h
+	}
+	refused := func(k authtest.Key, header, c map[string]any) string {
+		return valid(k, header, c, http.StatusUnauthorized)
 	}
 	attacker := authtest.NewKey(f, "ES256")
 	rsaDER, err := x509.MarshalPKIXPublicKey(keys.rsa.Verify.Public)
@@ -280,6 +320,21 @@ func FuzzMiddleware(f *testing.F) {
 		"Bearer " + authtest.RawToken(f, map[string]any{"alg": "ES256", "kid": keys.ec.Verify.ID}, fuzzClaims(nil), strings.Repeat("A", 86)),
 		"", "Bearer", "Bearer ", "Bearer  x", "Basic YWxpY2U6c2VjcmV0", "Bearer a.b.c", "Bearer ...", "Bearer e30.e30.",
 		"Bearer " + strings.Repeat("a", 8<<10),
+		// Tokens meant for this resource: an access-token type, the
+		// client, the lifetime, fresh keys.
+		valid(keys.ec, map[string]any{"typ": "at+jwt"}, fuzzClaims(nil), http.StatusOK),
+		valid(keys.ed, map[string]any{"typ": "application/AT+JWT"}, fuzzClaims(nil), http.StatusOK),
+		valid(keys.rsa, nil, fuzzClaims(map[string]any{"client_id": nil, "azp": fuzzClient}), http.StatusOK),
+		valid(keys.hmac, nil, fuzzClaims(map[string]any{"iat": nil}), http.StatusOK),
+		refused(keys.ec, map[string]any{"typ": nil}, fuzzClaims(nil)),
+		refused(keys.ec, map[string]any{"typ": "dpop+jwt"}, fuzzClaims(nil)),
+		refused(keys.ed, map[string]any{"typ": "secevent+jwt"}, fuzzClaims(nil)),
+		refused(keys.ec, nil, fuzzClaims(map[string]any{"client_id": "reports-cli", "azp": fuzzClient})),
+		refused(keys.ec, nil, fuzzClaims(map[string]any{"client_id": nil})),
+		refused(keys.rsa, nil, fuzzClaims(map[string]any{"client_id": 7})),
+		refused(keys.ed, nil, fuzzClaims(map[string]any{"exp": 4102444801})),
+		refused(stale, nil, fuzzClaims(nil)),
+		refused(stale, noKid, fuzzClaims(nil)),
 	}
 	for _, s := range seeds {
 		f.Add(s, false)
@@ -318,6 +373,7 @@ func FuzzMiddleware(f *testing.F) {
 				t.Fatalf("Authorization %q: 200 body %q: %v", header, rec.Body, err)
 			}
 			checkAccepted(t, token, id)
+			checkIntended(t, token)
 			if got := rec.Header().Values("WWW-Authenticate"); len(got) != 0 {
 				t.Fatalf("Authorization %q: 200 with WWW-Authenticate %q", header, got)
 			}
@@ -419,6 +475,47 @@ func checkAccepted(t *testing.T, token string, id auth.Identity) {
 	}
 	if !slices.Contains(scopes, fuzzScope) || !slices.Contains(id.Scopes, fuzzScope) {
 		t.Fatalf("accepted token %q: scopes %v, identity %+v; want %q", token, scopes, id, fuzzScope)
+	}
+}
+
+// checkIntended holds an accepted token to the rules on tokens meant for
+// this resource, decoding it without the JWT library: typ one of
+// fuzzTypes (in any case, "application/" allowed), client_id (or, without
+// it, azp) fuzzClient, and exp at most fuzzLifetime after iat, or after
+// now with the leeway.
+func checkIntended(t *testing.T, token string) {
+	t.Helper()
+	parts := strings.Split(token, ".")
+	hb, _ := base64.RawURLEncoding.DecodeString(parts[0])
+	pb, _ := base64.RawURLEncoding.DecodeString(parts[1])
+	var header map[string]any
+	var claims map[string]any
+	if json.Unmarshal(hb, &header) != nil || json.Unmarshal(pb, &claims) != nil {
+		t.Fatalf("accepted token %q: header or claims not JSON objects", token)
+	}
+	typ, _ := header["typ"].(string)
+	typ = strings.ToLower(typ)
+	typ = strings.TrimPrefix(typ, "application/")
+	if !slices.Contains(fuzzTypes, typ) {
+		t.Fatalf("accepted token %q with typ %v; want one of %q", token, header["typ"], fuzzTypes)
+	}
+	client, ok := claims["client_id"]
+	if !ok {
+		client = claims["azp"]
+	}
+	if client != fuzzClient {
+		t.Fatalf("accepted token %q of client %v (client_id %v, azp %v); want %q", token, client, claims["client_id"], claims["azp"], fuzzClient)
+	}
+	// Float seconds, read apart from the verifier's nanoseconds: a
+	// millisecond of slack for the rounding of either.
+	exp, _ := claims["exp"].(float64)
+	limit := fuzzLifetime.Seconds() + 1e-3
+	if iat, ok := claims["iat"].(float64); ok && exp-iat > limit {
+		t.Fatalf("accepted token %q lives %.3fs from iat; want at most %s", token, exp-iat, fuzzLifetime)
+	}
+	now := float64(time.Now().UnixNano()) / 1e9
+	if _, ok := claims["iat"]; !ok && exp-now > limit+fuzzLeeway.Seconds() {
+		t.Fatalf("accepted token %q without iat lives %.3fs from now; want at most %s with the leeway", token, exp-now, fuzzLifetime)
 	}
 }
 

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"os"
 	"regexp"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
@@ -96,3 +98,20 @@ func withoutMetadata(t testing.TB, challenges []string) []string {
 	}
 	return out
 }
+
+// testClock is a clock a test moves by hand. It is safe for concurrent
+// use.
+type testClock struct{ ns atomic.Int64 }
+
+// newTestClock returns a clock that reads at until it is moved.
+func newTestClock(at time.Time) *testClock {
+	c := &testClock{}
+	c.ns.Store(at.UnixNano())
+	return c
+}
+
+// Now returns the clock's time.
+func (c *testClock) Now() time.Time { return time.Unix(0, c.ns.Load()) }
+
+// Add moves the clock by d.
+func (c *testClock) Add(d time.Duration) { c.ns.Add(int64(d)) }

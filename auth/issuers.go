@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 	"go.yaml.in/yaml/v3"
@@ -27,13 +28,20 @@ type IssuerConfig struct {
 	Issuer string `yaml:"issuer"`
 	// KeySource is where the keys come from; at most one may be set.
 	KeySource `yaml:",inline"`
-	// The rest is the issuer's Config; RequiredScope and DPoP, when
-	// empty, are those of [SourceOptions].
+	// The rest is the issuer's Config; RequiredScope, DPoP and the four
+	// below, when left out, are those of [SourceOptions].
 	Audiences     []string `yaml:"audiences"`
 	Algorithms    []string `yaml:"algorithms"`
 	GroupsClaim   string   `yaml:"groups_claim"`
 	RequiredScope string   `yaml:"required_scope"`
 	DPoP          string   `yaml:"dpop"`
+	// The tokens meant for this resource: TokenTypes, Clients,
+	// MaxLifetime and MaxStale of the issuer's Config (durations as Go
+	// durations, "1h").
+	TokenTypes  []string      `yaml:"token_types"`
+	Clients     []string      `yaml:"clients"`
+	MaxLifetime time.Duration `yaml:"max_lifetime"`
+	MaxStale    time.Duration `yaml:"max_stale"`
 }
 
 // A FileError is a problem with an issuers file, at a line of it (0 when
@@ -289,7 +297,7 @@ var yamlType = regexp.MustCompile("^cannot unmarshal !!(\\w+)( `[^`]*`)? into (.
 
 var (
 	yamlKinds = map[string]string{"seq": "a list", "map": "a mapping", "str": "the string", "int": "the number", "float": "the number", "bool": "the boolean", "null": "null"}
-	goTypes   = map[string]string{"[]auth.IssuerConfig": "a list of issuers", "[]string": "a list of strings", "string": "a string", "auth.IssuerConfig": "an issuer (a mapping of its settings)"}
+	goTypes   = map[string]string{"[]auth.IssuerConfig": "a list of issuers", "[]string": "a list of strings", "string": "a string", "auth.IssuerConfig": "an issuer (a mapping of its settings)", "time.Duration": "a duration with its unit (30s, 1h)"}
 )
 
 // yamlLine matches the line prefix of the YAML decoder's messages.
@@ -383,6 +391,7 @@ func (x *fileIndex) issuers(cfgs []IssuerConfig, o SourceOptions) ([]Issuer, err
 		cfg := Config{
 			Issuer: c.Issuer, Audiences: c.Audiences, Algorithms: c.Algorithms,
 			GroupsClaim: c.GroupsClaim, RequiredScope: c.RequiredScope, DPoP: o.DPoP,
+			TokenTypes: c.TokenTypes, Clients: c.Clients, MaxLifetime: c.MaxLifetime, MaxStale: c.MaxStale,
 		}
 		if c.DPoP != "" {
 			m, err := ParseDPoPMode(c.DPoP)
@@ -397,6 +406,18 @@ func (x *fileIndex) issuers(cfgs []IssuerConfig, o SourceOptions) ([]Issuer, err
 			cfg.RequiredScope = o.RequiredScope
 			x.inherited[i] = append(x.inherited[i], string(settingRequiredScope))
 		}
+		// The rules of tokens meant for this resource: the flags' where
+		// the issuer does not name them.
+		inherit := func(s setting, set bool, take func()) {
+			if set && x.key(i, string(s)) == 0 {
+				take()
+				x.inherited[i] = append(x.inherited[i], string(s))
+			}
+		}
+		inherit(settingTokenTypes, len(o.TokenTypes) > 0, func() { cfg.TokenTypes = o.TokenTypes })
+		inherit(settingClients, len(o.Clients) > 0, func() { cfg.Clients = o.Clients })
+		inherit(settingMaxLifetime, o.MaxLifetime != 0, func() { cfg.MaxLifetime = o.MaxLifetime })
+		inherit(settingMaxStale, o.MaxStale != 0, func() { cfg.MaxStale = o.MaxStale })
 		out[i] = Issuer{Name: c.Name, Config: cfg}
 	}
 	return checkIssuers(out...)

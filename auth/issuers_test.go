@@ -74,6 +74,9 @@ func TestLoadIssuersFileErrors(t *testing.T) {
 		{"missing key file", "issuers:\n  - name: staff\n    issuer: https://a\n    key_file: /nonexistent/keys.json\n", 2, "/nonexistent/keys.json"},
 		{"jwks url not http", "issuers:\n  - name: staff\n    issuer: https://a\n    jwks_url: ftp://a/jwks\n", 4, `jwks_url: scheme "ftp"`},
 		{"issuer not a URL to discover", "issuers:\n  - name: staff\n    issuer: plantstore\n", 3, "issuer: OIDC discovery"},
+		{"token type of a DPoP proof", "issuers:\n  - name: staff\n    issuer: https://a\n    token_types: [dpop+jwt]\n", 4, `issuer staff: token_types: "dpop+jwt" names another kind of JWT`},
+		{"blank client", "issuers:\n  - name: staff\n    issuer: https://a\n    clients: [web, '']\n", 4, "issuer staff: clients: blank client"},
+		{"max lifetime without a unit", "issuers:\n  - name: staff\n    issuer: https://a\n    max_lifetime: 3600\n", 4, "the number `3600` where a duration with its unit (30s, 1h) belongs"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -492,21 +495,39 @@ func TestIssuersFileSettingsFromOptions(t *testing.T) {
 	if _, err := auth.LoadIssuersFile(t.Context(), own, o); !errors.As(err, &fe) || fe.Line != 5 {
 		t.Errorf("a bad scope of the file = %v; want a *FileError at line 5", err)
 	}
+
+	// The rules of tokens meant for this resource: an issuer that leaves
+	// one out takes the options', one that names it (even as off) keeps
+	// its own.
+	o = auth.SourceOptions{TokenTypes: []string{"at+jwt"}, Clients: []string{"web"}, MaxLifetime: time.Hour, MaxStale: 24 * time.Hour}
+	both := writeIssuers(t, "issuers:\n  - name: staff\n    issuer: https://a\n    key_file: "+keys+
+		"\n  - name: shop\n    issuer: https://b\n    key_file: "+keys+"\n    token_types: [any]\n    clients: [app]\n    max_lifetime: 0s\n    max_stale: 0s\n")
+	f, err := auth.LoadIssuersFile(t.Context(), both, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]auth.Config{}
+	for _, is := range f.Issuers() {
+		got[is.Name] = is.Config
+	}
+	if c := got["staff"]; !slices.Equal(c.TokenTypes, o.TokenTypes) || !slices.Equal(c.Clients, o.Clients) || c.MaxLifetime != o.MaxLifetime || c.MaxStale != o.MaxStale {
+		t.Errorf("staff, which names none of the four = %+v; want the options' %+v", c, o)
+	}
+	if c := got["shop"]; len(c.TokenTypes) != 0 || !slices.Equal(c.Clients, []string{"app"}) || c.MaxLifetime != 0 || c.MaxStale != 0 {
+		t.Errorf("shop, which names all four (token_types any) = %+v; want its own", c)
+	}
 }
 
-// TestIssuersReloadKeepsKeys: a reload that changes an issuer's rules but
-// not its key source (name, issuer, jwks_url) keeps that source: its keys
-// verify at once, with no new fetch, so a reload never empties a key set
-// that was serving.
-func TestIssuersReloadKeepsKeys(t *testing.T) {
-	ti := newTwoIssuers(t)
-	custTok := ti.token(t, ti.custKey, custIss, "bob", nil)
+// rewrite replaces from with to in the issuers file, once, and reloads it
+// into the verifier; it returns the requests the customers' JWKS had got
+// before the reload.
+func (ti *twoIssuers) rewrite(t *testing.T, from, to string) int64 {
+	t.Helper()
 	original, err := os.ReadFile(ti.path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	changed := strings.Replace(string(original), custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n    audiences: [plantstore]",
-		custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n    audiences: [plantstore, shop]\n    algorithms: [ES256]", 1)
+	changed := strings.Replace(string(original), from, to, 1)
 	if changed == string(original) {
 		t.Fatal("the rewrite changed nothing")
 	}
@@ -517,6 +538,18 @@ func TestIssuersReloadKeepsKeys(t *testing.T) {
 	if _, _, err := ti.f.Reload(func(is []auth.Issuer) error { return ti.v.SetIssuers(is...) }); err != nil {
 		t.Fatal(err)
 	}
+	return hits
+}
+
+// TestIssuersReloadKeepsKeys: a reload that changes an issuer's rules but
+// not its key source (name, issuer, jwks_url) keeps that source: its keys
+// verify at once, with no new fetch, so a reload never empties a key set
+// that was serving.
+func TestIssuersReloadKeepsKeys(t *testing.T) {
+	ti := newTwoIssuers(t)
+	custTok := ti.token(t, ti.custKey, custIss, "bob", nil)
+	hits := ti.rewrite(t, custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n    audiences: [plantstore]",
+		custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n    audiences: [plantstore, shop]\n    algorithms: [ES256]")
 	if _, err := ti.v.Verify(t.Context(), custTok); err != nil {
 		t.Errorf("customers token right after a reload that changed its audiences: %v; want it verified by the kept keys", err)
 	}
@@ -532,5 +565,129 @@ func TestIssuersReloadKeepsKeys(t *testing.T) {
 	}
 	if c := got["customers"]; !slices.Equal(c.Audiences, []string{"plantstore", "shop"}) || !slices.Equal(c.Algorithms, []string{"ES256"}) {
 		t.Errorf("customers after the reload: %+v; want the new audiences and algorithms", c)
+	}
+}
+
+// TestIssuersReloadIdPDown: with the customers issuer's IdP down, a reload
+// that changes its rules but not its key source keeps its keys: its tokens
+// verify at once, /readyz's check holds, and no fetch is tried.
+func TestIssuersReloadIdPDown(t *testing.T) {
+	ti := newTwoIssuers(t)
+	custTok := ti.token(t, ti.custKey, custIss, "bob", nil)
+	ti.custSrv.Set(func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "down", http.StatusServiceUnavailable) })
+	hits := ti.rewrite(t, custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n    audiences: [plantstore]",
+		custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n    audiences: [plantstore, shop]\n    dpop: required")
+	if err := ti.v.Ready(); err != nil {
+		t.Errorf("Ready() after a reload with the IdP down = %v; want nil", err)
+	}
+	// dpop: required now: the bearer token is refused for that, not for
+	// its keys.
+	if _, err := ti.v.Verify(t.Context(), custTok); err != nil {
+		t.Errorf("customers token after the reload with its IdP down: %v; want it verified by the kept keys", err)
+	}
+	if n := ti.custSrv.Hits.Load(); n != hits {
+		t.Errorf("the customers JWKS, down, got %d requests on a reload that kept its source; want none", n-hits)
+	}
+}
+
+// TestIssuersReloadsUnderLoad reloads the issuers file 20 times while both
+// issuers' tokens are verified from four goroutines, each reload changing
+// both issuers' rules but neither's key source, with the customers IdP
+// down throughout: no verification fails.
+func TestIssuersReloadsUnderLoad(t *testing.T) {
+	ti := newTwoIssuers(t)
+	ti.custSrv.Set(func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "down", http.StatusServiceUnavailable) })
+	tokens := []string{ti.token(t, ti.staffKey, staffIss, "alice", nil), ti.token(t, ti.custKey, custIss, "bob", nil)}
+	original, err := os.ReadFile(ti.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	variants := []string{string(original), strings.ReplaceAll(string(original), "audiences: [plantstore]", "audiences: [plantstore, shop]\n    algorithms: [ES256]")}
+	if variants[0] == variants[1] {
+		t.Fatal("the rewrite changed nothing")
+	}
+	var verified, failed atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := w; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := ti.v.Verify(t.Context(), tokens[i%2]); err != nil {
+					failed.Add(1)
+				} else {
+					verified.Add(1)
+				}
+			}
+		})
+	}
+	apply := func(is []auth.Issuer) error { return ti.v.SetIssuers(is...) }
+	for round := range 20 {
+		if err := os.WriteFile(ti.path, []byte(variants[(round+1)%2]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		before := verified.Load()
+		if added, removed, err := ti.f.Reload(apply); err != nil || len(added)+len(removed) != 0 {
+			t.Fatalf("reload %d = %v, %v, %v; want the same issuers", round, added, removed, err)
+		}
+		// Some verifications between two reloads, so that each set of
+		// issuers serves.
+		srcWait(t, "verifications after the reload", func() bool { return verified.Load() > before+8 })
+	}
+	close(stop)
+	wg.Wait()
+	if n := failed.Load(); n != 0 {
+		t.Errorf("%d of %d verifications failed across 20 reloads; want none", n, n+verified.Load())
+	}
+}
+
+// TestIssuersReloadTokenRules: a reload that makes an issuer require
+// at+jwt tokens of one client, and bounds the age of its keys, applies to
+// tokens verified before it (the cache holds none of the old rules), and
+// keeps the issuer's key source.
+func TestIssuersReloadTokenRules(t *testing.T) {
+	ti := newTwoIssuers(t)
+	before := ti.token(t, ti.custKey, custIss, "bob", nil)
+	if _, err := ti.v.Verify(t.Context(), before); err != nil {
+		t.Fatalf("customers token before the reload: %v", err)
+	}
+	hits := ti.rewrite(t, custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n",
+		custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n    token_types: [at+jwt]\n    clients: [shop-web]\n    max_lifetime: 10m\n    max_stale: 24h\n")
+	claims := func(over map[string]any) map[string]any {
+		return authtest.Claims(map[string]any{"iss": custIss, "aud": "plantstore", "sub": "bob", "client_id": "shop-web", "jti": fmt.Sprint(over)})
+	}
+	tests := []struct {
+		name   string
+		header map[string]any
+		over   map[string]any
+		want   auth.Reason
+	}{
+		{"at+jwt of shop-web", map[string]any{"typ": "at+jwt"}, nil, ""},
+		{"typ JWT", nil, nil, auth.ReasonTokenType},
+		{"another client", map[string]any{"typ": "at+jwt"}, map[string]any{"client_id": "admin-cli"}, auth.ReasonClient},
+		{"an hour long", map[string]any{"typ": "at+jwt"}, map[string]any{"exp": time.Now().Add(time.Hour).Unix()}, auth.ReasonLifetime},
+	}
+	for _, tt := range tests {
+		c := claims(tt.over)
+		for k, v := range tt.over {
+			c[k] = v
+		}
+		_, err := ti.v.Verify(t.Context(), authtest.Token(t, ti.custKey, tt.header, c))
+		if got := reasonOf(t, err); got != tt.want {
+			t.Errorf("%s after the reload: %v; want %q", tt.name, err, tt.want)
+		}
+	}
+	if _, err := ti.v.Verify(t.Context(), before); reasonOf(t, err) != auth.ReasonTokenType {
+		t.Errorf("the token verified before the reload: %v; want it refused as %s", err, auth.ReasonTokenType)
+	}
+	if n := ti.custSrv.Hits.Load(); n != hits {
+		t.Errorf("the customers JWKS got %d requests on a reload that kept its source; want none", n-hits)
+	}
+	if err := ti.v.Ready(); err != nil {
+		t.Errorf("Ready() after the reload = %v; want nil (keys confirmed just now)", err)
 	}
 }

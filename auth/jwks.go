@@ -77,7 +77,8 @@ type JWKSOptions struct {
 // exponential backoff from MinBackoff to MaxBackoff and [JWKS.Key] returns
 // [ErrNoKeys]. Afterwards it refreshes every Refresh (±10%); a failed
 // refresh keeps the last good keys and is retried with the same backoff,
-// never later than the next regular refresh. A fetch fails on a transport
+// never later than the next regular refresh. How long they may serve
+// unconfirmed is the verifier's to bound, per issuer ([Config.MaxStale]). A fetch fails on a transport
 // error, a status other than 200, a document over MaxBytes, a document
 // that is not a JWK Set, or a set without a usable key.
 //
@@ -104,6 +105,16 @@ type JWKS struct {
 	keys    atomic.Pointer[KeySet]
 	gen     atomic.Uint64 // see Generation
 	stopped chan struct{} // closed when the loop and its fetches have ended
+	// now is the clock of fetches: when they end, and when one last
+	// succeeded; tests replace it.
+	now func() time.Time
+	// confirmed is when the last successful fetch ended, in Unix
+	// nanoseconds by now; 0 before the first.
+	confirmed atomic.Int64
+	// refreshCap, when positive, shortens the refresh period to itself
+	// (see keepFresh); kick wakes the loop when it changes.
+	refreshCap atomic.Int64
+	kick       chan struct{}
 
 	mu       sync.Mutex
 	inflight chan struct{} // closed when the running fetch ends; nil when none runs
@@ -124,6 +135,11 @@ var _ Keys = (*JWKS)(nil)
 // *[ConfigError]), or another negative duration or size. A nil log logs
 // nothing; a nil m records nothing.
 func NewJWKS(ctx context.Context, opts JWKSOptions, log *zap.Logger, m *Metrics) (*JWKS, error) {
+	return newJWKS(ctx, opts, log, m, time.Now)
+}
+
+// newJWKS is NewJWKS with the clock now.
+func newJWKS(ctx context.Context, opts JWKSOptions, log *zap.Logger, m *Metrics, now func() time.Time) (*JWKS, error) {
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
@@ -137,7 +153,9 @@ func NewJWKS(ctx context.Context, opts JWKSOptions, log *zap.Logger, m *Metrics)
 		log:     log,
 		m:       m,
 		stopped: make(chan struct{}),
+		kick:    make(chan struct{}, 1),
 		jwksURL: opts.URL,
+		now:     now,
 	}
 	if opts.URL != "" {
 		j.source = RedactURL(opts.URL)
@@ -304,7 +322,7 @@ func (j *JWKS) startFetch(limited bool, parent trace.SpanContext) <-chan struct{
 		}
 		return j.inflight
 	}
-	if limited && !j.lastEnd.IsZero() && time.Since(j.lastEnd) < j.opts.MinRefresh {
+	if limited && !j.lastEnd.IsZero() && j.now().Sub(j.lastEnd) < j.opts.MinRefresh {
 		return nil
 	}
 	done := make(chan struct{})
@@ -336,10 +354,11 @@ func (j *JWKS) fetch(done chan struct{}, parent trace.SpanContext) {
 	} else {
 		j.m.Refresh(RefreshSuccess)
 		j.install(keys)
+		j.confirmed.Store(j.now().UnixNano())
 	}
 	j.mu.Lock()
 	j.inflight = nil
-	j.lastEnd = time.Now()
+	j.lastEnd = j.now()
 	j.lastErr = err
 	j.mu.Unlock()
 	close(done)
@@ -445,7 +464,7 @@ func (j *JWKS) run() {
 		j.mu.Lock()
 		failed := j.lastErr != nil
 		j.mu.Unlock()
-		wait := jitter(j.opts.Refresh)
+		wait := jitter(j.refreshPeriod())
 		if failed {
 			wait = min(wait, clamp(jitter(backoff), j.opts.MinBackoff, j.opts.MaxBackoff))
 			backoff = min(2*backoff, j.opts.MaxBackoff)
@@ -455,6 +474,18 @@ func (j *JWKS) run() {
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
+		case <-j.kick:
+			// The period was shortened: the next fetch is due that long
+			// after the last one ended.
+			t.Stop()
+			if rest := j.refreshPeriod() - j.sinceLastEnd(); rest > 0 {
+				t = time.NewTimer(rest)
+				select {
+				case <-t.C:
+				case <-j.ctx.Done():
+					t.Stop()
+				}
+			}
 		case <-j.ctx.Done():
 			t.Stop()
 		}
@@ -465,6 +496,41 @@ func (j *JWKS) run() {
 	j.mu.Unlock()
 	if done != nil {
 		<-done
+	}
+}
+
+// refreshPeriod is the background refresh period: Refresh, or the cap
+// keepFresh set when it is shorter.
+func (j *JWKS) refreshPeriod() time.Duration {
+	if c := time.Duration(j.refreshCap.Load()); c > 0 && c < j.opts.Refresh {
+		return c
+	}
+	return j.opts.Refresh
+}
+
+// sinceLastEnd is how long ago the last fetch ended, by j's clock.
+func (j *JWKS) sinceLastEnd() time.Duration {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.lastEnd.IsZero() {
+		return 0
+	}
+	return j.now().Sub(j.lastEnd)
+}
+
+// keepFresh makes the background loop refresh often enough that, while
+// fetches succeed, the keys are never older than maxAge: a period of half
+// of it, when that is shorter than Refresh. Zero restores Refresh.
+func (j *JWKS) keepFresh(maxAge time.Duration) {
+	var c int64
+	if maxAge > 0 {
+		c = int64(maxAge / 2)
+	}
+	if j.refreshCap.Swap(c) != c {
+		select {
+		case j.kick <- struct{}{}:
+		default:
+		}
 	}
 }
 

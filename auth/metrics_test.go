@@ -118,7 +118,8 @@ func TestUnnamedIssuerSeriesStartAtZero(t *testing.T) {
 func TestFillGauges(t *testing.T) {
 	issuer := authtest.NewKey(t, "ES256")
 	srv := newDPoPServer(t, issuer, auth.DPoPOptional, auth.Options{Leeway: 5 * time.Second})
-	auth.SetReplayLimits(srv.v, 4, 4)
+	// One caller may hold half of it: 4 proofs.
+	auth.SetReplayLimits(srv.v, 8)
 	gauge := func(name string) float64 { return metricstest.Sum(t, srv.reg, name, nil) }
 
 	if got := gauge("plantstore_token_cache_limit_bytes"); got != auth.DefaultCacheBytes {
@@ -128,8 +129,8 @@ func TestFillGauges(t *testing.T) {
 	if table <= 0 || table >= auth.DefaultCacheBytes {
 		t.Errorf("plantstore_token_cache_bytes before any request = %v, want its table: above 0, below the limit", table)
 	}
-	if got := gauge("plantstore_dpop_replay_entries_limit"); got != 4 {
-		t.Errorf("plantstore_dpop_replay_entries_limit = %v, want 4", got)
+	if got := gauge("plantstore_dpop_replay_entries_limit"); got != 8 {
+		t.Errorf("plantstore_dpop_replay_entries_limit = %v, want 8", got)
 	}
 
 	client := authtest.NewKey(t, "ES256")

@@ -2,7 +2,6 @@ package auth
 
 import (
 	"errors"
-	"hash/maphash"
 	"net/http"
 	"strings"
 
@@ -17,38 +16,45 @@ const realm = "plantstore"
 // Middleware returns gin middleware that admits only requests whose
 // credential v accepts ([Verifier.Authenticate]).
 //
-// On failure it sets WWW-Authenticate (Retry-After for a 429), records the reason (and the subject
-// and issuer when known) on the access log entry and in m, pushes the
-// *[Error] with c.Error and aborts; it writes no body, which is left to the
-// error renderer. On success it stores the [Identity] in the request
-// context (see [FromContext]) and records the subject and issuer on the
-// access log entry. It never logs the header or the token. m reports the
-// fill of v's caches from then on.
+// On failure it sets WWW-Authenticate (Retry-After for a 429), records
+// the reason (and the subject and issuer when known) on the access log
+// entry and in m, pushes the *[Error], or the *[RateLimitError] of a
+// caller over its rate ([Options].RateLimit), with c.Error and aborts; it
+// writes no body, which is left to the error renderer. On success it
+// stores the [Identity] in the request context (see [FromContext]) and
+// records the subject and issuer on the access log entry. It never logs
+// the header or the token. m reports the fill of v's caches from then on.
 func Middleware(v *Verifier, m *Metrics) gin.HandlerFunc {
 	m.watch(v) // the fill gauges of v's caches
 	return func(c *gin.Context) {
 		id, err := v.Authenticate(c.Request)
 		if err != nil {
 			var ae *Error
-			if !errors.As(err, &ae) {
-				_ = c.Error(err)
-				c.Abort()
-				return
-			}
-			if ae.Status == http.StatusTooManyRequests {
-				c.Header("Retry-After", retryAfter(ae.RetryAfter))
-			} else {
-				for _, ch := range v.challenges(c.Request, ae) {
-					c.Writer.Header().Add("WWW-Authenticate", ch)
+			var rl *RateLimitError
+			switch {
+			case errors.As(err, &ae):
+				if ae.Status == http.StatusTooManyRequests {
+					c.Header("Retry-After", retryAfter(ae.RetryAfter))
+				} else {
+					for _, ch := range v.challenges(c.Request, ae) {
+						c.Writer.Header().Add("WWW-Authenticate", ch)
+					}
 				}
+				entry := observability.Annotate(c)
+				entry.SetAuthFailure(string(ae.Reason))
+				entry.SetIssuer(ae.Issuer)
+				if ae.Subject != "" {
+					entry.SetSubject(ae.Subject)
+				}
+				m.Failure(ae)
+			case errors.As(err, &rl):
+				// A caller over its rate: known, and not an authentication
+				// failure.
+				c.Header("Retry-After", rl.RetryAfterHeader())
+				entry := observability.Annotate(c)
+				entry.SetIssuer(rl.Issuer)
+				entry.SetSubject(rl.Subject)
 			}
-			entry := observability.Annotate(c)
-			entry.SetAuthFailure(string(ae.Reason))
-			entry.SetIssuer(ae.Issuer)
-			if ae.Subject != "" {
-				entry.SetSubject(ae.Subject)
-			}
-			m.Failure(ae)
 			_ = c.Error(err)
 			c.Abort()
 			return
@@ -58,31 +64,6 @@ func Middleware(v *Verifier, m *Metrics) gin.HandlerFunc {
 		entry.SetIssuer(id.Issuer)
 		entry.SetSubject(id.Subject)
 		c.Next()
-	}
-}
-
-// LimitSubjects returns gin middleware, for after [Middleware], that
-// applies l per caller: a caller over its rate gets the *[RateLimitError]
-// (429) pushed with c.Error, after Retry-After is set. Callers are keyed by
-// a fixed-size hash of their issuer and subject, so the limiter's memory
-// does not grow with the length of subjects.
-func LimitSubjects(l *RateLimit) gin.HandlerFunc {
-	seed := maphash.MakeSeed()
-	return func(c *gin.Context) {
-		id, _ := FromContext(c.Request.Context())
-		var h maphash.Hash
-		h.SetSeed(seed)
-		h.WriteString(id.Issuer)
-		h.WriteByte(0) // issuer names hold no NUL: (a, b) and (a+b, "") differ
-		h.WriteString(id.Subject)
-		if err := l.Allow(h.Sum64()); err != nil {
-			var rl *RateLimitError
-			if errors.As(err, &rl) {
-				c.Header("Retry-After", rl.RetryAfterHeader())
-			}
-			_ = c.Error(err)
-			c.Abort()
-		}
 	}
 }
 
@@ -104,7 +85,7 @@ func (v *Verifier) challenges(r *http.Request, e *Error) []string {
 		params = `, error="` + e.Code + `", error_description="` + e.Reason.Description() + `"`
 	}
 	if e.DPoP || e.Code == "" && !v.bearerAccepted() {
-		return []string{`DPoP realm="` + realm + `", algs="` + strings.Join(DPoPAlgorithms(), " ") + `"` + params + md}
+		return []string{`DPoP realm="` + realm + `", algs="` + strings.Join(v.opts.DPoPAlgorithms, " ") + `"` + params + md}
 	}
 	return []string{`Bearer realm="` + realm + `"` + params + md}
 }

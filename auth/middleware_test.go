@@ -45,13 +45,18 @@ type apiServer struct {
 
 func newAPIServer(t testing.TB, cfg auth.Config, keys auth.Keys) apiServer {
 	t.Helper()
+	return serveVerifier(t, newVerifier(t, cfg, keys))
+}
+
+// serveVerifier is newAPIServer around the verifier v.
+func serveVerifier(t testing.TB, v *auth.Verifier) apiServer {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	logs := &logtest.Buffer{}
 	_, access, err := observability.NewLogger(logs, "debug", "json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := newVerifier(t, cfg, keys)
 
 	r := gin.New()
 	r.Use(observability.Middleware(access, observability.NewHTTPMetrics(reg), nil, nil), renderErrors)

@@ -53,6 +53,12 @@ type MintClaims struct {
 	KeyID string
 	// Now is the iat claim; the zero value means time.Now().
 	Now time.Time
+	// Type is the typ header; empty means "at+jwt", the type of a JWT
+	// access token (RFC 9068 §2.1).
+	Type string
+	// ClientID, when set, is the client_id claim: the client the token
+	// was issued to (RFC 9068 §2.2).
+	ClientID string
 }
 
 // Mint returns a JWT with the claims c, signed with key using alg. The key
@@ -119,8 +125,15 @@ func Mint(key crypto.PrivateKey, alg string, c MintClaims) (string, error) {
 	if c.Scope != "" {
 		claims["scope"] = c.Scope
 	}
+	if c.ClientID != "" {
+		claims["client_id"] = c.ClientID
+	}
 
 	tok := jwt.NewWithClaims(method, claims)
+	tok.Header["typ"] = "at+jwt"
+	if c.Type != "" {
+		tok.Header["typ"] = c.Type
+	}
 	kid := c.KeyID
 	if kid == "" {
 		if s, ok := key.(crypto.Signer); ok {
@@ -372,8 +385,8 @@ func Proof(key crypto.PrivateKey, alg, method, uri, token string) (string, error
 	if alg == "" {
 		alg = DefaultAlgorithm(key)
 	}
-	if !slices.Contains(DPoPAlgorithms(), alg) {
-		return "", fmt.Errorf("proof: algorithm %q: want an asymmetric one (%s)", alg, strings.Join(DPoPAlgorithms(), ", "))
+	if !slices.Contains(DefaultDPoPAlgorithms(), alg) {
+		return "", fmt.Errorf("proof: algorithm %q: want an asymmetric one (%s)", alg, strings.Join(DefaultDPoPAlgorithms(), ", "))
 	}
 	if err := fitsPrivate(key, alg); err != nil {
 		return "", fmt.Errorf("proof: %w", err)

@@ -104,7 +104,7 @@ func TestMintClaims(t *testing.T) {
 		{
 			name:       "minimal",
 			in:         auth.MintClaims{Subject: "alice", TTL: time.Hour, Now: now},
-			wantHeader: map[string]any{"alg": "EdDSA", "typ": "JWT", "kid": k.Verify.ID},
+			wantHeader: map[string]any{"alg": "EdDSA", "typ": "at+jwt", "kid": k.Verify.ID},
 			want:       map[string]any{"sub": "alice", "iat": 1_800_000_000.0, "exp": 1_800_003_600.0},
 		},
 		{
@@ -113,16 +113,22 @@ func TestMintClaims(t *testing.T) {
 				Subject: "bob", Issuer: "https://idp", Audience: []string{"plantstore"},
 				Groups: []string{"g1"}, Scope: "a b", TTL: 90 * time.Second, KeyID: "k1", Now: now,
 			},
-			wantHeader: map[string]any{"alg": "EdDSA", "typ": "JWT", "kid": "k1"},
+			wantHeader: map[string]any{"alg": "EdDSA", "typ": "at+jwt", "kid": "k1"},
 			want: map[string]any{
 				"sub": "bob", "iss": "https://idp", "aud": "plantstore", "groups": []any{"g1"},
 				"scope": "a b", "iat": 1_800_000_000.0, "exp": 1_800_000_090.0,
 			},
 		},
 		{
+			name:       "a JWT of a client",
+			in:         auth.MintClaims{Subject: "dave", TTL: time.Second, Now: now, Type: "JWT", ClientID: "plants-web"},
+			wantHeader: map[string]any{"alg": "EdDSA", "typ": "JWT", "kid": k.Verify.ID},
+			want:       map[string]any{"sub": "dave", "client_id": "plants-web", "iat": 1_800_000_000.0, "exp": 1_800_000_001.0},
+		},
+		{
 			name:       "two audiences",
 			in:         auth.MintClaims{Subject: "carol", Audience: []string{"a", "b"}, TTL: time.Second, Now: now},
-			wantHeader: map[string]any{"alg": "EdDSA", "typ": "JWT", "kid": k.Verify.ID},
+			wantHeader: map[string]any{"alg": "EdDSA", "typ": "at+jwt", "kid": k.Verify.ID},
 			want:       map[string]any{"sub": "carol", "aud": []any{"a", "b"}, "iat": 1_800_000_000.0, "exp": 1_800_000_001.0},
 		},
 	}
@@ -455,4 +461,21 @@ func mustECDSA(t testing.TB, c elliptic.Curve) crypto.PrivateKey {
 		t.Fatal(err)
 	}
 	return k
+}
+
+// TestConfigMintType: a token made for an issuer carries a type it takes.
+func TestConfigMintType(t *testing.T) {
+	for _, tt := range []struct {
+		types []string
+		want  string
+	}{
+		{nil, "at+jwt"},
+		{[]string{"any"}, "at+jwt"},
+		{[]string{"jwt", "application/AT+JWT"}, "at+jwt"},
+		{[]string{"JWT"}, "JWT"},
+	} {
+		if got := (auth.Config{TokenTypes: tt.types}).MintType(); got != tt.want {
+			t.Errorf("Config{TokenTypes: %q}.MintType() = %q; want %q", tt.types, got, tt.want)
+		}
+	}
 }

@@ -92,9 +92,11 @@ func (l *RateLimit) keys() int {
 
 // RateLimitError is a request refused by a [RateLimit]. Its HTTPStatus is
 // 429 Too Many Requests; RetryAfter is how long until the caller's bucket
-// has a token again.
+// has a token again. Issuer and Subject name the caller when the
+// [Verifier] refused it, for the access log.
 type RateLimitError struct {
-	RetryAfter time.Duration
+	RetryAfter      time.Duration
+	Issuer, Subject string
 }
 
 // Error returns a fixed text: the key (a subject or an address) is left to

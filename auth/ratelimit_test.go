@@ -2,15 +2,13 @@ package auth
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/gin-gonic/gin"
 )
 
 func TestNewRateLimit(t *testing.T) {
@@ -166,44 +164,19 @@ func TestRateLimitMemoryBound(t *testing.T) {
 	}
 }
 
-// TestLimitSubjectsKeysByIssuer: the limiter's key is the issuer and the
-// subject, so alice of one issuer does not spend the budget of alice of
-// another (SPEC §3, §10: they are two callers).
-func TestLimitSubjectsKeysByIssuer(t *testing.T) {
-	l, err := NewRateLimit(0.001, 1)
-	if err != nil {
-		t.Fatal(err)
+// TestCallerKey: the limiter's key is the issuer and the subject, so
+// alice of one issuer does not spend the budget of alice of another (SPEC
+// §3, §10: they are two callers), and the two never run together.
+func TestCallerKey(t *testing.T) {
+	seen := map[[16]byte]string{}
+	for _, c := range [][2]string{{"staff", "alice"}, {"customers", "alice"}, {"", "alice"}, {"staffalice", ""}, {"", "staffalice"}, {"staff", "alice\x00"}} {
+		k := CallerKey(c[0], c[1])
+		if prev, dup := seen[k]; dup {
+			t.Errorf("CallerKey(%q, %q) = CallerKey of %s", c[0], c[1], prev)
+		}
+		seen[k] = fmt.Sprintf("(%q, %q)", c[0], c[1])
 	}
-	r := gin.New()
-	r.Use(func(c *gin.Context) { // the error renderer's part
-		c.Next()
-		var rl *RateLimitError
-		if len(c.Errors) > 0 && errors.As(c.Errors.Last().Err, &rl) {
-			c.AbortWithStatus(rl.HTTPStatus())
-		}
-	})
-	r.GET("/plants", func(c *gin.Context) {
-		id := &Identity{Issuer: c.GetHeader("X-Issuer"), Subject: c.GetHeader("X-Subject")}
-		c.Request = c.Request.WithContext(NewContext(c.Request.Context(), id))
-	}, LimitSubjects(l), func(c *gin.Context) { c.Status(http.StatusOK) })
-	for i, tt := range []struct {
-		issuer, subject string
-		want            int
-	}{
-		{"staff", "alice", http.StatusOK},
-		{"customers", "alice", http.StatusOK},
-		{"", "alice", http.StatusOK},
-		{"staff", "alice", http.StatusTooManyRequests},
-		{"customers", "alice", http.StatusTooManyRequests},
-		{"staffalice", "", http.StatusOK}, // not (staff, alice) run together
-	} {
-		req := httptest.NewRequest("GET", "/plants", nil)
-		req.Header.Set("X-Issuer", tt.issuer)
-		req.Header.Set("X-Subject", tt.subject)
-		w := httptest.NewRecorder()
-		r.ServeHTTP(w, req)
-		if w.Code != tt.want {
-			t.Errorf("request %d, (%q, %q): %d; want %d", i, tt.issuer, tt.subject, w.Code, tt.want)
-		}
+	if CallerKey("staff", "alice") != CallerKey("staff", "alice") {
+		t.Error("CallerKey is not the same for the same caller")
 	}
 }

@@ -21,13 +21,40 @@ type ResourceMetadata struct {
 	BearerMethodsSupported        []string `json:"bearer_methods_supported"`
 	DPoPSigningAlgValuesSupported []string `json:"dpop_signing_alg_values_supported,omitempty"`
 	DPoPBoundAccessTokensRequired bool     `json:"dpop_bound_access_tokens_required"`
+	// TokenPolicies is an extension member (RFC 9728 §2 allows others;
+	// this one is named for this service): for each issuer that enforces
+	// one of them, the rules its tokens meet beyond those of RFC 9728's
+	// members. Absent when no issuer enforces any.
+	TokenPolicies []TokenPolicy `json:"plantstore_token_policies,omitempty"`
+}
+
+// A TokenPolicy says which tokens of one authorization server are meant
+// for this resource: what [Config] sets in TokenTypes, Clients,
+// MaxLifetime and MaxStale. A member is absent when the rule is off. The
+// clients themselves are not published: a client knows its own id.
+type TokenPolicy struct {
+	// AuthorizationServer is the issuer's iss; absent for an issuer of
+	// the flags that names none.
+	AuthorizationServer string `json:"authorization_server,omitempty"`
+	// TokenTypes are the typ values its tokens must carry ("at+jwt",
+	// "jwt").
+	TokenTypes []string `json:"token_types,omitempty"`
+	// ClientRestricted is true when only some clients' tokens are taken.
+	ClientRestricted bool `json:"client_restricted,omitempty"`
+	// MaxLifetime is the longest lifetime of a token, in seconds.
+	MaxLifetime float64 `json:"max_lifetime,omitempty"`
+	// MaxStale is how long, in seconds, fetched keys keep verifying with
+	// no successful fetch.
+	MaxStale float64 `json:"max_stale,omitempty"`
 }
 
 // Metadata returns the protected resource metadata as a request r sees it:
 // the resource is -public-url, or the scheme and host r came with; the
 // authorization servers are the configured issuers' iss values; the scopes
-// their required scopes; DPoP is described unless every issuer has it off,
-// and required when every issuer requires it.
+// their required scopes; DPoP is described, with the algorithms a proof
+// may use, unless every issuer has it off, and required when every issuer
+// requires it; the token policies are those of the issuers that enforce
+// one.
 func (v *Verifier) Metadata(r *http.Request) ResourceMetadata {
 	md := ResourceMetadata{Resource: v.resource(r), BearerMethodsSupported: []string{"header"}}
 	required, off := true, true
@@ -40,9 +67,12 @@ func (v *Verifier) Metadata(r *http.Request) ResourceMetadata {
 		}
 		required = required && is.cfg.DPoP == DPoPRequired
 		off = off && is.cfg.DPoP == DPoPOff
+		if p, ok := is.cfg.policy(); ok {
+			md.TokenPolicies = append(md.TokenPolicies, p)
+		}
 	}
 	if !off {
-		md.DPoPSigningAlgValuesSupported = DPoPAlgorithms()
+		md.DPoPSigningAlgValuesSupported = slices.Clone(v.opts.DPoPAlgorithms)
 	}
 	md.DPoPBoundAccessTokensRequired = required
 	return md
@@ -81,4 +111,17 @@ func (v *Verifier) bearerAccepted() bool {
 		}
 	}
 	return false
+}
+
+// policy returns the TokenPolicy of c, and false when it enforces none of
+// its rules.
+func (c Config) policy() (TokenPolicy, bool) {
+	p := TokenPolicy{
+		AuthorizationServer: c.Issuer,
+		TokenTypes:          c.TokenTypes,
+		ClientRestricted:    len(c.Clients) > 0,
+		MaxLifetime:         c.MaxLifetime.Seconds(),
+		MaxStale:            c.MaxStale.Seconds(),
+	}
+	return p, len(p.TokenTypes) > 0 || p.ClientRestricted || p.MaxLifetime > 0 || p.MaxStale > 0
 }

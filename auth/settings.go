@@ -21,6 +21,10 @@ const (
 	settingGroupsClaim    setting = "groups_claim"
 	settingRequiredScope  setting = "required_scope"
 	settingDPoP           setting = "dpop"
+	settingTokenTypes     setting = "token_types"
+	settingClients        setting = "clients"
+	settingMaxLifetime    setting = "max_lifetime"
+	settingMaxStale       setting = "max_stale"
 )
 
 // The settings every issuer shares: the list of issuers itself, [Options],
@@ -30,6 +34,7 @@ const (
 	settingLeeway     setting = "leeway"
 	settingMaxGroups  setting = "max_groups"
 	settingDPoPWindow setting = "dpop_window"
+	settingDPoPAlgs   setting = "dpop_algorithms"
 	settingPublicURL  setting = "public_url"
 	settingRefresh    setting = "refresh"
 	settingMinRefresh setting = "min_refresh"
@@ -46,8 +51,10 @@ func Settings() []string {
 		string(settingJWKSURL), string(settingKeyFile), string(settingHMACSecretFile),
 		string(settingAudiences), string(settingAlgorithms), string(settingGroupsClaim),
 		string(settingRequiredScope), string(settingDPoP),
+		string(settingTokenTypes), string(settingClients),
+		string(settingMaxLifetime), string(settingMaxStale),
 		string(settingIssuers), string(settingLeeway), string(settingMaxGroups),
-		string(settingDPoPWindow), string(settingPublicURL),
+		string(settingDPoPWindow), string(settingDPoPAlgs), string(settingPublicURL),
 		string(settingRefresh), string(settingMinRefresh),
 		string(settingRate), string(settingBurst),
 	}

@@ -43,6 +43,10 @@ type SourceOptions struct {
 	RequiredScope string
 	// DPoP is the DPoP mode of the issuers of a file that name none.
 	DPoP DPoPMode
+	// TokenTypes, Clients, MaxLifetime and MaxStale are those of the
+	// issuers of a file that leave them out.
+	TokenTypes, Clients   []string
+	MaxLifetime, MaxStale time.Duration
 	// Log and Metrics are those of the sources; either may be nil.
 	Log     *zap.Logger
 	Metrics *Metrics

@@ -42,6 +42,26 @@ type Config struct {
 	// DPoP is whether the issuer's tokens may or must be bound to a key
 	// the client proves it holds (RFC 9449).
 	DPoP DPoPMode
+	// TokenTypes, when set, are the JOSE typ values the issuer's tokens
+	// must carry: "at+jwt" (RFC 9068) and "jwt", compared without regard
+	// to case and with an optional "application/" prefix. Nil, or the one
+	// item "any", takes a token without typ too. Whatever it says, a typ
+	// that names another kind of JWT (any "+jwt" type but at+jwt) is
+	// refused.
+	TokenTypes []string
+	// Clients, when set, are the clients whose tokens are accepted: the
+	// token's client_id (RFC 9068 §2.2) or, without one, its azp (OpenID
+	// Connect) must be one of them. A blank entry is an error.
+	Clients []string
+	// MaxLifetime, when positive, is the longest lifetime a token may
+	// have: exp at most this after iat, or, without iat, after now (with
+	// the leeway).
+	MaxLifetime time.Duration
+	// MaxStale, when positive, is how long fetched keys keep verifying
+	// without a successful fetch confirming them; 0 keeps the last good
+	// keys for as long as fetches fail. Keys read from files are not
+	// fetched, and an issuer without fetched keys cannot set it.
+	MaxStale time.Duration
 }
 
 // An Issuer is a trusted issuer: the policy its tokens must meet and the
@@ -71,6 +91,11 @@ type Options struct {
 	// DPoPWindow is how old a DPoP proof may be, by its iat; 0 means
 	// [DefaultDPoPWindow].
 	DPoPWindow time.Duration
+	// DPoPAlgorithms are the algorithms a DPoP proof may be signed with,
+	// which the DPoP challenge and the resource metadata list; nil or
+	// empty means [DefaultDPoPAlgorithms]. "none" and the HMACs are
+	// refused.
+	DPoPAlgorithms []string
 	// PublicURL is the URL callers reach the service at (the gateway's),
 	// which DPoP proofs name and the resource metadata describes. Nil means
 	// the scheme and host of each request, as TrustedProxies report them.
@@ -78,6 +103,11 @@ type Options struct {
 	// TrustedProxies are the peers whose X-Forwarded-Proto and
 	// X-Forwarded-Host are believed when PublicURL is nil.
 	TrustedProxies []netip.Prefix
+	// RateLimit, when set, limits the requests of each caller (issuer and
+	// subject) that pass every check but the rate: refused with a
+	// *[RateLimitError] (429). A DPoP request is counted before its proof's
+	// signature is verified and its jti recorded (see [Admitter]).
+	RateLimit *RateLimit
 }
 
 // DefaultAlgorithms returns the algorithms a [Verifier] allows when a
@@ -99,7 +129,10 @@ type Verifier struct {
 	opts    Options
 	issuers atomic.Pointer[issuerTable]
 	cache   *tokenCache
-	replays *replayCache
+	// admitter applies the rate limit and the replay rule of DPoP proofs,
+	// with this replica's limiter and replay cache.
+	admitter Admitter
+	replays  *replayCache
 	// now is the clock of every time check; tests replace it.
 	now func() time.Time
 }
@@ -121,6 +154,11 @@ type issuer struct {
 	keys       Keys
 	parser     *jwt.Parser
 	groupsPath []string
+	// lookup finds keys: keys, with its fetched parts held to MaxStale.
+	lookup Keys
+	// fetched are the parts of keys that fetch their keys, when MaxStale
+	// bounds how old their last confirmation may be; nil otherwise.
+	fetched []*JWKS
 	// gen is the generation of keys, or nil when keys does not count its
 	// changes (then its tokens are never cached).
 	gen func() uint64
@@ -132,14 +170,10 @@ type issuer struct {
 // NewVerifier returns a Verifier for the given issuers, which must be
 // either exactly one unnamed issuer or one or more named ones with
 // distinct names and distinct iss values. It returns a *[ConfigError] for
-// a negative leeway, MaxGroups or DPoPWindow, a PublicURL that is not an
-// http or https URL without user, query or fragment, and for issuers that
+// a negative leeway, MaxGroups or DPoPWindow, DPoPAlgorithms with "none",
+// an HMAC or an unknown algorithm, a PublicURL that is not an http or
+// https URL without user, query or fragment, and for issuers that
 // [Verifier.SetIssuers] refuses.
-//
-// NewVerifier makes golang-jwt know the alg name Ed25519 (RFC 9864), an
-// alias of EdDSA that DPoP proofs may carry: golang-jwt keeps its methods
-// in one table of the process, so this is registered there, once per
-// process; see registerEd25519.
 func NewVerifier(o Options, issuers ...Issuer) (*Verifier, error) {
 	if o.Leeway < 0 {
 		return nil, configErr("", settingLeeway, "negative duration %s", o.Leeway)
@@ -159,11 +193,16 @@ func NewVerifier(o Options, issuers ...Issuer) (*Verifier, error) {
 	if o.DPoPWindow == 0 {
 		o.DPoPWindow = DefaultDPoPWindow
 	}
+	algs, err := checkDPoPAlgorithms(o.DPoPAlgorithms)
+	if err != nil {
+		return nil, err
+	}
+	o.DPoPAlgorithms = algs
 	if u := o.PublicURL; u != nil && (u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "") {
 		return nil, configErr("", settingPublicURL, "want an http or https URL without user, query or fragment")
 	}
-	registerEd25519()
-	v := &Verifier{opts: o, now: time.Now, cache: newTokenCache(o.CacheBytes), replays: newReplayCache(replayCacheEntries, replayKeyQuota)}
+	v := &Verifier{opts: o, now: time.Now, cache: newTokenCache(o.CacheBytes), replays: newReplayCache(replayCacheEntries)}
+	v.admitter = newLocalAdmitter(o.RateLimit, v.replays)
 	if err := v.SetIssuers(issuers...); err != nil {
 		return nil, err
 	}
@@ -181,9 +220,12 @@ func NewVerifier(o Options, issuers ...Issuer) (*Verifier, error) {
 // unique; an iss that is a URL has no user information or query, since
 // the resource metadata publishes it; no algorithm "none" or unknown one,
 // no blank audience, no groups claim with an empty path element, a
-// required scope that is one RFC 6749 scope token; Keys not nil, and
-// static keys (a key set, a key file, an HMAC secret file) of which at
-// least one fits the issuer's algorithms. Each refusal of a setting is a
+// required scope that is one RFC 6749 scope token; token types among any,
+// at+jwt and jwt (any alone), no blank client, no negative MaxLifetime or
+// MaxStale; Keys not nil, static keys (a key set, a key file, an HMAC
+// secret file) of which at least one fits the issuer's algorithms, and,
+// with MaxStale, fetched keys whose refresh period (with its jitter) and
+// fetch timeout fit within it. Each refusal of a setting is a
 // *[ConfigError].
 func (v *Verifier) SetIssuers(issuers ...Issuer) error {
 	checked, err := checkIssuers(issuers...)
@@ -376,10 +418,12 @@ func (v *Verifier) newIssuer(is Issuer, old *issuerTable) (*issuer, error) {
 		keys:       is.Keys,
 		parser:     jwt.NewParser(opts...),
 		groupsPath: path,
+		lookup:     is.Keys,
 	}
 	if gen, ok := generationOf(is.Keys); ok {
 		n.gen = gen
 	}
+	n.holdFresh(v)
 	return n, nil
 }
 
@@ -420,13 +464,15 @@ func (c Config) check() (Config, error) {
 	if c.RequiredScope != "" && !isScopeToken(c.RequiredScope) {
 		return c, configErr("", settingRequiredScope, "%q is not a single scope token", c.RequiredScope)
 	}
-	return c, nil
+	return c.checkIntended()
 }
 
 func sameConfig(a, b Config) bool {
 	return a.Issuer == b.Issuer && slices.Equal(a.Audiences, b.Audiences) &&
 		slices.Equal(a.Algorithms, b.Algorithms) && a.GroupsClaim == b.GroupsClaim &&
-		a.RequiredScope == b.RequiredScope && a.DPoP == b.DPoP
+		a.RequiredScope == b.RequiredScope && a.DPoP == b.DPoP &&
+		slices.Equal(a.TokenTypes, b.TokenTypes) && slices.Equal(a.Clients, b.Clients) &&
+		a.MaxLifetime == b.MaxLifetime && a.MaxStale == b.MaxStale
 }
 
 // Ready returns nil when every issuer has usable keys, and otherwise an
@@ -434,10 +480,19 @@ func sameConfig(a, b Config) bool {
 // part of readiness: a source that fetches its keys (a JWKS) is not ready
 // until a first fetch yielded a usable set, and stays ready on the last
 // good set when later fetches fail.
+//
+// With MaxStale, fetched keys that no fetch confirmed for longer than that
+// are none: the issuer is named as having no usable keys until a fetch
+// succeeds again.
 func (v *Verifier) Ready() error {
 	var errs []error
+	now := v.now()
 	for _, is := range v.issuers.Load().all {
-		if err := keysReady(is.keys); err != nil {
+		err := keysReady(is.keys)
+		if err == nil {
+			err = is.staleness(now)
+		}
+		if err != nil {
 			if is.name != "" {
 				err = fmt.Errorf("issuer %s: %w", is.name, err)
 			}

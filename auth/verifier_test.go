@@ -548,6 +548,7 @@ func TestNewVerifier(t *testing.T) {
 	named := func(name, iss string) auth.Issuer {
 		return auth.Issuer{Name: name, Config: auth.Config{Issuer: iss}, Keys: keys}
 	}
+	jwks, _ := newSrcJWKS(t, auth.JWKSOptions{URL: authtest.NewServer(t, authtest.JWKS(t, rsa)).URL})
 	tests := []struct {
 		name    string
 		opts    auth.Options
@@ -590,6 +591,15 @@ func TestNewVerifier(t *testing.T) {
 		{name: "named without iss", issuers: []auth.Issuer{named("staff", "")}, wantErr: "no iss"},
 		{name: "bad name", issuers: []auth.Issuer{named("Staff", "https://a")}, wantErr: "issuer name"},
 		{name: "name too long", issuers: []auth.Issuer{named(strings.Repeat("a", 33), "https://a")}, wantErr: "issuer name"},
+		{name: "token types", issuers: []auth.Issuer{{Config: auth.Config{TokenTypes: []string{"AT+JWT", "application/jwt"}}, Keys: keys}}},
+		{name: "token types any", issuers: []auth.Issuer{{Config: auth.Config{TokenTypes: []string{"any"}}, Keys: keys}}},
+		{name: "token types any and at+jwt", issuers: []auth.Issuer{{Config: auth.Config{TokenTypes: []string{"any", "at+jwt"}}, Keys: keys}}, wantErr: "token_types: any already takes at+jwt"},
+		{name: "token type of a DPoP proof", issuers: []auth.Issuer{{Config: auth.Config{TokenTypes: []string{"at+jwt", "dpop+jwt"}}, Keys: keys}}, wantErr: `token_types: "dpop+jwt" names another kind of JWT`},
+		{name: "token type JOSE", issuers: []auth.Issuer{{Config: auth.Config{TokenTypes: []string{"JOSE"}}, Keys: keys}}, wantErr: `token_types: unknown token type "JOSE"`},
+		{name: "blank client", issuers: []auth.Issuer{{Config: auth.Config{Clients: []string{"web", " "}}, Keys: keys}}, wantErr: "clients: blank client"},
+		{name: "negative max lifetime", issuers: []auth.Issuer{{Config: auth.Config{MaxLifetime: -time.Second}, Keys: keys}}, wantErr: "max_lifetime: negative"},
+		{name: "negative max stale", issuers: []auth.Issuer{{Config: auth.Config{MaxStale: -time.Second}, Keys: keys}}, wantErr: "max_stale: negative"},
+		{name: "max stale of fetched keys", issuers: []auth.Issuer{{Config: auth.Config{MaxStale: time.Hour}, Keys: auth.Combine(keys, jwks)}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -608,15 +618,18 @@ func TestVerifierIssuers(t *testing.T) {
 		cfg        auth.Config
 		wantAlgs   []string
 		wantGroups string
+		wantTypes  []string
 	}{
 		{name: "defaults", cfg: auth.Config{}, wantAlgs: auth.DefaultAlgorithms(), wantGroups: "groups"},
 		{name: "given", cfg: auth.Config{Algorithms: []string{"EdDSA", "ES256", "EdDSA"}, GroupsClaim: "realm_access.roles"}, wantAlgs: []string{"EdDSA", "ES256"}, wantGroups: "realm_access.roles"},
+		{name: "token types as compared", cfg: auth.Config{TokenTypes: []string{"AT+JWT", "application/at+jwt", " JWT"}}, wantAlgs: auth.DefaultAlgorithms(), wantGroups: "groups", wantTypes: []string{"at+jwt", "jwt"}},
+		{name: "token types any", cfg: auth.Config{TokenTypes: []string{"Any"}}, wantAlgs: auth.DefaultAlgorithms(), wantGroups: "groups"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := newVerifier(t, tt.cfg, keys).Issuers()[0].Config
-			if !slices.Equal(got.Algorithms, tt.wantAlgs) || got.GroupsClaim != tt.wantGroups {
-				t.Errorf("NewVerifier(%+v).Issuers()[0].Config = %+v; want Algorithms %v, GroupsClaim %q", tt.cfg, got, tt.wantAlgs, tt.wantGroups)
+			if !slices.Equal(got.Algorithms, tt.wantAlgs) || got.GroupsClaim != tt.wantGroups || !slices.Equal(got.TokenTypes, tt.wantTypes) {
+				t.Errorf("NewVerifier(%+v).Issuers()[0].Config = %+v; want Algorithms %v, GroupsClaim %q, TokenTypes %q", tt.cfg, got, tt.wantAlgs, tt.wantGroups, tt.wantTypes)
 			}
 		})
 	}

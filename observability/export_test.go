@@ -11,3 +11,7 @@ func NewTracingRecorded(getenv func(string) string, sp sdktrace.SpanProcessor, s
 	}
 	return newTracing(s, subject, sdktrace.WithSpanProcessor(sp)), nil
 }
+
+// BuildVersionOf is how NewRegistry fills an empty version or revision,
+// from the build information bi.
+var BuildVersionOf = buildVersion

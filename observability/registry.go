@@ -38,11 +38,18 @@ func NewRegistry(version, revision string) *prometheus.Registry {
 // toolchain embeds (the main module's version, the vcs.revision setting),
 // or "unknown" when that is missing too.
 func BuildVersion(version, revision string) (string, string) {
+	bi, _ := debug.ReadBuildInfo()
+	return buildVersion(version, revision, bi)
+}
+
+// buildVersion fills an empty version or revision from bi, the embedded
+// build information (nil when there is none).
+func buildVersion(version, revision string, bi *debug.BuildInfo) (string, string) {
 	if version != "" && revision != "" {
 		return version, revision
 	}
 	var mainVersion, vcsRevision string
-	if bi, ok := debug.ReadBuildInfo(); ok {
+	if bi != nil {
 		if v := bi.Main.Version; v != "(devel)" {
 			mainVersion = v
 		}

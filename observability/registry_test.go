@@ -2,19 +2,54 @@ package observability_test
 
 import (
 	"runtime"
+	"runtime/debug"
 	"testing"
 
 	"github.com/plantstore/plantstore/observability"
 )
 
+func TestBuildVersion(t *testing.T) {
+	stamped := &debug.BuildInfo{
+		Main:     debug.Module{Path: "github.com/plantstore/plantstore", Version: "v0.4.0"},
+		Settings: []debug.BuildSetting{{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "feedface"}},
+	}
+	devel := &debug.BuildInfo{Main: debug.Module{Path: "github.com/plantstore/plantstore", Version: "(devel)"}}
+	tests := []struct {
+		name              string
+		version, revision string
+		bi                *debug.BuildInfo
+		wantVersion       string
+		wantRev           string
+	}{
+		{"given", "v1.2.3", "0123abcd", stamped, "v1.2.3", "0123abcd"},
+		{"revision from build info", "v1.2.3", "", stamped, "v1.2.3", "feedface"},
+		{"version from build info", "", "0123abcd", stamped, "v0.4.0", "0123abcd"},
+		{"both from build info", "", "", stamped, "v0.4.0", "feedface"},
+		{"devel build", "", "", devel, "unknown", "unknown"},
+		{"devel build, version given", "v1.2.3", "", devel, "v1.2.3", "unknown"},
+		{"no build info", "", "", nil, "unknown", "unknown"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v, r := observability.BuildVersionOf(tt.version, tt.revision, tt.bi)
+			if v != tt.wantVersion || r != tt.wantRev {
+				t.Errorf("buildVersion(%q, %q, %s) = %q, %q; want %q, %q", tt.version, tt.revision, tt.name, v, r, tt.wantVersion, tt.wantRev)
+			}
+		})
+	}
+}
+
 func TestNewRegistry(t *testing.T) {
+	bi, _ := debug.ReadBuildInfo()
+	// This binary's own build information, as NewRegistry reads it.
+	binVersion, binRev := observability.BuildVersionOf("", "", bi)
 	tests := []struct {
 		name, version, revision string
-		wantVersion, wantRev    string // "" when only non-empty is known
+		wantVersion, wantRev    string
 	}{
 		{"given", "v1.2.3", "0123abcd", "v1.2.3", "0123abcd"},
-		{"revision from build info", "v1.2.3", "", "v1.2.3", ""},
-		{"both from build info", "", "", "", ""},
+		{"revision from build info", "v1.2.3", "", "v1.2.3", binRev},
+		{"both from build info", "", "", binVersion, binRev},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -49,18 +84,15 @@ func TestNewRegistry(t *testing.T) {
 			if value != 1 {
 				t.Errorf("plantstore_build_info = %v, want 1", value)
 			}
-			if len(labels) != 3 {
-				t.Errorf("plantstore_build_info labels = %v, want version, revision, goversion", labels)
+			want := map[string]string{"version": tt.wantVersion, "revision": tt.wantRev, "goversion": runtime.Version()}
+			if len(labels) != len(want) {
+				t.Errorf("plantstore_build_info labels = %v, want %v", labels, want)
 			}
-			check := func(key, want string) {
-				got := labels[key]
-				if (want != "" && got != want) || got == "" || got == "(devel)" {
-					t.Errorf("NewRegistry(%q, %q): %s = %q, want %q (or a non-empty fallback)", tt.version, tt.revision, key, got, want)
+			for k, v := range want {
+				if labels[k] != v {
+					t.Errorf("NewRegistry(%q, %q): %s = %q, want %q", tt.version, tt.revision, k, labels[k], v)
 				}
 			}
-			check("version", tt.wantVersion)
-			check("revision", tt.wantRev)
-			check("goversion", runtime.Version())
 		})
 	}
 }

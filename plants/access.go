@@ -8,8 +8,11 @@ import (
 
 // This file is the access rule, the one place that says which plants a
 // caller may read: a plant is listed iff its readers and the caller's
-// principals meet, compared as exact byte strings. Both stores, the -dev
-// banner and the tests' oracle use it.
+// principals meet, compared as exact byte strings. A caller's principals
+// are made here only: the memory store looks them up in its index, the
+// PostgreSQL store sends them in its query, and the -dev banner prints
+// them. Readable states the rule for one plant; no store calls it, and the
+// tests check the stores against it.
 
 // A Caller is who is asking, as verification established it.
 type Caller struct {
@@ -104,7 +107,9 @@ func holdable(s string) bool {
 }
 
 // Readable reports whether c may read a plant with the given readers:
-// whether readers and c's principals meet.
+// whether readers and c's principals meet. The stores answer the same
+// question from their indexes, for all plants at once; Readable is the
+// rule as it reads, the oracle of their tests (package storetest).
 func Readable(readers []string, c Caller) bool {
 	var buf [128]byte
 	for i := 0; ; i++ {

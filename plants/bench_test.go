@@ -3,10 +3,12 @@ package plants_test
 import (
 	"bytes"
 	"fmt"
+	"hash/fnv"
 	"runtime"
 	"testing"
 
 	"github.com/plantstore/plantstore/plants"
+	"github.com/plantstore/plantstore/plants/storetest"
 )
 
 // indexCatalog returns n plants where even positions are read by group:even
@@ -76,28 +78,67 @@ func BenchmarkMemoryStoreList(b *testing.B) {
 // millionCatalogJSON returns a catalog file of a million plants in a
 // scrambled order, with a tag and a thousand distinct reader lists.
 func millionCatalogJSON() *bytes.Buffer {
+	return catalogJSON(1_000_000, func(i int) string {
+		return fmt.Sprintf(`{"name": "Plant %07d", "tag": "herb", "readers": ["group:g%d", "user:u%d", "*"]}`, (i*7919)%1_000_000, i%50, i%1000)
+	})
+}
+
+// scatteredCatalogJSON returns storetest.LargeCatalog's million plants as a
+// catalog file: a hundred thousand reader lists, each of ten plants a
+// hundred thousand entries apart.
+func scatteredCatalogJSON() *bytes.Buffer {
+	return catalogJSON(1_000_000, func(i int) string {
+		h := fnv.New64a()
+		fmt.Fprint(h, i)
+		half := "group:odd"
+		if i%2 == 0 {
+			half = "group:half"
+		}
+		return fmt.Sprintf(`{"name": "plant %016x", "tag": "tag-%d", "readers": [%q, "group:g%d", "user:u%d"]}`, h.Sum64(), i%10, half, i%1000, i%100000)
+	})
+}
+
+// catalogJSON returns a catalog file of n entries.
+func catalogJSON(n int, entry func(i int) string) *bytes.Buffer {
 	var buf bytes.Buffer
 	buf.WriteString("[\n")
-	for i := range 1_000_000 {
+	for i := range n {
 		if i > 0 {
 			buf.WriteString(",\n")
 		}
-		fmt.Fprintf(&buf, `{"name": "Plant %07d", "tag": "herb", "readers": ["group:g%d", "user:u%d", "*"]}`, (i*7919)%1_000_000, i%50, i%1000)
+		buf.WriteString(entry(i))
 	}
 	buf.WriteString("\n]\n")
 	return &buf
 }
 
-// BenchmarkParseCatalog parses a catalog file of a million entries.
+// BenchmarkParseCatalog parses catalog files of a million entries. B/plant
+// is the live heap the parsed catalog holds, per plant.
 func BenchmarkParseCatalog(b *testing.B) {
-	buf := millionCatalogJSON()
-	b.SetBytes(int64(buf.Len()))
-	b.ReportAllocs()
-	for b.Loop() {
-		c, err := plants.ParseCatalog(bytes.NewReader(buf.Bytes()), "bench.json")
-		if err != nil || c.Len() != 1_000_000 {
-			b.Fatal(c, err)
-		}
+	for _, file := range []struct {
+		name string
+		json func() *bytes.Buffer
+	}{
+		{"lists=1000", millionCatalogJSON},
+		{"lists=100000", scatteredCatalogJSON},
+	} {
+		b.Run(file.name, func(b *testing.B) {
+			buf := file.json()
+			parse := func() *plants.Catalog {
+				c, err := plants.ParseCatalog(bytes.NewReader(buf.Bytes()), "bench.json")
+				if err != nil || c.Len() != 1_000_000 {
+					b.Fatal(c, err)
+				}
+				return c
+			}
+			perPlant := storetest.BytesPerPlant(parse)
+			b.SetBytes(int64(buf.Len()))
+			b.ReportAllocs()
+			for b.Loop() {
+				parse()
+			}
+			b.ReportMetric(perPlant, "B/plant")
+		})
 	}
 }
 

@@ -54,46 +54,103 @@ func TestBuilderSameCatalog(t *testing.T) {
 	}
 }
 
-func TestBuilderRefuses(t *testing.T) {
-	ok := plants.Plant{ID: "m", Name: "Mint", Readers: []string{"*"}}
+func TestBuilderRules(t *testing.T) {
+	aloe := plants.Plant{ID: "a", Name: "Aloe", Readers: []string{"*"}}
+	mint := plants.Plant{ID: "m", Name: "Mint", Readers: []string{"*"}}
 	tests := []struct {
 		name   string
 		plants []plants.Plant
-		want   string // in the error; "" for none
+		want   string // the ids in the catalog's order, or the error
 	}{
-		{"valid", []plants.Plant{{ID: "a", Name: "Aloe", Readers: []string{"*"}}, ok}, ""},
-		{"ties by id", []plants.Plant{{ID: "a", Name: "Mint", Readers: []string{"*"}}, ok}, ""},
-		{"repeated readers count once", []plants.Plant{{ID: "a", Name: "Aloe", Readers: []string{"*", "*"}}}, ""},
+		{"in order", []plants.Plant{aloe, mint}, "a m"},
+		{"out of order by name", []plants.Plant{mint, aloe}, "a m"},
+		{"ties by id", []plants.Plant{{ID: "z", Name: "Mint", Readers: []string{"*"}}, mint}, "m z"},
+		{"lower case after upper case", []plants.Plant{{ID: "1", Name: "mint", Readers: []string{"*"}}, {ID: "2", Name: "Mint", Readers: []string{"*"}}}, "2 1"},
+		{"repeated readers count once", []plants.Plant{{ID: "a", Name: "Aloe", Readers: []string{"*", "*"}}}, "a"},
 		{"empty catalog", nil, ""},
-		{"out of order by name", []plants.Plant{ok, {ID: "a", Name: "Aloe", Readers: []string{"*"}}}, "out of order"},
-		{"out of order by id", []plants.Plant{ok, {ID: "b", Name: "Mint", Readers: []string{"*"}}}, "out of order"},
-		{"same name and id", []plants.Plant{ok, ok}, "out of order"},
-		{"lower case after upper case", []plants.Plant{{ID: "1", Name: "mint", Readers: []string{"*"}}, {ID: "2", Name: "Mint", Readers: []string{"*"}}}, "out of order"},
-		{"empty id", []plants.Plant{{Name: "Mint", Readers: []string{"*"}}}, `"id" is empty`},
-		{"empty name", []plants.Plant{{ID: "m", Readers: []string{"*"}}}, `"name" is empty`},
-		{"no readers", []plants.Plant{{ID: "m", Name: "Mint"}}, `"readers" is empty`},
-		{"bad reader", []plants.Plant{{ID: "m", Name: "Mint", Readers: []string{"*", "admins"}}}, `"readers" item 2`},
-		{"NUL in a name", []plants.Plant{{ID: "m", Name: "Mi\x00nt", Readers: []string{"*"}}}, "U+0000"},
-		{"invalid UTF-8 in a tag", []plants.Plant{{ID: "m", Name: "Mint", Tag: "\xff", Readers: []string{"*"}}}, "UTF-8"},
-		{"NUL in a reader", []plants.Plant{{ID: "m", Name: "Mint", Readers: []string{"user:a\x00"}}}, "U+0000"},
+		{"same name and id", []plants.Plant{mint, mint}, `error: entry 2: id "m" is also the id of entry 1`},
+		{"same id, other name", []plants.Plant{mint, {ID: "m", Name: "Aloe", Readers: []string{"*"}}}, `error: entry 2: id "m" is also the id of entry 1`},
+		{"empty id", []plants.Plant{aloe, {Name: "Mint", Readers: []string{"*"}}}, `error: "id" is empty`},
+		{"empty name", []plants.Plant{{ID: "m", Readers: []string{"*"}}}, `error: "name" is empty`},
+		{"no readers", []plants.Plant{{ID: "m", Name: "Mint"}}, `error: "readers" is empty`},
+		{"bad reader", []plants.Plant{{ID: "m", Name: "Mint", Readers: []string{"*", "admins"}}}, `error: "readers" item 2 is not`},
+		{"bad reader after it was seen good", []plants.Plant{aloe, {ID: "m", Name: "Mint", Readers: []string{"*", "user:"}}}, `error: "readers" item 2 is not`},
+		{"NUL in an id", []plants.Plant{{ID: "m\x00", Name: "Mint", Readers: []string{"*"}}}, `error: "id" contains U+0000`},
+		{"NUL in a name", []plants.Plant{{ID: "m", Name: "Mi\x00nt", Readers: []string{"*"}}}, `error: "name" contains U+0000`},
+		{"invalid UTF-8 in a tag", []plants.Plant{{ID: "m", Name: "Mint", Tag: "\xff", Readers: []string{"*"}}}, `error: "tag" is not valid UTF-8`},
+		{"NUL in a reader", []plants.Plant{{ID: "m", Name: "Mint", Readers: []string{"user:a\x00"}}}, `error: "readers" contains U+0000`},
+		{"invalid UTF-8 in a reader", []plants.Plant{{ID: "m", Name: "Mint", Readers: []string{"group:\xff"}}}, `error: "readers" is not valid UTF-8`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c, err := build(tt.plants)
-			if tt.want == "" {
-				if err != nil || c.Len() != len(tt.plants) {
-					t.Fatalf("build(%v) = %v; want a catalog of %d plants", tt.plants, err, len(tt.plants))
+			got := ""
+			if err != nil {
+				got = "error: " + err.Error()
+			} else {
+				var ids []string
+				for _, p := range c.Plants() {
+					ids = append(ids, p.ID)
 				}
+				got = strings.Join(ids, " ")
+			}
+			if tt.want == got || strings.HasPrefix(tt.want, "error: ") && strings.HasPrefix(got, tt.want) {
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("build(%v) = %v; want an error containing %q", tt.plants, err, tt.want)
-			}
-			last := tt.plants[len(tt.plants)-1]
-			if !strings.Contains(err.Error(), fmt.Sprintf("%q", last.ID)) {
-				t.Errorf("error %q does not name the plant's id %q", err, last.ID)
-			}
+			t.Errorf("build(%v) = %q; want %q", tt.plants, got, tt.want)
 		})
+	}
+}
+
+// TestBuilderGeneratedIDs adds plants without ids: each gets the id of its
+// position, generated ids sort by position among equal names, and an id
+// given to a later plant that a generated one has is refused as such.
+func TestBuilderGeneratedIDs(t *testing.T) {
+	b := plants.NewCatalogBuilder(0, 0)
+	star := [][]byte{[]byte("*")}
+	for _, name := range []string{"b", "a", "b"} {
+		if err := b.AddWithoutID([]byte(name), nil, star); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Add([]byte("x"), []byte("a"), nil, star); err != nil {
+		t.Fatal(err)
+	}
+	c, err := b.Catalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range c.Plants() {
+		got = append(got, p.Name+"/"+p.ID)
+	}
+	if want := []string{"a/0000000001", "a/x", "b/0000000000", "b/0000000002"}; !slices.Equal(got, want) {
+		t.Errorf("catalog = %q; want %q", got, want)
+	}
+
+	for _, tt := range []struct {
+		name string
+		add  func(b *plants.CatalogBuilder) error
+		want string
+	}{
+		{"generated after given", func(b *plants.CatalogBuilder) error {
+			b.Add([]byte(plants.GeneratedID(1)), []byte("a"), nil, star)
+			return b.AddWithoutID([]byte("b"), nil, star)
+		}, `entry 2: generated id "0000000001" is the id of entry 1`},
+		{"given after generated", func(b *plants.CatalogBuilder) error {
+			b.AddWithoutID([]byte("a"), nil, star)
+			return b.Add([]byte(plants.GeneratedID(0)), []byte("b"), nil, star)
+		}, `entry 2: id "0000000000" is also the id of entry 1`},
+	} {
+		b := plants.NewCatalogBuilder(0, 0)
+		if err := tt.add(b); err != nil {
+			t.Fatalf("%s: Add = %v; want nil (ids are checked by Catalog)", tt.name, err)
+		}
+		_, err := b.Catalog()
+		var ce *plants.CatalogError
+		if !errors.As(err, &ce) || ce.Index != 1 || err.Error() != tt.want {
+			t.Errorf("%s: Catalog = %v; want a *CatalogError %q", tt.name, err, tt.want)
+		}
 	}
 }
 
@@ -105,12 +162,15 @@ func TestBuilderKeepsFirstError(t *testing.T) {
 	if first != nil {
 		t.Fatal(first)
 	}
-	refused := b.Add([]byte("a"), []byte("A"), nil, [][]byte{[]byte("*")})
+	refused := b.Add([]byte("a"), nil, nil, [][]byte{[]byte("*")})
 	if refused == nil {
-		t.Fatal("Add out of order = nil; want an error")
+		t.Fatal("Add without a name = nil; want an error")
 	}
-	if err := b.Add([]byte("c"), []byte("C"), nil, [][]byte{[]byte("*")}); !errors.Is(err, refused) && err != refused {
+	if err := b.Add([]byte("c"), []byte("C"), nil, [][]byte{[]byte("*")}); err != refused {
 		t.Errorf("Add after a refusal = %v; want the first error %v", err, refused)
+	}
+	if err := b.AddWithoutID([]byte("C"), nil, [][]byte{[]byte("*")}); err != refused {
+		t.Errorf("AddWithoutID after a refusal = %v; want the first error %v", err, refused)
 	}
 	if c, err := b.Catalog(); c != nil || err != refused {
 		t.Errorf("Catalog after a refusal = %v, %v; want nil, %v", c, err, refused)
@@ -145,9 +205,9 @@ func TestBuilderCopies(t *testing.T) {
 	}
 }
 
-// TestBuilderManyReaderLists builds a catalog whose plants have more
-// distinct reader lists than the builder remembers, so that it forgets
-// some and meets them again.
+// TestBuilderManyReaderLists builds a catalog of fifty thousand plants
+// none of which shares its readers with another, and lists it for two
+// callers.
 func TestBuilderManyReaderLists(t *testing.T) {
 	const n = 50_000
 	ps := make([]plants.Plant, n)

@@ -3,14 +3,12 @@ package plants
 import (
 	"bytes"
 	_ "embed"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -67,119 +65,66 @@ func (e *CatalogError) Error() string {
 // Unwrap returns e.Err.
 func (e *CatalogError) Unwrap() error { return e.Err }
 
-// generatedIDWidth is the number of digits of a generated id: enough for any
-// position an int32 can hold, so generated ids sort by position.
-const generatedIDWidth = 10
-
-// GeneratedID returns the id a catalog entry without one gets: its
-// zero-based position as ten decimal digits.
-func GeneratedID(index int) string {
-	var b [20]byte
-	digits := strconv.AppendInt(b[:0], int64(index), 10)
-	if pad := generatedIDWidth - len(digits); pad > 0 {
-		var z [generatedIDWidth]byte
-		for i := range pad {
-			z[i] = '0'
-		}
-		return string(append(z[:pad], digits...))
-	}
-	return string(digits)
-}
-
 // ParseCatalog reads a catalog file from r: a JSON array of objects
 // {"id": string, "name": string, "tag": string, "readers": [string]}.
 //
-// name is a non-empty string. readers is a non-empty array whose items are
-// "*", "user:<x>" or "group:<x>" with a non-empty x; repeated readers count
-// once. id and tag are optional strings (absent or null: none); an explicit
-// id is non-empty, and an entry without one gets [GeneratedID] of its
-// position. Ids are unique. Unknown fields, repeated fields, wrong JSON types
-// and a null name or readers are errors, as are strings that are not valid
-// UTF-8 or that contain U+0000 (which PostgreSQL text cannot hold), so both
-// stores accept the same files.
+// id and tag are optional strings (absent or null: none); an explicit id
+// is non-empty, and an entry without one gets [GeneratedID] of its
+// position. name and readers are required. Unknown fields, repeated
+// fields, wrong JSON types and a null name or readers are errors, and so
+// is any entry that breaks the catalog rules of [CatalogBuilder], so that
+// both stores accept the same files.
 //
-// The array is decoded one entry at a time. Every error is a
-// [*CatalogError] naming name, the entry and the problem.
+// The array is decoded one entry at a time, each straight into the
+// catalog. Every error is a [*CatalogError] naming name, the entry and the
+// problem.
 func ParseCatalog(r io.Reader, name string) (*Catalog, error) {
-	fail := func(index int, format string, args ...any) error {
-		return &CatalogError{File: name, Index: index, Err: fmt.Errorf(format, args...)}
+	fail := func(index int, err error) error {
+		return &CatalogError{File: name, Index: index, Err: err}
 	}
 	dec := json.NewDecoder(r)
 	tok, err := dec.Token()
 	switch {
 	case errors.Is(err, io.EOF):
-		return nil, fail(-1, "empty file; want a JSON array")
+		return nil, fail(-1, errors.New("empty file; want a JSON array"))
 	case err != nil:
-		return nil, &CatalogError{File: name, Index: -1, Err: jsonProblem(err)}
+		return nil, fail(-1, jsonProblem(err))
 	case tok != json.Delim('['):
-		return nil, fail(-1, "not a JSON array")
+		return nil, fail(-1, errors.New("not a JSON array"))
 	}
 	var (
-		plants    []Plant
-		generated []bool
-		interned  = make(map[string]string)
-		raw       json.RawMessage
-		scratch   = entryScratch{sets: make(map[string][]string)}
+		b   = NewCatalogBuilder(0, 0)
+		raw json.RawMessage
+		e   fileEntry
 	)
 	for i := 0; dec.More(); i++ {
 		if err := dec.Decode(&raw); err != nil {
-			return nil, &CatalogError{File: name, Index: i, Err: jsonProblem(err)}
+			return nil, fail(i, jsonProblem(err))
 		}
-		p, err := parseEntry(raw, interned, &scratch)
+		if err := e.parse(raw); err != nil {
+			return nil, fail(i, err)
+		}
+		if e.hasID {
+			err = b.Add(e.id, e.name, e.tag, e.readers)
+		} else {
+			err = b.AddWithoutID(e.name, e.tag, e.readers)
+		}
 		if err != nil {
-			return nil, &CatalogError{File: name, Index: i, Err: err}
+			return nil, fail(i, err)
 		}
-		generated = append(generated, p.ID == "")
-		if p.ID == "" {
-			p.ID = GeneratedID(i)
-		}
-		plants = append(plants, p)
 	}
 	if _, err := dec.Token(); err != nil { // the closing ']'
-		return nil, &CatalogError{File: name, Index: -1, Err: jsonProblem(err)}
+		return nil, fail(-1, jsonProblem(err))
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, fail(-1, "data after the JSON array")
+		return nil, fail(-1, errors.New("data after the JSON array"))
 	}
-	if i, err := checkIDs(plants, generated); err != nil {
-		return nil, &CatalogError{File: name, Index: i, Err: err}
+	c, err := b.Catalog()
+	var ce *CatalogError
+	if errors.As(err, &ce) {
+		ce.File = name
 	}
-	c, err := compactCatalog(plants)
-	if err != nil {
-		return nil, &CatalogError{File: name, Index: -1, Err: err}
-	}
-	c.generated = countTrue(generated)
-	return c, nil
-}
-
-// countTrue returns how many of bs are true.
-func countTrue(bs []bool) int {
-	n := 0
-	for _, b := range bs {
-		if b {
-			n++
-		}
-	}
-	return n
-}
-
-// checkIDs returns the index of the first plant whose id an earlier plant
-// has, with the problem, or -1 and nil when the ids are unique. generated
-// tells which ids were generated from the position. The ids are checked
-// once all are known, so that the map is made at its final size: growing
-// it entry by entry cost a tenth of loading a large catalog.
-func checkIDs(plants []Plant, generated []bool) (int, error) {
-	ids := make(map[string]int, len(plants))
-	for i, p := range plants {
-		if j, dup := ids[p.ID]; dup {
-			if generated[i] {
-				return i, fmt.Errorf("generated id %q is the id of entry %d", p.ID, j+1)
-			}
-			return i, fmt.Errorf("id %q is also the id of entry %d", p.ID, j+1)
-		}
-		ids[p.ID] = i
-	}
-	return -1, nil
+	return c, err
 }
 
 // jsonProblem turns an error of the JSON decoder into a problem statement
@@ -195,93 +140,38 @@ func jsonProblem(err error) error {
 	return fmt.Errorf("read: %w", err)
 }
 
-// NewCatalog returns a Catalog of the given plants, validated by the rules of
-// [ParseCatalog] (an empty ID is generated from the position in ps). ps is
-// not modified. Errors are [*CatalogError] with an empty File.
+// NewCatalog returns a Catalog of the given plants, by the rules of
+// [CatalogBuilder]; a plant with an empty ID gets [GeneratedID] of its
+// position in ps. ps is not modified. Errors are [*CatalogError] with an
+// empty File.
 func NewCatalog(ps []Plant) (*Catalog, error) {
-	plants := make([]Plant, len(ps))
-	generated := make([]bool, len(ps))
+	b := NewCatalogBuilder(len(ps), 0)
+	var (
+		buf     []byte
+		readers [][]byte
+	)
 	for i, p := range ps {
-		if err := validatePlant(&p); err != nil {
+		// One buffer holds the plant's strings as bytes: a slice taken
+		// before it grows keeps pointing at what it was given.
+		buf = append(append(append(buf[:0], p.ID...), p.Name...), p.Tag...)
+		id, name, tag := buf[:len(p.ID)], buf[len(p.ID):len(p.ID)+len(p.Name)], buf[len(p.ID)+len(p.Name):]
+		readers = readers[:0]
+		for _, r := range p.Readers {
+			start := len(buf)
+			buf = append(buf, r...)
+			readers = append(readers, buf[start:])
+		}
+		var err error
+		if p.ID == "" {
+			err = b.AddWithoutID(name, tag, readers)
+		} else {
+			err = b.Add(id, name, tag, readers)
+		}
+		if err != nil {
 			return nil, &CatalogError{Index: i, Err: err}
 		}
-		if generated[i] = p.ID == ""; generated[i] {
-			p.ID = GeneratedID(i)
-		}
-		plants[i] = p
 	}
-	if i, err := checkIDs(plants, generated); err != nil {
-		return nil, &CatalogError{Index: i, Err: err}
-	}
-	c, err := compactCatalog(plants)
-	if err != nil {
-		return nil, &CatalogError{Index: -1, Err: err}
-	}
-	c.generated = countTrue(generated)
-	return c, nil
-}
-
-// validatePlant checks p by the catalog rules and removes repeated readers
-// (into a new slice: p.Readers itself is not modified).
-func validatePlant(p *Plant) error {
-	for _, f := range []struct{ field, v string }{{"id", p.ID}, {"name", p.Name}, {"tag", p.Tag}} {
-		if err := checkText(f.field, f.v); err != nil {
-			return err
-		}
-	}
-	if p.Name == "" {
-		return errors.New(`"name" is empty`)
-	}
-	if len(p.Readers) == 0 {
-		return errors.New(`"readers" is empty; want at least one of "*", "user:<x>", "group:<x>"`)
-	}
-	repeats := false
-	for i, r := range p.Readers {
-		if err := checkReader(i, r); err != nil {
-			return err
-		}
-		repeats = repeats || slices.Contains(p.Readers[:i], r)
-	}
-	if repeats {
-		readers := make([]string, 0, len(p.Readers))
-		for _, r := range p.Readers {
-			if !slices.Contains(readers, r) {
-				readers = append(readers, r)
-			}
-		}
-		p.Readers = readers
-	}
-	return nil
-}
-
-// checkText reports a string field that is not valid UTF-8 or holds U+0000.
-func checkText(field, s string) error {
-	if !utf8.ValidString(s) {
-		return fmt.Errorf("%q is not valid UTF-8", field)
-	}
-	if strings.IndexByte(s, 0) >= 0 {
-		return fmt.Errorf("%q contains U+0000", field)
-	}
-	return nil
-}
-
-// checkReader reports whether r, item i of readers, is not a reader.
-func checkReader(i int, r string) error {
-	if err := checkText("readers", r); err != nil {
-		return err
-	}
-	if !ValidReader(r) {
-		return fmt.Errorf(`"readers" item %d is not "*", "user:<x>", "group:<x>" or one of them qualified by an issuer name ("*@<name>", "user@<name>:<x>", "group@<name>:<x>")`, i+1)
-	}
-	return nil
-}
-
-// comparePlants orders by name, then id, both in byte order.
-func comparePlants(a, b Plant) int {
-	if c := strings.Compare(a.Name, b.Name); c != 0 {
-		return c
-	}
-	return strings.Compare(a.ID, b.ID)
+	return b.Catalog()
 }
 
 // LoadCatalogFile reads and parses the catalog file at path. Errors are
@@ -332,32 +222,41 @@ func SampleCatalog() *Catalog {
 	return c
 }
 
-// parseEntry decodes one catalog entry. raw is one complete, syntactically
-// valid JSON value (the decoder checked it), which is why this parser only
-// has to tell types apart and never has to skip a value: the first value of
-// a wrong type ends the entry with an error. interned shares the storage of
-// reader and tag strings across entries, and scratch the reader lists:
-// entries with the same readers in the same order get the same slice.
-func parseEntry(raw []byte, interned map[string]string, scratch *entryScratch) (Plant, error) {
-	var (
-		p    Plant
-		seen [4]bool // id, name, tag, readers
-	)
-	s := entryScanner{b: raw}
+// A fileEntry is one entry of a catalog file, decoded by parse. Its
+// slices point into the raw entry or into buf, and are valid until the
+// next parse.
+type fileEntry struct {
+	id, name, tag []byte
+	hasID         bool
+	readers       [][]byte
+	buf           []byte // the strings that held escapes, decoded
+}
+
+// parse decodes one catalog entry, checking its shape: an object of the
+// four known fields, each at most once, of the right JSON types, with a
+// name and readers. raw is one complete, syntactically valid JSON value
+// (the decoder checked it), which is why this parser only has to tell
+// types apart and never has to skip a value: the first value of a wrong
+// type ends the entry with an error. The catalog rules are left to the
+// CatalogBuilder.
+func (e *fileEntry) parse(raw []byte) error {
+	*e = fileEntry{readers: e.readers[:0], buf: e.buf[:0]}
+	var seen [4]bool // id, name, tag, readers
+	s := entryScanner{b: raw, buf: &e.buf}
 	if s.next() != '{' {
-		return p, fmt.Errorf("entry is %s; want an object", s.kind())
+		return fmt.Errorf("entry is %s; want an object", s.kind())
 	}
 	s.i++
 	if s.next() == '}' {
-		return p, errors.New(`"name" is missing`)
+		return errors.New(`"name" is missing`)
 	}
 	for {
 		key, err := s.str()
 		if err != nil {
-			return p, err
+			return err
 		}
 		field := -1
-		switch key {
+		switch string(key) {
 		case "id":
 			field = 0
 		case "name":
@@ -367,10 +266,10 @@ func parseEntry(raw []byte, interned map[string]string, scratch *entryScratch) (
 		case "readers":
 			field = 3
 		default:
-			return p, fmt.Errorf("unknown field %q", key)
+			return fmt.Errorf("unknown field %q", key)
 		}
 		if seen[field] {
-			return p, fmt.Errorf("field %q appears twice", key)
+			return fmt.Errorf("field %q appears twice", key)
 		}
 		seen[field] = true
 		s.next() // ':'
@@ -378,55 +277,46 @@ func parseEntry(raw []byte, interned map[string]string, scratch *entryScratch) (
 		switch c := s.next(); {
 		case c == 'n':
 			s.i += len("null")
-			if key == "name" || key == "readers" {
-				return p, fmt.Errorf("%q is null", key)
+			if field == 1 || field == 3 {
+				return fmt.Errorf("%q is null", key)
 			}
-		case key == "readers":
+		case field == 3:
 			if c != '[' {
-				return p, fmt.Errorf(`"readers" is %s; want an array of strings`, s.kind())
+				return fmt.Errorf(`"readers" is %s; want an array of strings`, s.kind())
 			}
 			s.i++
-			readers := scratch.readers[:0]
 			for s.next() != ']' {
 				if s.next() != '"' {
-					return p, fmt.Errorf(`"readers" item %d is %s; want a string`, len(readers)+1, s.kind())
+					return fmt.Errorf(`"readers" item %d is %s; want a string`, len(e.readers)+1, s.kind())
 				}
-				r, err := s.interned(interned)
+				r, err := s.str()
 				if err != nil {
-					return p, err
+					return err
 				}
-				readers = append(readers, r)
+				e.readers = append(e.readers, r)
 				if s.next() == ',' {
 					s.i++
 				}
 			}
 			s.i++
-			scratch.readers = readers
-			p.Readers = scratch.set(readers)
 		default:
 			if c != '"' {
-				return p, fmt.Errorf("%q is %s; want a string", key, s.kind())
+				return fmt.Errorf("%q is %s; want a string", key, s.kind())
 			}
-			var v string
-			var err error
-			if key == "tag" {
-				v, err = s.interned(interned) // tags repeat
-			} else {
-				v, err = s.str()
-			}
+			v, err := s.str()
 			if err != nil {
-				return p, err
+				return err
 			}
-			switch key {
-			case "id":
-				if v == "" {
-					return p, errors.New(`"id" is empty; omit it to have one generated`)
+			switch field {
+			case 0:
+				if len(v) == 0 {
+					return errors.New(`"id" is empty; omit it to have one generated`)
 				}
-				p.ID = v
-			case "name":
-				p.Name = v
-			case "tag":
-				p.Tag = v
+				e.id, e.hasID = v, true
+			case 1:
+				e.name = v
+			case 2:
+				e.tag = v
 			}
 		}
 		if s.next() == '}' {
@@ -437,17 +327,18 @@ func parseEntry(raw []byte, interned map[string]string, scratch *entryScratch) (
 	}
 	switch {
 	case !seen[1]:
-		return p, errors.New(`"name" is missing`)
+		return errors.New(`"name" is missing`)
 	case !seen[3]:
-		return p, errors.New(`"readers" is missing`)
+		return errors.New(`"readers" is missing`)
 	}
-	return p, validatePlant(&p)
+	return nil
 }
 
 // entryScanner walks a syntactically valid JSON value.
 type entryScanner struct {
-	b []byte
-	i int
+	b   []byte
+	i   int
+	buf *[]byte // where strings with escapes are decoded to
 }
 
 // next skips white space and returns the next byte, or 0 at the end.
@@ -480,79 +371,35 @@ func (s *entryScanner) kind() string {
 	return "a number"
 }
 
-// rawStr returns the bytes of the JSON string at the current position,
-// quotes included, and moves past it.
-func (s *entryScanner) rawStr() []byte {
+// str decodes the JSON string at the current position and moves past it.
+// A string without escapes is returned as the part of the entry it is;
+// one with escapes is decoded into s.buf, after a check that its bytes are
+// UTF-8 (the decoder would replace what is not).
+func (s *entryScanner) str() ([]byte, error) {
 	start := s.i
 	s.i++
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case '\\':
-			s.i += 2
-			continue
-		case '"':
+	escaped := false
+	for s.i < len(s.b) && s.b[s.i] != '"' {
+		if s.b[s.i] == '\\' {
+			escaped = true
 			s.i++
-			return s.b[start:s.i]
 		}
 		s.i++
 	}
-	return s.b[start:]
-}
-
-// str decodes the JSON string at the current position.
-func (s *entryScanner) str() (string, error) {
-	q := s.rawStr()
+	s.i++
+	q := s.b[start:min(s.i, len(s.b))]
 	body := q[1 : len(q)-1]
-	if !utf8.Valid(body) {
-		return "", errors.New("a string is not valid UTF-8")
+	if !escaped {
+		return body, nil
 	}
-	if bytes.IndexByte(body, '\\') < 0 {
-		return string(body), nil
+	if !utf8.Valid(body) {
+		return nil, errors.New("a string is not valid UTF-8")
 	}
 	var v string
 	if err := json.Unmarshal(q, &v); err != nil {
-		return "", fmt.Errorf("decode string: %w", err)
+		return nil, fmt.Errorf("decode string: %w", err)
 	}
-	return v, nil
-}
-
-// interned is str for values that repeat across entries (readers): equal
-// values share one string.
-// entryScratch is what parseEntry reuses from one entry to the next.
-type entryScratch struct {
-	readers []string
-	key     []byte
-	sets    map[string][]string // by setKey
-}
-
-// set returns the shared copy of a list of readers equal to readers.
-func (e *entryScratch) set(readers []string) []string {
-	// Each reader length-prefixed: no two different lists share a key,
-	// whatever bytes they hold.
-	e.key = e.key[:0]
-	for _, r := range readers {
-		e.key = binary.AppendUvarint(e.key, uint64(len(r)))
-		e.key = append(e.key, r...)
-	}
-	if shared, ok := e.sets[string(e.key)]; ok {
-		return shared
-	}
-	shared := slices.Clone(readers)
-	e.sets[string(e.key)] = shared
-	return shared
-}
-
-func (s *entryScanner) interned(m map[string]string) (string, error) {
-	start := s.i
-	q := s.rawStr()
-	if v, ok := m[string(q)]; ok {
-		return v, nil
-	}
-	s.i = start
-	v, err := s.str()
-	if err != nil {
-		return "", err
-	}
-	m[string(q)] = v
-	return v, nil
+	start = len(*s.buf)
+	*s.buf = append(*s.buf, v...)
+	return (*s.buf)[start:], nil
 }

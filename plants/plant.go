@@ -31,7 +31,8 @@ const NoLimit = -1
 
 // Query selects the plants a caller may see.
 type Query struct {
-	// Caller is who asks; the access rule ([Readable]) decides what it sees.
+	// Caller is who asks; the access rule (its principals meet a plant's
+	// readers, access.go) decides what it sees.
 	Caller Caller
 	// Limit bounds the number of plants returned; [NoLimit] means no bound.
 	Limit int

@@ -280,12 +280,52 @@ func (i *idp) token(t testing.TB, client, scope string) (tok, kid string) {
 	return body.AccessToken, h.Kid
 }
 
+// signIn signs user in for client by OpenID Connect CIBA (poll mode; the
+// provider's user approves at once) and returns the access token and the
+// ID token of the one token response.
+func (i *idp) signIn(t testing.TB, client, user string) (access, id string) {
+	t.Helper()
+	post := func(path string, form url.Values, v any) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, i.issuer+path, strings.NewReader(form.Encode()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.SetBasicAuth(client, "ci-secret")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || json.Unmarshal(raw, v) != nil {
+			t.Fatalf("POST %s for %s: %d %s", path, client, resp.StatusCode, raw)
+		}
+	}
+	var started struct {
+		AuthReqID string `json:"auth_req_id"`
+	}
+	post("/backchannel", url.Values{"login_hint": {user}, "scope": {"openid plants:read"}}, &started)
+	var tokens struct {
+		AccessToken string `json:"access_token"`
+		IDToken     string `json:"id_token"`
+	}
+	post("/token", url.Values{"grant_type": {"urn:openid:params:grant-type:ciba"}, "auth_req_id": {started.AuthReqID}}, &tokens)
+	if tokens.AccessToken == "" || tokens.IDToken == "" {
+		t.Fatalf("CIBA token response for %s without an access token and an ID token", client)
+	}
+	return tokens.AccessToken, tokens.IDToken
+}
+
 // startPlantstore runs the service by OIDC discovery against issuer and
 // returns it with its API address once /readyz answers 200.
 func startPlantstore(t testing.TB, bin, dir, issuer string) (*process, string) {
 	t.Helper()
 	p, api, _ := runPlantstore(t, bin, dir, "plantstore", catalog,
 		"-jwt-issuer", issuer, "-jwt-audience", "plantstore", "-jwt-required-scope", "plants:read",
+		// The provider's JWT access tokens say at+jwt (RFC 9068).
+		"-jwt-token-types", "at+jwt",
 		// An unknown kid may trigger a refetch every second, so the
 		// rotation below is seen at once.
 		"-jwks-min-refresh", "1s")
@@ -758,9 +798,11 @@ func jwtPart(t testing.TB, tok string, i int, v any) {
 // both signing with a key named key-1), behind nginx at the URL given as
 // -public-url: tokens of each issuer through the gateway, a token that
 // names one issuer and is signed by the other's key, an unconfigured
-// issuer, a DPoP client made with oauth4webapi
-// (deploy/gateway/dpop-client.mjs), the protected resource metadata, and
-// one provider stopped.
+// issuer, staff's rules on tokens meant for this resource (at+jwt only,
+// one client, a lifetime cap and a bound on its keys' age: staff's ID
+// token and its access token for another client are refused), a DPoP
+// client made with oauth4webapi (deploy/gateway/dpop-client.mjs), the
+// protected resource metadata, and one provider stopped.
 func TestGatewayEndToEndIssuers(t *testing.T) {
 	bin, nginx := requireTools(t)
 	dir := t.TempDir()
@@ -777,6 +819,10 @@ func TestGatewayEndToEndIssuers(t *testing.T) {
     audiences: [plantstore]
     algorithms: [RS256]
     required_scope: plants:read
+    token_types: [at+jwt]
+    clients: [plantstore-ci]
+    max_lifetime: 10m
+    max_stale: 1h
   - name: customers
     issuer: %s
     audiences: [plantstore]
@@ -805,6 +851,19 @@ func TestGatewayEndToEndIssuers(t *testing.T) {
 	}
 	crossed := mint(t, bin, customersJWK, "-kid", "key-1", "-iss", staff.issuer,
 		"-sub", "plantstore-ci", "-aud", "plantstore", "-scope", "plants:read", "-ttl", "5m")
+	// A user of staff's app signs in: an ID token (for the app, no typ)
+	// beside an at+jwt access token for plantstore whose client_id is the
+	// app's, not one staff lists.
+	appAccess, appID := staff.signIn(t, "plantstore-app", "gardener")
+	var idHeader map[string]any
+	var idClaims struct {
+		Aud string `json:"aud"`
+	}
+	jwtPart(t, appID, 0, &idHeader)
+	jwtPart(t, appID, 1, &idClaims)
+	if idClaims.Aud != "plantstore-app" || idHeader["typ"] != nil {
+		t.Fatalf("staff's ID token: header %v, aud %q; want no typ and the app as audience", idHeader, idClaims.Aud)
+	}
 
 	tests := []struct {
 		name, token, requestID string
@@ -820,6 +879,10 @@ func TestGatewayEndToEndIssuers(t *testing.T) {
 			map[string]any{"iss": "staff", "auth_failure": "bad_signature", "status": 401.0}},
 		{"unconfigured issuer", forge(t, bin, dir, "https://unconfigured.example", "key-1"), "iss-unknown", 401, `"error":401`,
 			map[string]any{"iss": nil, "auth_failure": "unknown_issuer", "status": 401.0}},
+		{"staff ID token where staff requires at+jwt", appID, "iss-id-token", 401, `"error":401`,
+			map[string]any{"iss": "staff", "auth_failure": "token_type", "status": 401.0}},
+		{"staff access token of a client staff does not list", appAccess, "iss-other-client", 401, `"error":401`,
+			map[string]any{"iss": "staff", "auth_failure": "client", "status": 401.0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -842,10 +905,11 @@ func TestGatewayEndToEndIssuers(t *testing.T) {
 	t.Run("protected resource metadata through the gateway", func(t *testing.T) {
 		r := call(t, http.MethodGet, gateway, "/.well-known/oauth-protected-resource", "", "iss-metadata")
 		var md struct {
-			Resource             string   `json:"resource"`
-			AuthorizationServers []string `json:"authorization_servers"`
-			DPoPAlgs             []string `json:"dpop_signing_alg_values_supported"`
-			DPoPRequired         *bool    `json:"dpop_bound_access_tokens_required"`
+			Resource             string           `json:"resource"`
+			AuthorizationServers []string         `json:"authorization_servers"`
+			DPoPAlgs             []string         `json:"dpop_signing_alg_values_supported"`
+			DPoPRequired         *bool            `json:"dpop_bound_access_tokens_required"`
+			TokenPolicies        []map[string]any `json:"plantstore_token_policies"`
 		}
 		if r.status != 200 || json.Unmarshal([]byte(r.body), &md) != nil {
 			t.Fatalf("GET /.well-known/oauth-protected-resource via nginx: %d %s", r.status, r.body)
@@ -854,6 +918,11 @@ func TestGatewayEndToEndIssuers(t *testing.T) {
 			!slices.Contains(md.DPoPAlgs, "ES256") || md.DPoPRequired == nil || *md.DPoPRequired {
 			t.Errorf("metadata %s: want resource %s, authorization_servers [%s %s], DPoP with ES256, not required",
 				r.body, public, staff.issuer, customers.issuer)
+		}
+		wantPolicy := fmt.Sprint([]map[string]any{{"authorization_server": staff.issuer, "token_types": []any{"at+jwt"},
+			"client_restricted": true, "max_lifetime": 600.0, "max_stale": 3600.0}})
+		if got := fmt.Sprint(md.TokenPolicies); got != wantPolicy {
+			t.Errorf("metadata plantstore_token_policies %s; want staff's alone, %s", got, wantPolicy)
 		}
 	})
 

@@ -13,8 +13,9 @@ var servedSettings = []string{
 	"jwks-refresh", "jwks-min-refresh", "trusted-proxies",
 	"log-level", "log-format", "shutdown-delay", "shutdown-timeout", "pprof",
 	"rate-limit", "rate-burst", "write-timeout",
-	"jwt-issuers-file", "jwt-max-groups", "jwt-cache-bytes", "jwt-dpop", "dpop-window", "public-url",
+	"jwt-issuers-file", "jwt-max-groups", "jwt-cache-bytes", "jwt-dpop", "dpop-window", "dpop-algorithms", "public-url",
 	"database-snapshot", "database-poll", "trace-subject",
+	"jwt-token-types", "jwt-clients", "jwt-max-lifetime", "jwks-max-stale",
 }
 
 // SettingVariable returns the environment variable of a serve flag:

@@ -16,6 +16,12 @@
 // only) and plantstore-dpop (plants:read, DPoP only, RFC 9449: its token
 // requests need a DPoP proof and its tokens carry cnf.jkt, the thumbprint
 // of the proof's key; dpop-client.mjs is such a client).
+//
+// plantstore-app signs users in, and gets an ID token beside its access
+// token: by OpenID Connect CIBA (poll mode), the one flow with no browser.
+// POST /backchannel with login_hint=USER and scope "openid plants:read",
+// then POST /token with grant_type urn:openid:params:grant-type:ciba and
+// the auth_req_id: the user's "authentication device" approves at once.
 import { readFile } from 'node:fs/promises';
 import { generateKeyPair, exportJWK } from 'jose';
 
@@ -40,24 +46,47 @@ if (mode === 'genkey') {
     token_endpoint_auth_method: 'client_secret_basic',
     scope,
   });
+  const resource = 'https://plantstore.example';
   const provider = new Provider(issuer, {
     jwks,
     clients: [
       client('plantstore-ci', 'plants:read'),
       client('plantstore-writer', 'plants:write'),
       { ...client('plantstore-dpop', 'plants:read'), dpop_bound_access_tokens: true },
+      {
+        ...client('plantstore-app', 'openid plants:read'),
+        grant_types: ['urn:openid:params:grant-type:ciba'],
+        backchannel_token_delivery_mode: 'poll',
+      },
     ],
-    scopes: ['plants:read', 'plants:write'],
+    scopes: ['openid', 'plants:read', 'plants:write'],
     features: {
       devInteractions: { enabled: false },
       clientCredentials: { enabled: true },
+      ciba: {
+        enabled: true,
+        deliveryModes: ['poll'],
+        processLoginHint: (ctx, loginHint) => loginHint,
+        verifyUserCode: () => {},
+        validateRequestContext: () => {},
+        validateBindingMessage: () => {},
+        // The user approves on their device at once: the grant is there
+        // before the client first polls.
+        async triggerAuthenticationDevice(ctx, request, account, cl) {
+          const grant = new provider.Grant({ accountId: account.accountId, clientId: cl.clientId });
+          grant.addOIDCScope('openid');
+          grant.addResourceScope(resource, 'plants:read');
+          await grant.save();
+          await provider.backchannelResult(request, grant);
+        },
+      },
       // On by default in oidc-provider 9; a DPoP proof at the token
       // endpoint binds the token to the proof's key.
       dPoP: { enabled: true },
       // JWT (not opaque) access tokens need resource indicators.
       resourceIndicators: {
         enabled: true,
-        defaultResource: () => 'https://plantstore.example',
+        defaultResource: () => resource,
         useGrantedResource: () => true,
         getResourceServerInfo: () => ({
           scope: 'plants:read plants:write',

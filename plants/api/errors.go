@@ -42,20 +42,23 @@ func WriteError(c *gin.Context, status int, msg string) {
 }
 
 // statusError is an error of this package that carries its status and its
-// public message.
+// public message, which [RenderErrors] sends as they are. is, when set, is
+// the exported error it is a case of, for [errors.Is].
 type statusError struct {
 	status int
 	msg    string
+	is     error
 }
 
-func (e *statusError) Error() string   { return e.msg }
-func (e *statusError) HTTPStatus() int { return e.status }
+func (e *statusError) Error() string        { return e.msg }
+func (e *statusError) HTTPStatus() int      { return e.status }
+func (e *statusError) Is(target error) bool { return e.is != nil && target == e.is }
 
 // The errors of the routing handlers.
 var (
-	errNotFound         = &statusError{http.StatusNotFound, "not found"}
-	errMethodNotAllowed = &statusError{http.StatusMethodNotAllowed, "method not allowed"}
-	errHeaderTooLarge   = &statusError{http.StatusRequestHeaderFieldsTooLarge, "request header fields too large"}
+	errNotFound         = &statusError{status: http.StatusNotFound, msg: "not found"}
+	errMethodNotAllowed = &statusError{status: http.StatusMethodNotAllowed, msg: "method not allowed"}
+	errHeaderTooLarge   = &statusError{status: http.StatusRequestHeaderFieldsTooLarge, msg: "request header fields too large"}
 )
 
 // NotFound is the handler of every path but /plants (gin's NoRoute): it
@@ -104,9 +107,10 @@ func headerBytes(r *http.Request) int {
 // one place an error becomes a status. After the handlers ran, if one pushed
 // an error (c.Error) and nothing was written, it writes the last one with
 // [WriteError]:
-//   - an [ErrInvalidLimit]: 400 with the reason;
-//   - an error with an HTTPStatus() int method (auth's refusals, 404, 405,
-//     431): that status, with a fixed message for it (never the token);
+//   - an error of this package ([ErrInvalidLimit] with its reason, 404,
+//     405, 431): its status and its message;
+//   - another error with an HTTPStatus() int method (auth's refusals):
+//     that status, with a fixed message for it (never the token);
 //   - [plants.ErrUnavailable]: 503 "store unavailable";
 //   - a context error (the client left or a deadline passed): 503;
 //   - anything else: 500 "internal error".
@@ -173,15 +177,10 @@ func RenderErrors(log *zap.Logger) gin.HandlerFunc {
 // added with %w stays in the logs.
 func classify(err error) (int, string) {
 	var (
-		le *limitError
 		se *statusError
 		hs interface{ HTTPStatus() int }
 	)
 	switch {
-	case errors.As(err, &le):
-		return http.StatusBadRequest, le.Error()
-	case errors.Is(err, ErrInvalidLimit):
-		return http.StatusBadRequest, ErrInvalidLimit.Error()
 	case errors.As(err, &se):
 		return se.status, se.msg
 	case errors.As(err, &hs):

@@ -1,33 +1,32 @@
 package api
 
 import (
-	"errors"
 	"math"
+	"net/http"
 	"net/url"
 	"strings"
 
 	"github.com/plantstore/plantstore/plants"
 )
 
-// ErrInvalidLimit reports a limit query parameter the API refuses. The
-// errors [ParseLimit] returns wrap it with the reason; the API answers 400.
-var ErrInvalidLimit = errors.New("invalid limit")
-
-// limitError is an [ErrInvalidLimit] with its reason. Reasons are fixed
-// texts: they never repeat the request.
-type limitError struct{ reason string }
-
-func (e *limitError) Error() string        { return "invalid limit: " + e.reason }
-func (e *limitError) Is(target error) bool { return target == ErrInvalidLimit }
+// ErrInvalidLimit reports a limit query parameter the API refuses: 400.
+// The errors [ParseLimit] returns match it ([errors.Is]) and carry the
+// reason. Reasons are fixed texts: they never repeat the request.
+var ErrInvalidLimit error = &statusError{status: http.StatusBadRequest, msg: "invalid limit"}
 
 // The reasons a limit is refused.
 var (
-	errLimitEmpty    = &limitError{"empty value; want an integer from 0 to 2147483647"}
-	errLimitSyntax   = &limitError{"want an integer from 0 to 2147483647, digits only"}
-	errLimitRange    = &limitError{"over 2147483647"}
-	errLimitTwice    = &limitError{"given more than once"}
-	errLimitEncoding = &limitError{"malformed percent-encoding"}
+	errLimitEmpty    = invalidLimit("empty value; want an integer from 0 to 2147483647")
+	errLimitSyntax   = invalidLimit("want an integer from 0 to 2147483647, digits only")
+	errLimitRange    = invalidLimit("over 2147483647")
+	errLimitTwice    = invalidLimit("given more than once")
+	errLimitEncoding = invalidLimit("malformed percent-encoding")
 )
+
+// invalidLimit returns the [ErrInvalidLimit] of a reason.
+func invalidLimit(reason string) error {
+	return &statusError{status: http.StatusBadRequest, msg: "invalid limit: " + reason, is: ErrInvalidLimit}
+}
 
 // ParseLimit returns the limit given in rawQuery, a URL's raw query string,
 // or [plants.NoLimit] when there is none. The query is read the way

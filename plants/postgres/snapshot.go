@@ -340,6 +340,7 @@ func (s *Snapshot) load(parent context.Context) (*plants.Catalog, int64, error) 
 	// The stored sizes size the catalog, which then grows by no copy; sizes
 	// far off (a catalog changed by hand) cost only reallocations.
 	b := plants.NewCatalogBuilder(int(min(max(v.plants, 0), 1<<26)), int(min(max(v.textBytes, 0), 1<<32-1)))
+	b.AssumeUniqueIDs() // the primary key
 	rows, err := tx.Query(ctx, loadSQL, pgx.QueryResultFormats{pgx.TextFormatCode, pgx.TextFormatCode, pgx.TextFormatCode, pgx.BinaryFormatCode})
 	if err != nil {
 		return fail(err)
@@ -356,7 +357,7 @@ func (s *Snapshot) load(parent context.Context) (*plants.Catalog, int64, error) 
 			return nil, 0, fmt.Errorf("postgres: load catalog: plant %q: readers: %w", raw[1], err)
 		}
 		if err := b.Add(raw[1], raw[0], raw[2], readers); err != nil {
-			return nil, 0, fmt.Errorf("postgres: load catalog: %w", err)
+			return nil, 0, fmt.Errorf("postgres: load catalog: plant %q: %w", raw[1], err)
 		}
 	}
 	if err := rows.Err(); err != nil {

@@ -3,6 +3,7 @@ package storetest
 import (
 	"fmt"
 	"hash/fnv"
+	"runtime"
 	"testing"
 
 	"github.com/plantstore/plantstore/plants"
@@ -40,4 +41,18 @@ func LargeCatalog(tb testing.TB, n int, prefix string) *plants.Catalog {
 		tb.Fatalf("NewCatalog: %v", err)
 	}
 	return c
+}
+
+// BytesPerPlant returns the live heap that the catalog load returns holds,
+// per plant: what a catalog costs in memory, for benchmarks to report.
+func BytesPerPlant(load func() *plants.Catalog) float64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	c := load()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	n := c.Len()
+	runtime.KeepAlive(c)
+	return (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / float64(n)
 }

@@ -1,0 +1,135 @@
+package auth
+
+import (
+	"context"
+	"crypto/sha256"
+	"hash/maphash"
+	"net/http"
+	"time"
+)
+
+// An Admitter keeps the state that admits a request once its credential
+// is known to be good: the rate of each caller, and the DPoP proofs
+// already used. A [Verifier] asks it in two steps, so that no caller can
+// make the service verify signatures past its rate, nor spend another
+// caller's proof by sending a forged one with its jti:
+//
+//   - Admit, after every check of the token and every check of a proof
+//     that costs no signature, and before the proof's signature: it takes
+//     one request from the caller's rate (refusing with a
+//     *[RateLimitError]) and refuses a proof whose jti was used
+//     ([ReasonDPoPReplay]) or that there is no room to remember
+//     ([ReasonDPoPQuota]);
+//   - Settle, for a request with a proof that Admit let through, once its
+//     signature is checked: a proof that verified is remembered as used
+//     until it expires, unless another request used it in the meantime
+//     ([ReasonDPoPReplay]) or the room went ([ReasonDPoPQuota]); one that
+//     did not verify leaves nothing behind.
+//
+// A bearer request goes through Admit only, and only when the rate is
+// limited. The [Verifier]'s own Admitter keeps this replica's state; one
+// that shares it between replicas can answer each step in one round trip,
+// both parts of Admit pipelined. Implementations are safe for concurrent
+// use.
+type Admitter interface {
+	Admit(ctx context.Context, a Admission) error
+	Settle(ctx context.Context, a Admission, verified bool) error
+}
+
+// An Admission is one request as an [Admitter] sees it: fixed-size hashes
+// that name no caller, key or proof readably, and the times that matter.
+type Admission struct {
+	// Caller is the hash of the caller's issuer and subject (see
+	// [CallerKey]).
+	Caller [16]byte
+	// DPoP tells whether the request carries a proof; Client, Proof and
+	// Expires are its.
+	DPoP bool
+	// Client is the hash of the proof's key (its thumbprint, the token's
+	// cnf.jkt), Proof that of the key and the proof's jti: the same jti
+	// from another key is another proof.
+	Client, Proof [16]byte
+	// Expires is when the proof stops being accepted (its iat, the window
+	// and twice the leeway), after which it needs no remembering.
+	Expires time.Time
+	// Now is the time of the request, by the Verifier's clock.
+	Now time.Time
+}
+
+// CallerKey returns the hash of a caller that an [Admission] carries and
+// rates are kept by: of the issuer's name ("" for the unnamed issuer) and
+// the subject, the same on every replica. An issuer name holds no NUL, so
+// two callers never share a key by where the one ends and the other
+// begins.
+func CallerKey(issuer, subject string) [16]byte {
+	return hash16("plantstore caller\x00" + issuer + "\x00" + subject)
+}
+
+// clientKey returns the hash of a proof key, by its thumbprint.
+func clientKey(jkt string) [16]byte { return hash16("plantstore client\x00" + jkt) }
+
+// proofKey returns the hash of a proof: its key's and its jti.
+func proofKey(client [16]byte, jti string) [16]byte {
+	// jti is at most maxJTI bytes: the input fits the stack.
+	var buf [16 + 1 + maxJTI]byte
+	b := append(append(append(buf[:0], client[:]...), 0), jti...)
+	sum := sha256.Sum256(b)
+	return [16]byte(sum[:16])
+}
+
+func hash16(s string) [16]byte {
+	sum := sha256.Sum256([]byte(s))
+	return [16]byte(sum[:16])
+}
+
+// localAdmitter is the [Admitter] of one replica: an optional [RateLimit]
+// and a replay cache.
+type localAdmitter struct {
+	limit   *RateLimit // nil: no limit
+	replays *replayCache
+	// seed keys the rate limiter's buckets with a hash an outsider cannot
+	// predict.
+	seed maphash.Seed
+}
+
+var _ Admitter = (*localAdmitter)(nil)
+
+func newLocalAdmitter(limit *RateLimit, replays *replayCache) *localAdmitter {
+	return &localAdmitter{limit: limit, replays: replays, seed: maphash.MakeSeed()}
+}
+
+// Admit takes a request from the caller's bucket, then looks the proof up
+// without recording it.
+func (l *localAdmitter) Admit(_ context.Context, a Admission) error {
+	if l.limit != nil {
+		if err := l.limit.Allow(maphash.Comparable(l.seed, a.Caller)); err != nil {
+			return err
+		}
+	}
+	if a.DPoP {
+		return replayRefusal(l.replays.check(a))
+	}
+	return nil
+}
+
+// Settle records a verified proof.
+func (l *localAdmitter) Settle(_ context.Context, a Admission, verified bool) error {
+	if !verified || !a.DPoP {
+		return nil
+	}
+	return replayRefusal(l.replays.add(a))
+}
+
+// replayRefusal returns the refusal of a replay cache's verdict, nil for
+// a fresh proof.
+func replayRefusal(v replayVerdict, wait time.Duration) error {
+	switch v {
+	case replaySeen:
+		return dpopError(ReasonDPoPReplay)
+	case replayFull:
+		// A proof this replica could not remember could be replayed:
+		// refused, as a rate (429) the client can wait out.
+		return &Error{Status: http.StatusTooManyRequests, Reason: ReasonDPoPQuota, DPoP: true, RetryAfter: wait}
+	}
+	return nil
+}

@@ -1,0 +1,148 @@
+package auth
+
+import (
+	"slices"
+	"strings"
+	"time"
+)
+
+// The rules of this file say whether a token was meant for this resource
+// (RFC 8725 §3.11, RFC 9068): of a type that is an access token, issued to
+// one of the issuer's clients, for no longer than the issuer allows.
+
+// Token types an issuer may require ([Config.TokenTypes]), as typ values
+// are compared: lower case, without "application/".
+const (
+	typeAny = "any"    // every access-token type, and no typ at all
+	typeAT  = "at+jwt" // RFC 9068 §2.1
+	typeJWT = "jwt"    // RFC 7519 §5.1
+)
+
+// normalType returns typ, a JOSE typ value, as it is compared: in lower
+// case, without the "application/" prefix RFC 7515 §4.1.9 lets a writer
+// add.
+func normalType(typ string) string {
+	t := strings.ToLower(typ)
+	if rest, ok := strings.CutPrefix(t, "application/"); ok {
+		return rest
+	}
+	return t
+}
+
+// otherJWT reports whether t, a normalType, names a kind of JWT that is not
+// an access token: a DPoP proof (dpop+jwt), a security event (secevent+jwt),
+// a logout token (logout+jwt), a client assertion, an ID token of a
+// profile that types them; any "+jwt" type but at+jwt.
+func otherJWT(t string) bool {
+	return strings.HasSuffix(t, "+jwt") && t != typeAT
+}
+
+// MintType returns the typ a token made for an issuer of c carries to be
+// accepted: "at+jwt", or "JWT" when c's TokenTypes take only that.
+func (c Config) MintType() string {
+	for _, t := range c.TokenTypes {
+		if n := normalType(strings.TrimSpace(t)); n == typeAT || n == typeAny {
+			return "at+jwt"
+		}
+	}
+	if len(c.TokenTypes) > 0 {
+		return "JWT"
+	}
+	return "at+jwt"
+}
+
+// checkIntended checks and normalises the fields of c that say which
+// tokens are meant for this resource: TokenTypes in normalType form, nil
+// for any, without repeats; no blank client; no negative duration.
+func (c Config) checkIntended() (Config, error) {
+	var types []string
+	anyType := false
+	for _, raw := range c.TokenTypes {
+		switch t := normalType(strings.TrimSpace(raw)); {
+		case t == typeAny:
+			anyType = true
+		case t == typeAT || t == typeJWT:
+			if !slices.Contains(types, t) {
+				types = append(types, t)
+			}
+		case otherJWT(t):
+			return c, configErr("", settingTokenTypes, "%q names another kind of JWT than an access token, which is always refused", raw)
+		default:
+			return c, configErr("", settingTokenTypes, "unknown token type %q: want any, or at+jwt and jwt", raw)
+		}
+	}
+	if anyType && len(types) > 0 {
+		return c, configErr("", settingTokenTypes, "any already takes %s: list any alone, or the types", strings.Join(types, " and "))
+	}
+	c.TokenTypes = types
+	for _, id := range c.Clients {
+		if strings.TrimSpace(id) == "" {
+			return c, configErr("", settingClients, "blank client: a list of blanks would accept no one")
+		}
+	}
+	c.Clients = slices.Clone(c.Clients)
+	if c.MaxLifetime < 0 {
+		return c, configErr("", settingMaxLifetime, "negative duration %s", c.MaxLifetime)
+	}
+	if c.MaxStale < 0 {
+		return c, configErr("", settingMaxStale, "negative duration %s", c.MaxStale)
+	}
+	return c, nil
+}
+
+// checkType checks the typ header of a token, present tells whether the
+// header has one: a typ that names another kind of JWT is refused in every
+// mode, and so is any typ that is not an access-token type ("JWT" or
+// "at+jwt"); with TokenTypes set, the typ must be one of them.
+func (is *issuer) checkType(typ string, present bool) *Error {
+	if !present {
+		if len(is.cfg.TokenTypes) > 0 {
+			return invalidToken(ReasonTokenType)
+		}
+		return nil
+	}
+	t := normalType(typ)
+	if t != typeAT && t != typeJWT {
+		// A JWE, a DPoP proof, a security event or logout token, a
+		// "JOSE" object: not an access token, whoever signed it.
+		return invalidToken(ReasonTokenType)
+	}
+	if len(is.cfg.TokenTypes) > 0 && !slices.Contains(is.cfg.TokenTypes, t) {
+		return invalidToken(ReasonTokenType)
+	}
+	return nil
+}
+
+// checkIssued applies the rules on how a token with verified claims was
+// issued, at now: its lifetime and its client.
+func (is *issuer) checkIssued(claims claimSet, now time.Time, leeway time.Duration) *Error {
+	if limit := is.cfg.MaxLifetime; limit > 0 {
+		// exp is there and in range: the parser checked it. iat, when
+		// present, is a NumericDate not in the future.
+		exp, _ := claims.date("exp")
+		iat, _ := claims.date("iat")
+		if iat != nil && exp.Sub(iat.Time) > limit || iat == nil && exp.Sub(now) > limit+leeway {
+			return invalidToken(ReasonLifetime)
+		}
+	}
+	if len(is.cfg.Clients) > 0 {
+		// RFC 9068 §2.2 names the client client_id; OpenID Connect ID
+		// tokens and many access tokens say azp. client_id, when there,
+		// decides, whatever azp says.
+		raw, ok := claims["client_id"]
+		if !ok {
+			raw, ok = claims["azp"]
+		}
+		if !ok {
+			return invalidToken(ReasonClient)
+		}
+		id, isString := raw.(string)
+		if !isString {
+			return invalidToken(ReasonClaims)
+		}
+		if !slices.Contains(is.cfg.Clients, id) {
+			return invalidToken(ReasonClient)
+		}
+	}
+	return nil
+}
