@@ -227,7 +227,9 @@ func TestDocsCommands(t *testing.T) {
 				t.Fatal(err)
 			}
 			copyTracked(t, repo, dir)
-			runDoc(t, dir, blocks)
+			if err := runDoc(t, dir, blocks); err != nil {
+				t.Error(err)
+			}
 		})
 	}
 }
@@ -259,8 +261,8 @@ docs_block_end() {
 }
 
 // runDoc runs the blocks of one document in dir, a fresh copy of the
-// repository.
-func runDoc(t *testing.T, dir string, blocks []docBlock) {
+// repository, and returns why the document fails, with its output.
+func runDoc(t *testing.T, dir string, blocks []docBlock) error {
 	api, admin := freeAddr(t), freeAddr(t)
 	script, starts := docScript(blocks)
 	rewrite := []string{"127.0.0.1:8080", api, "127.0.0.1:9090", admin, "localhost:8080", api, "localhost:9090", admin}
@@ -289,7 +291,7 @@ func runDoc(t *testing.T, dir string, blocks []docBlock) {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	err := cmd.Wait()
 	left := leftBehind(cmd.Process.Pid)
@@ -300,10 +302,53 @@ func runDoc(t *testing.T, dir string, blocks []docBlock) {
 			where = " at " + docLine(blocks, starts, n)
 		}
 		said := strings.Join(regexp.MustCompile(`(?m)^docs test: .*$`).FindAllString(out.String(), -1), "; ")
-		t.Errorf("%s: %v%s: %s\n--- its output:\n%s", blocks[0].file, err, where, said, out.String())
+		return fmt.Errorf("%s: %v%s: %s\n--- its output:\n%s", blocks[0].file, err, where, said, out.String())
 	}
 	if left != "" {
-		t.Errorf("%s left processes running at its end (stop what an example starts: kill %%1; wait %%1):\n%s\n--- its output:\n%s", blocks[0].file, left, out.String())
+		return fmt.Errorf("%s left processes running at its end (stop what an example starts: kill %%1; wait %%1):\n%s\n--- its output:\n%s", blocks[0].file, left, out.String())
+	}
+	return nil
+}
+
+// TestDocsRunner runs made-up documents through the runner of
+// TestDocsCommands: it must refuse a failed step (naming its line), a
+// block that leaves a job running, a process left behind at the end, and
+// a plantstore the document did not put on PATH; and pass a document that
+// stops what it starts.
+func TestDocsRunner(t *testing.T) {
+	dir := t.TempDir()
+	// A plantstore on this test's PATH, which the documents must not see.
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "plantstore"), []byte("#!/bin/sh\necho found\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	doc := func(texts ...string) []docBlock {
+		var bs []docBlock
+		for i, text := range texts {
+			bs = append(bs, docBlock{file: "made-up.md", line: 10 * (i + 1), run: "sh", text: text})
+		}
+		return bs
+	}
+	tests := []struct {
+		name   string
+		blocks []docBlock
+		want   string // part of the error; "" for none
+	}{
+		{"stops what it starts", doc("sleep 30 &\nkill %1; wait %1 || true\n", "echo 127.0.0.1:8080 | grep -v ':8080$'\n"), ""},
+		{"a failed step", doc("true\n", "echo one\nfalse\necho never\n"), "made-up.md:22"},
+		{"a block that leaves a job", doc("sleep 30 &\n", "true\n"), "the block at made-up.md:10 left running"},
+		{"a process left behind", doc("(sleep 30 &)\n"), "left processes running at its end"},
+		{"plantstore not put on PATH", doc("plantstore\n"), "plantstore: command not found"},
+	}
+	for _, tt := range tests {
+		err := runDoc(t, dir, tt.blocks)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: %v; want it to pass", tt.name, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s: %v; want an error holding %q", tt.name, err, tt.want)
+		}
 	}
 }
 

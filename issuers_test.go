@@ -199,6 +199,10 @@ func TestIssuersFileUsage(t *testing.T) {
 	if err := os.WriteFile(fetched, []byte("issuers:\n  - name: staff\n    issuer: https://a\n    jwks_url: http://127.0.0.1:1/jwks\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	document := filepath.Join(t.TempDir(), "document.yaml")
+	if err := os.WriteFile(document, []byte("issuers:\n  - name: staff\n    issuer: http://127.0.0.1:1/realms/staff/.well-known/openid-configuration\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	staleBad := filepath.Join(t.TempDir(), "stale.yaml")
 	if err := os.WriteFile(staleBad, []byte("issuers:\n  - name: staff\n    issuer: https://a\n    jwks_url: http://127.0.0.1:1/jwks\n    max_stale: -1s\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -221,6 +225,7 @@ func TestIssuersFileUsage(t *testing.T) {
 		{[]string{"-jwt-issuers-file", good}, map[string]string{"PLANTSTORE_DPOP_WINDOW": "-1s"}, `PLANTSTORE_DPOP_WINDOW`},
 		{[]string{"-jwt-issuers-file", good, "-jwt-required-scope", "two words"}, nil, `invalid value "two words" for flag -jwt-required-scope`},
 		{[]string{"-jwt-issuers-file", reserved}, nil, reserved + `:2: name: issuer name "default" is reserved`},
+		{[]string{"-jwt-issuers-file", document}, nil, document + `:3: issuer staff: issuer: this is the URL of the issuer's discovery document, not the issuer: use http://127.0.0.1:1/realms/staff (the document's "issuer")`},
 		{[]string{"-jwt-issuers-file", fetched, "-jwks-refresh", "-1s"}, nil, `invalid value "-1s" for flag -jwks-refresh`},
 		// The rules on tokens meant for this resource are each issuer's.
 		{[]string{"-jwt-issuers-file", staleBad}, nil, staleBad + ":5: issuer staff: max_stale: negative duration"},
