@@ -75,6 +75,29 @@ func (t settings) unknownVars(e env) []string {
 	return out
 }
 
+// nearVars returns, for the unknown variables names, "NAME: KNOWN" for
+// each that is close to the variable of a row of t: a misspelt setting,
+// which would otherwise be ignored with no other sign.
+func (t settings) nearVars(names []string) []string {
+	var out []string
+	for _, name := range names {
+		best, bestDist := "", 0
+		for _, s := range t {
+			if s.noEnv {
+				continue
+			}
+			known := envName(s.flag)
+			if d := editDistance(name, known); d <= max(1, len(known)/8) && (best == "" || d < bestDist) {
+				best, bestDist = known, d
+			}
+		}
+		if best != "" {
+			out = append(out, name+": "+best)
+		}
+	}
+	return out
+}
+
 // parsedFlags tells how each flag of a command got its value.
 type parsedFlags struct {
 	fromArgs, fromEnv map[string]bool

@@ -52,7 +52,7 @@ func serve(ctx context.Context, args []string, e env, stdout, stderr io.Writer) 
 		return cfg.refused(err)
 	}
 	if names := cfg.rows.unknownVars(e); len(names) > 0 {
-		log.Warn("unknown PLANTSTORE_* environment variables are ignored", zap.Strings("names", names))
+		log.Warn("unknown PLANTSTORE_* environment variables are ignored", zap.Strings("names", names), zap.Strings("did_you_mean", cfg.rows.nearVars(names)))
 	}
 	version, revision := buildVersion()
 	tracing, err := observability.NewTracing(ctx, observability.TracingOptions{

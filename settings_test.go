@@ -240,3 +240,14 @@ func TestNewSettingIsOneRow(t *testing.T) {
 		t.Errorf("the table without the row took -jwt-test-lifetime: %v", err)
 	}
 }
+
+// TestNearVars: an unknown variable close to a setting's is named with
+// it, one far from all is not, and -dev, which reads none, is never
+// offered.
+func TestNearVars(t *testing.T) {
+	got := serveSettings().nearVars([]string{"PLANTSTORE_JWT_ISUER", "PLANTSTORE_RATELIMIT", "PLANTSTORE_COLOUR", "PLANTSTORE_DEVV"})
+	want := []string{"PLANTSTORE_JWT_ISUER: PLANTSTORE_JWT_ISSUER", "PLANTSTORE_RATELIMIT: PLANTSTORE_RATE_LIMIT"}
+	if !slices.Equal(got, want) {
+		t.Errorf("nearVars = %q; want %q", got, want)
+	}
+}
