@@ -117,7 +117,9 @@ func ImportWith(ctx context.Context, dsn string, c *plants.Catalog, o ImportOpti
 	if o.Mode == Upsert && c.GeneratedIDs() > 0 {
 		return ImportResult{}, fmt.Errorf("postgres: %w: %s, and an upsert matches plants by id", ErrGeneratedIDs, withoutIDs(c.GeneratedIDs()))
 	}
-	if n := catalogBytes(ps); o.MaxBytes > 0 && o.Mode == Replace && n > o.MaxBytes {
+	// Every mode leaves all of the file's plants in the catalog: a file
+	// over the limit is refused before it is sent.
+	if n := catalogBytes(ps); o.MaxBytes > 0 && n > o.MaxBytes {
 		return ImportResult{}, fmt.Errorf("postgres: %w", &SizeError{Bytes: n, Limit: o.MaxBytes})
 	}
 	conn, err := connect(ctx, dsn)

@@ -28,6 +28,7 @@ func TestImportMaxBytes(t *testing.T) {
 		{"add within the limit", postgres.Add, 38, []string{"Fern", "Ivy", "Rose"}, nil},
 		{"add: the stored plants count", postgres.Add, 37, []string{"Fern", "Rose"}, &postgres.SizeError{Bytes: 38, Limit: 37}},
 		{"upsert: the stored plants count", postgres.Upsert, 37, []string{"Fern", "Rose"}, &postgres.SizeError{Bytes: 38, Limit: 37}},
+		{"add: the file alone over the limit", postgres.Add, 6, []string{"Fern", "Rose"}, &postgres.SizeError{Bytes: 7, Limit: 6}},
 		{"upsert within the limit", postgres.Upsert, 38, []string{"Fern", "Ivy", "Rose"}, nil},
 		{"no limit", postgres.Add, 0, []string{"Fern", "Ivy", "Rose"}, nil},
 	}
