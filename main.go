@@ -137,7 +137,7 @@ var commands = []string{"serve", "token", "proof", "keygen", "migrate", "import"
 
 // help implements "plantstore help [COMMAND]": the list of commands, or
 // the flags of one, on stdout.
-func help(ctx context.Context, args []string, env env, stdout io.Writer) error {
+func help(ctx context.Context, args []string, e env, stdout io.Writer) error {
 	switch {
 	case len(args) == 0, len(args) == 1 && args[0] == "help":
 		fmt.Fprint(stdout, commandsHelp)
@@ -147,7 +147,7 @@ func help(ctx context.Context, args []string, env env, stdout io.Writer) error {
 	case !slices.Contains(commands, args[0]):
 		return usagef("help: unknown command %q (commands: %s)", args[0], strings.Join(commands, ", "))
 	}
-	return dispatch(ctx, []string{args[0], "-h"}, env, stdout, stdout)
+	return dispatch(ctx, []string{args[0], "-h"}, e, stdout, stdout)
 }
 
 // printVersion implements "plantstore version".
