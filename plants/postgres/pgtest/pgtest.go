@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -55,9 +56,23 @@ var skipped atomic.Int64
 func Main(m *testing.M) int {
 	code := m.Run()
 	if s := Summary(); s != "" {
-		fmt.Println(s)
+		fmt.Fprintln(summaryOut(), s)
 	}
 	return code
+}
+
+// summaryOut is where Main writes its line. "go test ./..." shows the
+// output of a package that passed only with -v; without it the line goes
+// to the terminal the tests were started from, when there is one, so that
+// a run without a database says so where its reader looks.
+func summaryOut() io.Writer {
+	if testing.Verbose() {
+		return os.Stdout
+	}
+	if tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0); err == nil {
+		return tty
+	}
+	return os.Stdout
 }
 
 // Summary returns the line Main prints, or "" when no test was skipped.
