@@ -108,6 +108,11 @@ type Options struct {
 	// *[RateLimitError] (429). A DPoP request is counted before its proof's
 	// signature is verified and its jti recorded (see [Admitter]).
 	RateLimit *RateLimit
+	// Nonces, when set, are the DPoP server nonces (RFC 9449 §9) every
+	// proof must carry: one it lacks, or a stale or forged one, is refused
+	// with use_dpop_nonce ([ReasonDPoPNonce]), and [Middleware] sets the
+	// current one on every response to a DPoP request.
+	Nonces *Nonces
 }
 
 // DefaultAlgorithms returns the algorithms a [Verifier] allows when a
