@@ -71,7 +71,15 @@ type nonceKeys struct {
 // nonceKey is one key, with a pool of its keyed MACs.
 type nonceKey struct {
 	secret []byte
-	macs   sync.Pool // of hash.Hash, keyed with secret
+	macs   sync.Pool // of *nonceMAC, keyed with secret
+}
+
+// nonceMAC is a keyed HMAC-SHA256 with room for its input and output, so
+// that a MAC allocates nothing.
+type nonceMAC struct {
+	h   hash.Hash
+	in  [len(nonceLabel) + 8]byte
+	sum [sha256.Size]byte
 }
 
 // issuedNonce is the nonce of one step.
@@ -82,21 +90,22 @@ type issuedNonce struct {
 
 func newNonceKey(secret []byte) *nonceKey {
 	k := &nonceKey{secret: secret}
-	k.macs.New = func() any { return hmac.New(sha256.New, secret) }
+	k.macs.New = func() any {
+		m := &nonceMAC{h: hmac.New(sha256.New, secret)}
+		copy(m.in[:], nonceLabel)
+		return m
+	}
 	return k
 }
 
 // mac writes into out the nonceMACBytes of the MAC of step.
 func (k *nonceKey) mac(step int64, out []byte) {
-	h := k.macs.Get().(hash.Hash)
-	h.Reset()
-	var in [len(nonceLabel) + 8]byte
-	copy(in[:], nonceLabel)
-	binary.BigEndian.PutUint64(in[len(nonceLabel):], uint64(step))
-	h.Write(in[:])
-	var sum [sha256.Size]byte
-	copy(out, h.Sum(sum[:0])[:nonceMACBytes])
-	k.macs.Put(h)
+	m := k.macs.Get().(*nonceMAC)
+	m.h.Reset()
+	binary.BigEndian.PutUint64(m.in[len(nonceLabel):], uint64(step))
+	m.h.Write(m.in[:])
+	copy(out, m.h.Sum(m.sum[:0])[:nonceMACBytes])
+	k.macs.Put(m)
 }
 
 // LoadNonces reads the nonce key at path, a file of at least
