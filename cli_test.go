@@ -590,7 +590,7 @@ func TestHelp(t *testing.T) {
 		{"serve", []string{"usage: plantstore serve [flags]", "-jwt-leeway", `default "30s"`, "env PLANTSTORE_JWT_LEEWAY", "env PLANTSTORE_DATABASE_URL", `default "32MiB"`}, []string{"PLANTSTORE_DEV"}},
 		{"token", []string{"usage: plantstore token [flags]", "-hmac-secret-file", "-groups-claim", "-nbf"}, []string{"env PLANTSTORE_"}},
 		{"keygen", []string{"usage: plantstore keygen [flags]", `default "RS256"`}, nil},
-		{"proof", []string{"usage: plantstore proof [flags]", "-url", "-token", `default "GET"`}, []string{"env PLANTSTORE_"}},
+		{"proof", []string{"usage: plantstore proof [flags]", "-url", "-token", "-nonce", `default "GET"`}, []string{"env PLANTSTORE_"}},
 		{"migrate", []string{"usage: plantstore migrate [flags]", "-status", "env PLANTSTORE_DATABASE_URL"}, []string{"PLANTSTORE_STATUS"}},
 		{"import", []string{"usage: plantstore import [flags] FILE", "-replace", "env PLANTSTORE_DATABASE_URL"}, []string{"PLANTSTORE_REPLACE"}},
 	}
