@@ -1,7 +1,8 @@
 // Package api is the HTTP edge of the Plant Store: the streaming GET
 // /plants handler, the limit parameter, the wire shape of a plant, the
 // error contract (the one place an error becomes a status), the header
-// limit, panic recovery and the embedded OpenAPI document.
+// limit, panic recovery, CORS for browser callers and the embedded OpenAPI
+// document.
 package api
 
 import (
@@ -82,7 +83,11 @@ func ListHandler(store plants.Store, m *Metrics, writeTimeout time.Duration) gin
 		h := c.Writer.Header()
 		h["Content-Type"] = contentType[:1:1]
 		h["Cache-Control"] = noStore[:1:1]
-		h["Vary"] = vary[:1:1]
+		if v := h["Vary"]; v != nil { // Origin, with CORS on
+			h["Vary"] = append(v, vary[0])
+		} else {
+			h["Vary"] = vary[:1:1]
+		}
 
 		s := pool.Get().(*listState)
 		s.c, s.limit, s.head, s.complete = c, limit, c.Request.Method == http.MethodHead, true
