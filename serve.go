@@ -9,8 +9,10 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -328,7 +330,19 @@ func newAPIOptions(cfg serveConfig, log *zap.Logger, reg prometheus.Registerer, 
 		log: log, reg: reg, access: access, tracing: tracing,
 		verifier: keys.verifier, authMetrics: keys.metrics, store: cat.store,
 		trustedProxies: cfg.TrustedProxies, writeTimeout: cfg.WriteTimeout,
+		linkBase: linkBase(cfg.PublicURL),
 	}
+}
+
+// linkBase is what the Link header of a page puts before "/plants":
+// -public-url without its trailing "/", or "" (a relative link) without it.
+// The URL was checked with the verifier's options.
+func linkBase(publicURL string) string {
+	u, err := url.Parse(publicURL)
+	if publicURL == "" || err != nil {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host + strings.TrimSuffix(u.EscapedPath(), "/")
 }
 
 // apiOptions is what the API handler is built from.
@@ -342,6 +356,7 @@ type apiOptions struct {
 	store          plants.Store
 	trustedProxies []netip.Prefix
 	writeTimeout   time.Duration
+	linkBase       string // before "/plants" in Link headers
 }
 
 // newAPIHandler is the whole API surface: the middleware order, the
@@ -364,7 +379,7 @@ func newAPIHandler(o apiOptions) http.Handler {
 	)
 	// The verifier applies -rate-limit too: a DPoP request is counted
 	// before its proof's signature is verified.
-	route := []gin.HandlerFunc{auth.Middleware(o.verifier, o.authMetrics), api.ListHandler(o.store, api.NewMetrics(o.reg), o.writeTimeout)}
+	route := []gin.HandlerFunc{auth.Middleware(o.verifier, o.authMetrics), api.ListHandler(o.store, api.NewMetrics(o.reg), o.writeTimeout, o.linkBase)}
 	e.GET("/plants", route...)
 	e.HEAD("/plants", route...)
 	// RFC 9728: what a client needs to get a token; no credential needed.
