@@ -9,8 +9,10 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -328,8 +330,19 @@ func newAPIOptions(cfg serveConfig, log *zap.Logger, reg prometheus.Registerer, 
 		log: log, reg: reg, access: access, tracing: tracing,
 		verifier: keys.verifier, authMetrics: keys.metrics, store: cat.store,
 		trustedProxies: cfg.TrustedProxies, writeTimeout: cfg.WriteTimeout,
-		cors: cfg.CORS,
+		linkBase: linkBase(cfg.PublicURL), cors: cfg.CORS,
 	}
+}
+
+// linkBase is what the Link header of a page puts before "/plants":
+// -public-url without its trailing "/", or "" (a relative link) without it.
+// The URL was checked with the verifier's options.
+func linkBase(publicURL string) string {
+	u, err := url.Parse(publicURL)
+	if publicURL == "" || err != nil {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host + strings.TrimSuffix(u.EscapedPath(), "/")
 }
 
 // apiOptions is what the API handler is built from.
@@ -343,6 +356,7 @@ type apiOptions struct {
 	store          plants.Store
 	trustedProxies []netip.Prefix
 	writeTimeout   time.Duration
+	linkBase       string    // before "/plants" in Link headers
 	cors           *api.CORS // nil: no CORS
 }
 
@@ -372,7 +386,7 @@ func newAPIHandler(o apiOptions) http.Handler {
 	e.Use(api.HeaderLimit(maxHeaderBytes))
 	// The verifier applies -rate-limit too: a DPoP request is counted
 	// before its proof's signature is verified.
-	route := []gin.HandlerFunc{auth.Middleware(o.verifier, o.authMetrics), api.ListHandler(o.store, api.NewMetrics(o.reg), o.writeTimeout)}
+	route := []gin.HandlerFunc{auth.Middleware(o.verifier, o.authMetrics), api.ListHandler(o.store, api.NewMetrics(o.reg), o.writeTimeout, o.linkBase)}
 	e.GET("/plants", route...)
 	e.HEAD("/plants", route...)
 	// A preflight needs no credential (the browser sends the token only
