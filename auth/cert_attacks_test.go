@@ -66,6 +66,7 @@ func certAttacks(t *testing.T, key authtest.Key, keys auth.Keys) []attack {
 		// Envoy appends its element for the client it verified: only the
 		// last one is the gateway's word.
 		{name: "XFCC: the bound certificate in an earlier element, another last", ref: "Envoy XFCC (APPEND_FORWARD)", server: certSrv, authz: bound, cert: []string{xfcc + "," + other.XFCC()}, want: auth.ReasonCertMismatch},
+		{name: "XFCC: three elements, the bound certificate in the middle", ref: "Envoy XFCC (APPEND_FORWARD)", server: certSrv, authz: bound, cert: []string{other.XFCC() + "," + xfcc + "," + other.XFCC()}, want: auth.ReasonCertMismatch},
 		{name: "XFCC: the bound certificate in an earlier header line, another last", ref: "Envoy XFCC, RFC 9110 §5.3", server: certSrv, authz: bound, cert: []string{xfcc, other.XFCC()}, want: auth.ReasonCertMismatch},
 		{name: "control: XFCC with an attacker's element before the gateway's", ref: "-", server: certSrv, authz: bound, cert: []string{other.XFCC() + "," + xfcc}, wantSub: "alice"},
 		{name: "XFCC: Hash of the bound certificate, Cert another", ref: "Envoy XFCC (Hash is not the certificate)", server: certSrv, authz: bound, cert: []string{strings.Replace(other.XFCC(), "Hash="+fmt.Sprintf("%x", sha256.Sum256(other.DER)), "Hash="+fmt.Sprintf("%x", sum), 1)}, want: auth.ReasonCertMismatch},
