@@ -139,6 +139,8 @@ func serveSettings() settings {
 			value: func(c *serveConfig) flag.Value { return addrFlag{&c.AdminAddr} }},
 		{flag: "cors-origins", key: "cors_origins", help: "origins whose pages may call the API from a browser (CORS), a comma list of exact origins such as https://app.example.com, or * for any; preflights (OPTIONS /plants) are then answered, and never with credentials mode (default: none, OPTIONS is 405)",
 			value: func(c *serveConfig) flag.Value { return corsFlag{&c.CORS} }},
+		{flag: "client-cert-header", key: "client_cert_header", help: "request header in which the gateway that terminates mutual TLS forwards the client certificate (Envoy's X-Forwarded-Client-Cert, or a URL-escaped PEM such as nginx's $ssl_client_escaped_cert), read from -trusted-proxies only; certificate-bound tokens (cnf.x5t#S256, RFC 8705) are refused (cert_bound) without it",
+			value: func(c *serveConfig) flag.Value { return textFlag{&c.Verify.ClientCertHeader} }},
 		{flag: "data", key: "data", help: "catalog JSON file, reloaded on SIGHUP (default: the embedded sample catalog)",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.Data} }},
 		{flag: "database-poll", key: "poll", def: postgres.DefaultPoll.String(), help: "how often the catalog version is read, to catch a change whose notification was lost",
@@ -197,6 +199,8 @@ func serveSettings() settings {
 			value: func(c *serveConfig) flag.Value { return intFlag[int]{v: &c.Verify.MaxGroups, min: 1} }},
 		{flag: "jwt-max-lifetime", key: "max_lifetime", issuer: issuerDefault, help: "longest lifetime of tokens, for the -jwt-* issuer and the issuers of -jwt-issuers-file that say nothing: exp after iat, or after now without iat (401 lifetime beyond); 0 turns the check off",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.JWT.MaxLifetime} }},
+		{flag: "jwt-mtls", key: "mtls", issuer: issuerDefault, def: auth.MTLSOptional.String(), help: "certificate-bound tokens (RFC 8705) for the -jwt-* issuer, and for issuers of -jwt-issuers-file that say nothing: off (refused), optional, or required (every token must be bound to the request's client certificate; needs -client-cert-header)",
+			value: func(c *serveConfig) flag.Value { return mtlsFlag{&c.JWT.MTLS} }},
 		{flag: "jwt-required-scope", key: "required_scope", issuer: issuerDefault, help: "scope every token must carry (403 otherwise)",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.JWT.RequiredScope} }},
 		{flag: "jwt-token-types", key: "token_types", issuer: issuerDefault, def: "any", help: "JOSE typ tokens must carry, comma list, for the -jwt-* issuer and the issuers of -jwt-issuers-file that say nothing: any (no typ, JWT or at+jwt), or at+jwt and/or jwt (401 token_type otherwise); a typ naming another kind of JWT (dpop+jwt, secevent+jwt, ...) is refused whatever this says",
@@ -289,7 +293,7 @@ func (t settings) parse(args []string, e env, stderr io.Writer) (serveConfig, er
 
 // dev applies the rules of -dev: loopback addresses and no
 // shutdown delay unless set, no other key source or store, and no DPoP
-// mode that refuses the banner's bearer tokens.
+// or mTLS mode that refuses the banner's bearer tokens.
 func (c *serveConfig) dev() error {
 	if !c.Dev {
 		return nil
@@ -303,6 +307,9 @@ func (c *serveConfig) dev() error {
 	// make every line it prints answer 401.
 	if c.JWT.DPoP == auth.DPoPRequired {
 		return usagef("serve: -dev prints bearer tokens, which -jwt-dpop required (%s) refuses; use off or optional with -dev", envName("jwt-dpop"))
+	}
+	if c.JWT.MTLS == auth.MTLSRequired {
+		return usagef("serve: -dev prints unbound tokens, which -jwt-mtls required (%s) refuses; use off or optional with -dev", envName("jwt-mtls"))
 	}
 	if !c.set.set("addr") {
 		c.Addr = "127.0.0.1:8080"

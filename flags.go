@@ -524,3 +524,25 @@ func (f dpopFlag) Set(s string) error {
 }
 
 func (dpopFlag) Type() string { return "mode" }
+
+// mtlsFlag is a certificate-binding (mTLS) mode flag: off, optional or
+// required.
+type mtlsFlag struct{ m *auth.MTLSMode }
+
+func (f mtlsFlag) String() string {
+	if f.m == nil {
+		return "optional"
+	}
+	return f.m.String()
+}
+
+func (f mtlsFlag) Set(s string) error {
+	m, err := auth.ParseMTLSMode(s)
+	if err != nil {
+		return errors.New("want off, optional or required")
+	}
+	*f.m = m
+	return nil
+}
+
+func (mtlsFlag) Type() string { return "mode" }

@@ -205,7 +205,7 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 	vf.nonces = opts.Nonces
 	src := auth.SourceOptions{
 		Refresh: cfg.JWKSRefresh, MinRefresh: cfg.JWKSMinRefresh,
-		RequiredScope: cfg.JWT.RequiredScope, DPoP: cfg.JWT.DPoP,
+		RequiredScope: cfg.JWT.RequiredScope, DPoP: cfg.JWT.DPoP, MTLS: cfg.JWT.MTLS,
 		TokenTypes: cfg.JWT.TokenTypes, Clients: cfg.JWT.Clients,
 		MaxLifetime: cfg.JWT.MaxLifetime, MaxStale: cfg.JWT.MaxStale,
 		Log: log, Metrics: vf.metrics, TracerProvider: tracing.Provider(),

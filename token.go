@@ -2,6 +2,8 @@ package main
 
 import (
 	"crypto"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,9 +21,9 @@ import (
 // it followed by a newline.
 func mintToken(args []string, stdout, stderr io.Writer) error {
 	var (
-		keyPath, secretPath, alg, sub, scope, iss, kid, groupsClaim, dpopKey string
-		groups, aud                                                          []string
-		ttl, nbf                                                             time.Duration
+		keyPath, secretPath, alg, sub, scope, iss, kid, groupsClaim, dpopKey, certPath string
+		groups, aud                                                                    []string
+		ttl, nbf                                                                       time.Duration
 	)
 	ttl = time.Hour
 	fs := flag.NewFlagSet("token", flag.ContinueOnError)
@@ -38,6 +40,7 @@ func mintToken(args []string, stdout, stderr io.Writer) error {
 	fs.Var(durationFlag{d: &nbf}, "nbf", "not valid before now plus this (nbf claim); 0 for no nbf")
 	fs.StringVar(&kid, "kid", "", "key ID (default: the key's RFC 7638 thumbprint; none for a secret)")
 	fs.StringVar(&dpopKey, "dpop-key", "", "client private key file (PKCS#8 PEM or JWK) the token is bound to (cnf.jkt, RFC 9449): it is then accepted only with DPoP proofs of that key; see \"plantstore proof\"")
+	fs.StringVar(&certPath, "cert", "", "client certificate file (PEM) the token is bound to (cnf.x5t#S256, RFC 8705): it is then accepted only with that certificate, as the gateway that terminates mutual TLS forwards it")
 	_, rest, err := parseFlags(fs, args, env{}, nil, stderr)
 	if err != nil {
 		return err
@@ -84,12 +87,39 @@ func mintToken(args []string, stdout, stderr io.Writer) error {
 		}
 		c.BoundTo = signer.Public()
 	}
+	if certPath != "" {
+		if c.BoundToCert, err = readCertificate(certPath); err != nil {
+			return err
+		}
+	}
 	token, err := auth.Mint(key, alg, c)
 	if err != nil {
 		return usagef("token: %v", err)
 	}
 	_, err = fmt.Fprintln(stdout, token)
 	return err
+}
+
+// readCertificate returns the DER of the first certificate of a PEM
+// file: the client's own, when the file holds its chain.
+func readCertificate(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("token: %w", err)
+	}
+	for rest := data; ; {
+		var block *pem.Block
+		if block, rest = pem.Decode(rest); block == nil {
+			return nil, usagef("token: -cert %s: no PEM CERTIFICATE block", path)
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		if _, err := x509.ParseCertificate(block.Bytes); err != nil {
+			return nil, usagef("token: -cert %s: %v", path, err)
+		}
+		return block.Bytes, nil
+	}
 }
 
 // readPrivateKey reads a private key file: PKCS#8 PEM or JWK. A file of

@@ -162,6 +162,9 @@ type attack struct {
 	scoped bool
 	// server, when set, is the server of the policy the row is about.
 	server *apiServer
+	// cert, when set, are the values of the client certificate header
+	// X-Client-Cert.
+	cert []string
 }
 
 // TestKnownAttacks replays published attacks on JWT verifiers against the
@@ -452,6 +455,8 @@ func TestKnownAttacks(t *testing.T) {
 		tests = append(tests, attack{name: b.name, ref: "RFC 7800 §3, RFC 8705 §3, RFC 9449 §6", authz: bearer(authtest.Token(t, ecKey, nil, authtest.Claims(map[string]any{"cnf": b.cnf}))), want: b.want})
 	}
 
+	tests = append(tests, certAttacks(t, ecKey, jwks)...)
+
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			url := srv.url
@@ -461,7 +466,7 @@ func TestKnownAttacks(t *testing.T) {
 			if tt.server != nil {
 				url = tt.server.url
 			}
-			status, challenge, body := attackRequest(t, url, tt.authz)
+			status, challenge, body := attackRequestWith(t, url, tt.authz, http.Header{"X-Client-Cert": tt.cert})
 			if tt.want == auth.ReasonScope {
 				if status != http.StatusForbidden || !strings.Contains(challenge, `error="insufficient_scope", scope="plants:read"`) {
 					t.Fatalf("%s [%s]: status %d, WWW-Authenticate %q; want 403 insufficient_scope", tt.name, tt.ref, status, challenge)
@@ -577,9 +582,20 @@ const noIat = time.Duration(-1 << 63)
 // returns the status, the one WWW-Authenticate value and the body.
 func attackRequest(t testing.TB, url, authz string) (int, string, []byte) {
 	t.Helper()
+	return attackRequestWith(t, url, authz, nil)
+}
+
+// attackRequestWith is attackRequest with the headers h besides.
+func attackRequestWith(t testing.TB, url, authz string, h http.Header) (int, string, []byte) {
+	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for k, v := range h {
+		if len(v) > 0 {
+			req.Header[k] = v
+		}
 	}
 	// Set directly: net/http would refuse to send CR or LF, and these
 	// tests mean to send every other byte.

@@ -49,10 +49,14 @@ const maxCredential = 8 << 10
 //     or an array of strings at the groups claim, at most MaxGroups),
 //     scope and scp (a string split at U+0020 only, the items of an array
 //     taken whole), and the required scope (403 when missing); and the
-//     binding its cnf names (see binding.go): cnf.jkt, or nothing, since a
-//     binding this service does not check would leave a bearer token
-//     ([ReasonCertBound], [ReasonUnknownBinding]);
-//  10. the binding, every time, cached or not: a token bound to a key
+//     binding its cnf names (see binding.go): cnf.jkt, cnf.x5t#S256, both
+//     or nothing, since a binding this service does not check would leave
+//     a bearer token ([ReasonUnknownBinding]);
+//  10. the binding, every time, cached or not: a token bound to a
+//     certificate (cnf.x5t#S256) needs the client certificate of that
+//     thumbprint in Options.ClientCertHeader from a trusted proxy (see
+//     [Verifier.bindCert]), as does any token where the issuer requires
+//     mTLS; a token bound to a key
 //     (cnf.jkt) needs the DPoP scheme and one valid DPoP proof header,
 //     checked as RFC 9449 §4.3 says, the checks that cost no signature
 //     first (see [parseProof]: the form, typ, an alg of
@@ -199,7 +203,7 @@ func (v *Verifier) verifyWith(ctx context.Context, is *issuer, token string, h u
 	if e.bound, ae = bindingOf(claims); ae != nil {
 		return nil, ae
 	}
-	if e.bound.bound() {
+	if e.bound.dpop() {
 		e.ath, e.client = accessTokenHash(token), clientKey(e.bound.jkt)
 	}
 	if v.cache != nil && is.gen != nil {

@@ -28,8 +28,9 @@ type cacheEntry struct {
 	// its keys then: a hit needs both to be current.
 	iss *issuer
 	gen uint64
-	// bound is what the token is bound to (cnf); for a bound token, ath
-	// is the ath its DPoP proofs carry and client the hash of its key.
+	// bound is what the token is bound to (cnf); for a token bound to a
+	// DPoP key, ath is the ath its proofs carry and client the hash of
+	// its key.
 	bound  binding
 	ath    string
 	client [16]byte
@@ -60,7 +61,7 @@ func (e *cacheEntry) validAt(now time.Time, leeway time.Duration) bool {
 // the identity's strings and slices, each rounded up for the allocator.
 func entrySize(e *cacheEntry) int64 {
 	const strHeader = int64(unsafe.Sizeof(""))
-	n := int64(unsafe.Sizeof(*e)) + alloc(len(e.token)) + alloc(len(e.id.Subject)) + alloc(len(e.bound.jkt)) + alloc(len(e.ath))
+	n := int64(unsafe.Sizeof(*e)) + alloc(len(e.token)) + alloc(len(e.id.Subject)) + alloc(len(e.bound.jkt)) + alloc(len(e.bound.x5t)) + alloc(len(e.ath))
 	for _, list := range [][]string{e.id.Groups, e.id.Scopes} {
 		n += alloc(cap(list) * int(strHeader))
 		for _, s := range list {

@@ -135,14 +135,23 @@ func dpopTokenError(r Reason) *Error {
 }
 
 // bind applies the binding of the token e to a request r that presented
-// it under the scheme of c (RFC 9449 §7), then admits the request
-// ([Admitter]): a bound token needs the DPoP scheme and a valid proof
-// ([Verifier.bindProof]), an unbound one the Bearer scheme, where the
-// issuer's DPoP mode allows it. A bearer request is admitted only when
-// the rate is limited, so that it costs nothing otherwise.
+// it under the scheme of c (RFC 8705 §3, RFC 9449 §7), then admits the
+// request ([Admitter]). It is where the rule of [bindingOf] is enforced,
+// every time, cached token or not: a token bound to a certificate needs
+// that certificate ([Verifier.bindCert]), a token bound to a key the DPoP
+// scheme and a valid proof ([Verifier.bindProof]), a token bound both
+// ways both, the certificate first since it costs no signature; an
+// unbound token the Bearer scheme, where the issuer's modes allow it. A
+// bearer request is admitted only when the rate is limited, so that it
+// costs nothing otherwise.
 func (v *Verifier) bind(r *http.Request, c credential, e *cacheEntry) error {
+	if e.bound.cert() || e.iss.cfg.MTLS == MTLSRequired {
+		if err := v.bindCert(r, c, e); err != nil {
+			return err
+		}
+	}
 	mode := e.iss.cfg.DPoP
-	bound := e.bound.bound()
+	bound := e.bound.dpop()
 	switch {
 	case bound && mode == DPoPOff:
 		return invalidToken(ReasonDPoPBound)

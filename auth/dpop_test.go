@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -496,18 +497,26 @@ func TestDPoPAlgorithmsOption(t *testing.T) {
 }
 
 // TestBindingsNotChecked: a token whose cnf names a binding this service
-// does not check is refused, whichever the scheme and the DPoP mode, and
-// never served as a bearer token.
+// does not check (or, without -client-cert-header, cannot: a certificate)
+// is refused, whichever the scheme and the DPoP mode, and never served as
+// a bearer token.
 func TestBindingsNotChecked(t *testing.T) {
 	issuer, client := authtest.NewKey(t, "ES256"), authtest.NewKey(t, "ES256")
 	jkt := client.Thumbprint(t)
+	sum := sha256.Sum256([]byte("a client certificate"))
+	x5t := base64.RawURLEncoding.EncodeToString(sum[:])
 	for _, tt := range []struct {
 		name string
 		cnf  any
 		want auth.Reason
 	}{
-		{"certificate-bound (RFC 8705)", map[string]any{"x5t#S256": "bwcK0esc3ACC3DB2Y5_lESsXE8o9ltc05O89jdN-dg2"}, auth.ReasonCertBound},
-		{"bound both ways", map[string]any{"jkt": jkt, "x5t#S256": "bwcK0esc3ACC3DB2Y5_lESsXE8o9ltc05O89jdN-dg2"}, auth.ReasonCertBound},
+		{"certificate-bound (RFC 8705)", map[string]any{"x5t#S256": x5t}, auth.ReasonCertBound},
+		{"bound both ways", map[string]any{"jkt": jkt, "x5t#S256": x5t}, auth.ReasonCertBound},
+		// RFC 8705 §3.1's example value leaves unused bits set: no
+		// certificate's thumbprint is written so.
+		{"x5t#S256 not in canonical base64url", map[string]any{"x5t#S256": "bwcK0esc3ACC3DB2Y5_lESsXE8o9ltc05O89jdN-dg2"}, auth.ReasonClaims},
+		{"x5t#S256 in hex", map[string]any{"x5t#S256": fmt.Sprintf("%x", sum)}, auth.ReasonClaims},
+		{"x5t (SHA-1, RFC 7515 §4.1.7)", map[string]any{"x5t": x5t[:27]}, auth.ReasonUnknownBinding},
 		{"a jwk (RFC 7800 §3.2)", map[string]any{"jwk": publicJWK(t, client.Verify.Public, nil)}, auth.ReasonUnknownBinding},
 		{"a kid (RFC 7800 §3.4)", map[string]any{"kid": "k1"}, auth.ReasonUnknownBinding},
 		{"a jku (RFC 7800 §3.5)", map[string]any{"jku": "https://evil.example/jwks"}, auth.ReasonUnknownBinding},

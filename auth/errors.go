@@ -49,10 +49,14 @@ const (
 	ReasonDPoPUnbound  Reason = "dpop_unbound"  // the DPoP scheme with a token that is not bound
 	ReasonDPoPRequired Reason = "dpop_required" // an unbound token where DPoP is required
 
-	// Bindings the service cannot check (RFC 7800 cnf), refused rather
-	// than taken as bearer tokens.
-	ReasonCertBound      Reason = "cert_bound"      // cnf.x5t#S256: bound to a client certificate
-	ReasonUnknownBinding Reason = "unknown_binding" // another cnf member than jkt
+	// The refusals of RFC 8705 (certificate-bound tokens).
+	ReasonCertBound    Reason = "cert_bound"    // cnf.x5t#S256 where no certificate is read: no header configured, or the issuer's mtls off
+	ReasonCertMissing  Reason = "cert_missing"  // a certificate-bound token without a certificate that parses, or an unbound token where mtls is required
+	ReasonCertMismatch Reason = "cert_mismatch" // the certificate is not the one the token is bound to
+
+	// A binding the service cannot check (RFC 7800 cnf), refused rather
+	// than taken as a bearer token.
+	ReasonUnknownBinding Reason = "unknown_binding" // another cnf member than jkt and x5t#S256
 )
 
 // Reasons returns every Reason, in a fixed order.
@@ -67,7 +71,8 @@ func Reasons() []Reason {
 		ReasonDPoPMissing, ReasonDPoPInvalid, ReasonDPoPKey, ReasonDPoPTarget,
 		ReasonDPoPAth, ReasonDPoPIat, ReasonDPoPReplay, ReasonDPoPNonce, ReasonDPoPQuota,
 		ReasonDPoPBound, ReasonDPoPUnbound, ReasonDPoPRequired,
-		ReasonCertBound, ReasonUnknownBinding,
+		ReasonCertBound, ReasonCertMissing, ReasonCertMismatch,
+		ReasonUnknownBinding,
 	}
 }
 
@@ -145,6 +150,10 @@ func (r Reason) Description() string {
 		return "DPoP-bound token required"
 	case ReasonCertBound:
 		return "certificate-bound token not accepted"
+	case ReasonCertMissing:
+		return "client certificate bound to the token missing"
+	case ReasonCertMismatch:
+		return "client certificate does not match the token"
 	case ReasonUnknownBinding:
 		return "token bound in a way this service cannot check"
 	}

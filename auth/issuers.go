@@ -28,13 +28,14 @@ type IssuerConfig struct {
 	Issuer string `yaml:"issuer"`
 	// KeySource is where the keys come from; at most one may be set.
 	KeySource `yaml:",inline"`
-	// The rest is the issuer's Config; RequiredScope, DPoP and the four
-	// below, when left out, are those of [SourceOptions].
+	// The rest is the issuer's Config; RequiredScope, DPoP, MTLS and the
+	// four below, when left out, are those of [SourceOptions].
 	Audiences     []string `yaml:"audiences"`
 	Algorithms    []string `yaml:"algorithms"`
 	GroupsClaim   string   `yaml:"groups_claim"`
 	RequiredScope string   `yaml:"required_scope"`
 	DPoP          string   `yaml:"dpop"`
+	MTLS          string   `yaml:"mtls"`
 	// The tokens meant for this resource: TokenTypes, Clients,
 	// MaxLifetime and MaxStale of the issuer's Config (durations as Go
 	// durations, "1h").
@@ -369,8 +370,8 @@ func newFileIndex(root *yaml.Node) fileIndex {
 }
 
 // issuers returns the issuers cfgs describe, before their keys are open:
-// each with a name, at most one key source and a DPoP mode that parses,
-// the required scope and DPoP mode of o where it names none, and all of
+// each with a name, at most one key source, DPoP and mTLS modes that
+// parse, the required scope and the modes of o where it names none, and all of
 // them checked as [Verifier.SetIssuers] checks them. It records in x what
 // each issuer took from o. Errors are *ConfigError with the issuer's
 // position.
@@ -390,7 +391,7 @@ func (x *fileIndex) issuers(cfgs []IssuerConfig, o SourceOptions) ([]Issuer, err
 		}
 		cfg := Config{
 			Issuer: c.Issuer, Audiences: c.Audiences, Algorithms: c.Algorithms,
-			GroupsClaim: c.GroupsClaim, RequiredScope: c.RequiredScope, DPoP: o.DPoP,
+			GroupsClaim: c.GroupsClaim, RequiredScope: c.RequiredScope, DPoP: o.DPoP, MTLS: o.MTLS,
 			TokenTypes: c.TokenTypes, Clients: c.Clients, MaxLifetime: c.MaxLifetime, MaxStale: c.MaxStale,
 		}
 		if c.DPoP != "" {
@@ -401,6 +402,15 @@ func (x *fileIndex) issuers(cfgs []IssuerConfig, o SourceOptions) ([]Issuer, err
 			cfg.DPoP = m
 		} else {
 			x.inherited[i] = append(x.inherited[i], string(settingDPoP))
+		}
+		if c.MTLS != "" {
+			m, err := ParseMTLSMode(c.MTLS)
+			if err != nil {
+				return nil, at(&ConfigError{Issuer: c.Name, Field: string(settingMTLS), Err: err})
+			}
+			cfg.MTLS = m
+		} else {
+			x.inherited[i] = append(x.inherited[i], string(settingMTLS))
 		}
 		if c.RequiredScope == "" && o.RequiredScope != "" {
 			cfg.RequiredScope = o.RequiredScope

@@ -66,6 +66,7 @@ func TestLoadIssuersFileErrors(t *testing.T) {
 		{"a string", "staff\n", 1, "the file is not a mapping"},
 		{"two key sources", "issuers:\n  - name: staff\n    issuer: https://a\n    jwks_url: https://a/jwks\n    key_file: k.json\n", 5, "key_file: set at most one of jwks_url, key_file and hmac_secret_file"},
 		{"bad dpop mode", "issuers:\n  - name: staff\n    issuer: https://a\n    dpop: always\n", 4, `dpop: "always"`},
+		{"bad mtls mode", "issuers:\n  - name: staff\n    issuer: https://a\n    mtls: on\n", 4, `mtls: "on"`},
 		{"wrong type", "issuers:\n  - name: staff\n    issuer: https://a\n    audiences: {a: b}\n", 4, "a mapping where a list of strings belongs"},
 		{"a list for a string", "issuers:\n  - name: [staff]\n    issuer: https://a\n", 2, "a list where a string belongs"},
 		{"blank audience", "issuers:\n  - name: staff\n    issuer: https://a\n    hmac_secret_file: " + secret + "\n    audiences: [' ']\n", 5, "audiences: blank audience"},
@@ -444,9 +445,9 @@ func TestIssuersReloadKeepsMetrics(t *testing.T) {
 	}
 }
 
-// TestIssuersFileDefaults: an issuer that names no required_scope or dpop
-// takes those of SourceOptions (the -jwt-required-scope and -jwt-dpop
-// flags); one that names them keeps its own.
+// TestIssuersFileDefaults: an issuer that names no required_scope, dpop
+// or mtls takes those of SourceOptions (the -jwt-required-scope,
+// -jwt-dpop and -jwt-mtls flags); one that names them keeps its own.
 func TestIssuersFileDefaults(t *testing.T) {
 	keys := authtest.WriteJWKS(t, authtest.NewKey(t, "ES256"))
 	path := writeIssuers(t, fmt.Sprintf(`issuers:
@@ -458,8 +459,9 @@ func TestIssuersFileDefaults(t *testing.T) {
     key_file: %[1]s
     required_scope: shop:read
     dpop: required
+    mtls: required
 `, keys))
-	f, err := auth.LoadIssuersFile(t.Context(), path, auth.SourceOptions{RequiredScope: "plants:read", DPoP: auth.DPoPOff})
+	f, err := auth.LoadIssuersFile(t.Context(), path, auth.SourceOptions{RequiredScope: "plants:read", DPoP: auth.DPoPOff, MTLS: auth.MTLSOff})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,9 +472,10 @@ func TestIssuersFileDefaults(t *testing.T) {
 	for name, want := range map[string]struct {
 		scope string
 		dpop  auth.DPoPMode
-	}{"plain": {"plants:read", auth.DPoPOff}, "own": {"shop:read", auth.DPoPRequired}} {
-		if c := got[name]; c.RequiredScope != want.scope || c.DPoP != want.dpop {
-			t.Errorf("issuer %s: required scope %q, DPoP %v; want %q, %v", name, c.RequiredScope, c.DPoP, want.scope, want.dpop)
+		mtls  auth.MTLSMode
+	}{"plain": {"plants:read", auth.DPoPOff, auth.MTLSOff}, "own": {"shop:read", auth.DPoPRequired, auth.MTLSRequired}} {
+		if c := got[name]; c.RequiredScope != want.scope || c.DPoP != want.dpop || c.MTLS != want.mtls {
+			t.Errorf("issuer %s: required scope %q, DPoP %v, mTLS %v; want %q, %v, %v", name, c.RequiredScope, c.DPoP, c.MTLS, want.scope, want.dpop, want.mtls)
 		}
 	}
 }

@@ -48,6 +48,10 @@ type MintClaims struct {
 	// 7638 thumbprint goes in cnf.jkt (RFC 9449 §6.1), and the token is
 	// accepted only with DPoP proofs signed by the matching private key.
 	BoundTo crypto.PublicKey
+	// BoundToCert, when set, is the DER of the client certificate the
+	// token is bound to: its SHA-256 thumbprint goes in cnf.x5t#S256 (RFC
+	// 8705 §3.1), and the token is accepted only with that certificate.
+	BoundToCert []byte
 	// KeyID is the kid header. Empty means the RFC 7638 thumbprint of the
 	// key's public half (see [Thumbprint]); an HMAC token then has no kid.
 	KeyID string
@@ -112,6 +116,14 @@ func Mint(key crypto.PrivateKey, alg string, c MintClaims) (string, error) {
 			return "", fmt.Errorf("mint token: bound key: %w", err)
 		}
 		claims["cnf"] = map[string]any{"jkt": jkt}
+	}
+	if c.BoundToCert != nil {
+		cnf, _ := claims["cnf"].(map[string]any)
+		if cnf == nil {
+			cnf = map[string]any{}
+			claims["cnf"] = cnf
+		}
+		cnf["x5t#S256"] = CertificateThumbprint(c.BoundToCert)
 	}
 	if len(c.Groups) > 0 {
 		path, err := claimPath(c.GroupsClaim)

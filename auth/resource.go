@@ -21,6 +21,10 @@ type ResourceMetadata struct {
 	BearerMethodsSupported        []string `json:"bearer_methods_supported"`
 	DPoPSigningAlgValuesSupported []string `json:"dpop_signing_alg_values_supported,omitempty"`
 	DPoPBoundAccessTokensRequired bool     `json:"dpop_bound_access_tokens_required"`
+	// TLSClientCertificateBoundAccessTokens is true when certificate-bound
+	// tokens (RFC 8705) are accepted: a client certificate header is
+	// configured and some issuer does not have mTLS off.
+	TLSClientCertificateBoundAccessTokens bool `json:"tls_client_certificate_bound_access_tokens,omitempty"`
 	// TokenPolicies is an extension member (RFC 9728 §2 allows others;
 	// this one is named for this service): for each issuer that enforces
 	// one of them, the rules its tokens meet beyond those of RFC 9728's
@@ -53,11 +57,13 @@ type TokenPolicy struct {
 // authorization servers are the configured issuers' iss values; the scopes
 // their required scopes; DPoP is described, with the algorithms a proof
 // may use, unless every issuer has it off, and required when every issuer
-// requires it; the token policies are those of the issuers that enforce
+// requires it; certificate-bound tokens are said to be accepted when a
+// client certificate header is configured and some issuer does not have
+// mTLS off; the token policies are those of the issuers that enforce
 // one.
 func (v *Verifier) Metadata(r *http.Request) ResourceMetadata {
 	md := ResourceMetadata{Resource: v.resource(r), BearerMethodsSupported: []string{"header"}}
-	required, off := true, true
+	required, off, mtls := true, true, false
 	for _, is := range v.issuers.Load().all {
 		if is.cfg.Issuer != "" && !slices.Contains(md.AuthorizationServers, is.cfg.Issuer) {
 			md.AuthorizationServers = append(md.AuthorizationServers, is.cfg.Issuer)
@@ -67,6 +73,7 @@ func (v *Verifier) Metadata(r *http.Request) ResourceMetadata {
 		}
 		required = required && is.cfg.DPoP == DPoPRequired
 		off = off && is.cfg.DPoP == DPoPOff
+		mtls = mtls || is.cfg.MTLS != MTLSOff
 		if p, ok := is.cfg.policy(); ok {
 			md.TokenPolicies = append(md.TokenPolicies, p)
 		}
@@ -75,6 +82,7 @@ func (v *Verifier) Metadata(r *http.Request) ResourceMetadata {
 		md.DPoPSigningAlgValuesSupported = slices.Clone(v.opts.DPoPAlgorithms)
 	}
 	md.DPoPBoundAccessTokensRequired = required
+	md.TLSClientCertificateBoundAccessTokens = mtls && v.opts.ClientCertHeader != ""
 	return md
 }
 

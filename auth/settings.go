@@ -21,6 +21,7 @@ const (
 	settingGroupsClaim    setting = "groups_claim"
 	settingRequiredScope  setting = "required_scope"
 	settingDPoP           setting = "dpop"
+	settingMTLS           setting = "mtls"
 	settingTokenTypes     setting = "token_types"
 	settingClients        setting = "clients"
 	settingMaxLifetime    setting = "max_lifetime"
@@ -36,6 +37,7 @@ const (
 	settingDPoPWindow setting = "dpop_window"
 	settingDPoPAlgs   setting = "dpop_algorithms"
 	settingPublicURL  setting = "public_url"
+	settingCertHeader setting = "client_cert_header"
 	settingRefresh    setting = "refresh"
 	settingMinRefresh setting = "min_refresh"
 	settingRate       setting = "rate"
@@ -53,11 +55,12 @@ func Settings() []string {
 		string(settingName), string(settingIssuer),
 		string(settingJWKSURL), string(settingKeyFile), string(settingHMACSecretFile),
 		string(settingAudiences), string(settingAlgorithms), string(settingGroupsClaim),
-		string(settingRequiredScope), string(settingDPoP),
+		string(settingRequiredScope), string(settingDPoP), string(settingMTLS),
 		string(settingTokenTypes), string(settingClients),
 		string(settingMaxLifetime), string(settingMaxStale),
 		string(settingIssuers), string(settingLeeway), string(settingMaxGroups),
 		string(settingDPoPWindow), string(settingDPoPAlgs), string(settingPublicURL),
+		string(settingCertHeader),
 		string(settingRefresh), string(settingMinRefresh),
 		string(settingRate), string(settingBurst),
 		string(settingDPoPNonceKeyFile), string(settingDPoPNonceLifetime),

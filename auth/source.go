@@ -43,6 +43,9 @@ type SourceOptions struct {
 	RequiredScope string
 	// DPoP is the DPoP mode of the issuers of a file that name none.
 	DPoP DPoPMode
+	// MTLS is the certificate-binding mode of the issuers of a file that
+	// name none.
+	MTLS MTLSMode
 	// TokenTypes, Clients, MaxLifetime and MaxStale are those of the
 	// issuers of a file that leave them out.
 	TokenTypes, Clients   []string

@@ -42,6 +42,10 @@ type Config struct {
 	// DPoP is whether the issuer's tokens may or must be bound to a key
 	// the client proves it holds (RFC 9449).
 	DPoP DPoPMode
+	// MTLS is whether the issuer's tokens may or must be bound to the
+	// client's TLS certificate (RFC 8705 §3), which the gateway forwards
+	// ([Options].ClientCertHeader).
+	MTLS MTLSMode
 	// TokenTypes, when set, are the JOSE typ values the issuer's tokens
 	// must carry: "at+jwt" (RFC 9068) and "jwt", compared without regard
 	// to case and with an optional "application/" prefix. Nil, or the one
@@ -103,6 +107,12 @@ type Options struct {
 	// TrustedProxies are the peers whose X-Forwarded-Proto and
 	// X-Forwarded-Host are believed when PublicURL is nil.
 	TrustedProxies []netip.Prefix
+	// ClientCertHeader, when set, is the request header a gateway that
+	// terminates mutual TLS forwards the client certificate in (RFC 8705
+	// §3, see [ParseClientCertificate]), read on requests from
+	// TrustedProxies only. Empty means none: every certificate-bound token
+	// is refused ([ReasonCertBound]).
+	ClientCertHeader string
 	// RateLimit, when set, limits the requests of each caller (issuer and
 	// subject) that pass every check but the rate: refused with a
 	// *[RateLimitError] (429). A DPoP request is counted before its proof's
@@ -138,6 +148,8 @@ type Verifier struct {
 	// with this replica's limiter and replay cache.
 	admitter Admitter
 	replays  *replayCache
+	// certs are the thumbprints of the client certificates seen lately.
+	certs *certCache
 	// now is the clock of every time check; tests replace it.
 	now func() time.Time
 }
@@ -177,7 +189,9 @@ type issuer struct {
 // distinct names and distinct iss values. It returns a *[ConfigError] for
 // a negative leeway, MaxGroups or DPoPWindow, DPoPAlgorithms with "none",
 // an HMAC or an unknown algorithm, a PublicURL that is not an http or
-// https URL without user, query or fragment, and for issuers that
+// https URL without user, query or fragment, a ClientCertHeader that is
+// not a header name (or names a header read for something else), and for
+// issuers that
 // [Verifier.SetIssuers] refuses.
 func NewVerifier(o Options, issuers ...Issuer) (*Verifier, error) {
 	if o.Leeway < 0 {
@@ -206,7 +220,10 @@ func NewVerifier(o Options, issuers ...Issuer) (*Verifier, error) {
 	if u := o.PublicURL; u != nil && (u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "") {
 		return nil, configErr("", settingPublicURL, "want an http or https URL without user, query or fragment")
 	}
-	v := &Verifier{opts: o, now: time.Now, cache: newTokenCache(o.CacheBytes), replays: newReplayCache(replayCacheEntries)}
+	if o.ClientCertHeader, err = checkCertHeader(o.ClientCertHeader); err != nil {
+		return nil, err
+	}
+	v := &Verifier{opts: o, now: time.Now, cache: newTokenCache(o.CacheBytes), replays: newReplayCache(replayCacheEntries), certs: newCertCache()}
 	v.admitter = newLocalAdmitter(o.RateLimit, v.replays)
 	if err := v.SetIssuers(issuers...); err != nil {
 		return nil, err
@@ -230,12 +247,19 @@ func NewVerifier(o Options, issuers ...Issuer) (*Verifier, error) {
 // MaxStale; Keys not nil, static keys (a key set, a key file, an HMAC
 // secret file) of which at least one fits the issuer's algorithms, and,
 // with MaxStale, fetched keys whose refresh period (with its jitter) and
-// fetch timeout fit within it. Each refusal of a setting is a
+// fetch timeout fit within it; MTLS required only with a ClientCertHeader. Each refusal of a setting is a
 // *[ConfigError].
 func (v *Verifier) SetIssuers(issuers ...Issuer) error {
 	checked, err := checkIssuers(issuers...)
 	if err != nil {
 		return err
+	}
+	for i, is := range checked {
+		if is.Config.MTLS == MTLSRequired && v.opts.ClientCertHeader == "" {
+			e := configErr(is.Name, settingMTLS, "required refuses every token while no client certificate header is configured")
+			e.index = i + 1
+			return e
+		}
 	}
 	old := v.issuers.Load()
 	t := &issuerTable{byIss: make(map[string]*issuer, len(checked))}
@@ -475,7 +499,7 @@ func (c Config) check() (Config, error) {
 func sameConfig(a, b Config) bool {
 	return a.Issuer == b.Issuer && slices.Equal(a.Audiences, b.Audiences) &&
 		slices.Equal(a.Algorithms, b.Algorithms) && a.GroupsClaim == b.GroupsClaim &&
-		a.RequiredScope == b.RequiredScope && a.DPoP == b.DPoP &&
+		a.RequiredScope == b.RequiredScope && a.DPoP == b.DPoP && a.MTLS == b.MTLS &&
 		slices.Equal(a.TokenTypes, b.TokenTypes) && slices.Equal(a.Clients, b.Clients) &&
 		a.MaxLifetime == b.MaxLifetime && a.MaxStale == b.MaxStale
 }

@@ -87,6 +87,14 @@ func clientIP(remoteAddr string, xff []string, trusted []netip.Prefix) string {
 	return client
 }
 
+// TrustedPeer returns the host of remoteAddr, a peer address as net/http
+// sets it (host:port), and reports whether that host is an address within
+// trusted: a proxy whose forwarding headers, and any header it alone may
+// set (a client certificate it verified), are believed.
+func TrustedPeer(remoteAddr string, trusted []netip.Prefix) (host string, ok bool) {
+	return trustedPeer(remoteAddr, trusted)
+}
+
 // trustedPeer returns the host of remoteAddr, a peer address as net/http
 // sets it (host:port), and reports whether that host is an address within
 // trusted: a proxy whose forwarding headers are believed.

@@ -18,6 +18,7 @@ var servedSettings = []string{
 	"jwt-token-types", "jwt-clients", "jwt-max-lifetime", "jwks-max-stale",
 	"dpop-nonce-key-file", "dpop-nonce-lifetime",
 	"cors-origins",
+	"client-cert-header", "jwt-mtls",
 }
 
 // SettingVariable returns the environment variable of a serve flag:

@@ -1,8 +1,9 @@
 // Command gen writes the inputs of .ci/bench into a directory: catalogs,
 // a JWKS file with one RS256, one ES256 and one EdDSA key, tokens signed
 // by them (all naming issuer A), an issuers file naming A and a second
-// issuer B, a catalog with A's principals, and a DPoP client key with an
-// ES256 token bound to it. With -ports it prints free loopback ports
+// issuer B, a catalog with A's principals, a DPoP client key with an
+// ES256 token bound to it, and a client certificate (URL-escaped PEM) with
+// an ES256 token bound to it. With -ports it prints free loopback ports
 // instead; with -proofs it prints DPoP proofs, each with a fresh jti, for
 // the bound token and a URL, one a line.
 //
@@ -14,11 +15,19 @@ package main
 import (
 	"bufio"
 	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"flag"
 	"fmt"
 	"log"
+	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -77,6 +86,38 @@ func main() {
 	must(writeTokens(filepath.Join(*dir, "tokens.txt"), keys["RS256"], *ntokens))
 	must(writeIssuerB(*dir))
 	must(writeDPoP(*dir, keys["ES256"]))
+	must(writeCert(*dir, keys["ES256"]))
+}
+
+// writeCert writes a client certificate as a gateway forwards it,
+// URL-escaped PEM (cert-escaped.txt, nginx's $ssl_client_escaped_cert),
+// and token-cert, an ES256 token for alice bound to it (cnf.x5t#S256).
+func writeCert(dir string, issuerKey crypto.Signer) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "bench client"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return err
+	}
+	escaped := url.PathEscape(string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
+	if err := os.WriteFile(filepath.Join(dir, "cert-escaped.txt"), []byte(escaped+"\n"), 0o600); err != nil {
+		return err
+	}
+	token, err := auth.Mint(issuerKey, "ES256", auth.MintClaims{
+		Subject: "alice", Issuer: issuerA, Groups: []string{"gardeners"}, Scope: "openid plants:read",
+		TTL: 24 * time.Hour, BoundToCert: der,
+	})
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "token-cert"), []byte(token+"\n"), 0o600)
 }
 
 // The issuers of the tokens: A signs every token, B is the second issuer
