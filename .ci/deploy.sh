@@ -79,6 +79,7 @@ command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
 command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
 command -v prometheus-blackbox-exporter >/dev/null 2>&1 || missing+=(prometheus-blackbox-exporter)
 command -v psql >/dev/null 2>&1 || missing+=(postgresql-client)
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 if ((${#missing[@]})); then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
