@@ -8,11 +8,12 @@ import (
 	"github.com/plantstore/plantstore/auth/redisstate/redistest"
 )
 
-// TestServeRedis runs two services on one redis-server: -rate-limit holds
-// for both together, the log shows the URL redacted, and with Redis
-// stopped both keep serving, ready, with the gauge at 0.
+// TestServeRedis runs two services on one redis-server that requires a
+// password: -rate-limit holds for both together, the log shows the URL
+// redacted and nothing shows the password, and with Redis stopped both
+// keep serving, ready, with the gauge at 0.
 func TestServeRedis(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redistest.StartAuth(t, "s3cret-pw")
 	alice, keyFile := mintTestToken(t, "EdDSA", "-sub", "alice")
 	url := srv.URL() + "/0?client_name=secret-value"
 	args := []string{"-jwt-key-file", keyFile, "-rate-limit", "0.01", "-rate-burst", "3"}
@@ -24,7 +25,7 @@ func TestServeRedis(t *testing.T) {
 			t.Fatalf("plantstore_shared_state_up %v (found %v); want 1", up, ok)
 		}
 		log := in.stderr.String()
-		if !strings.Contains(log, `"shared state available"`) || !strings.Contains(log, srv.Addr()+"/0?xxxxx") || strings.Contains(log, "secret-value") {
+		if !strings.Contains(log, `"shared state available"`) || !strings.Contains(log, "redis://:xxxxx@"+srv.Addr()+"/0?xxxxx") || strings.Contains(log, "secret-value") {
 			t.Errorf("log without the redacted URL, or with its query:\n%s", log)
 		}
 	}
@@ -52,6 +53,10 @@ func TestServeRedis(t *testing.T) {
 		}
 		if log := in.stderr.String(); !strings.Contains(log, `"shared state unavailable`) {
 			t.Errorf("no warning with Redis stopped:\n%s", log)
+		}
+		_, metrics, _ := get(t, in.admin+"/metrics", "")
+		if strings.Contains(in.stderr.String()+string(metrics), "s3cret-pw") {
+			t.Errorf("the log or /metrics shows the Redis password")
 		}
 	}
 }
