@@ -35,8 +35,8 @@ func TestServeRedis(t *testing.T) {
 			t.Fatalf("request %d of the burst: %d %s", i, status, body)
 		}
 	}
-	if status, _, _ := get(t, b.api+"/plants", alice); status != http.StatusTooManyRequests {
-		t.Fatalf("fourth request over two replicas: %d; want 429", status)
+	if status, _, h := get(t, b.api+"/plants", alice); status != http.StatusTooManyRequests || h.Get("Retry-After") != "100" {
+		t.Fatalf("fourth request over two replicas: %d, Retry-After %q; want 429 after 100 (s)", status, h.Get("Retry-After"))
 	}
 
 	srv.Stop()
