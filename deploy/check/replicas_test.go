@@ -95,6 +95,7 @@ func TestGatewayReplicasRedis(t *testing.T) {
 			token := mint(t, bin, issuerKey, "-sub", tt.sub)
 			ok, elapsed := sendAt(t, tt.gateway, token, 3*rate, 2*time.Second)
 			want := rate*elapsed.Seconds() + burst
+			t.Logf("%s: %d accepted in %v at %v a second; rate x time + burst = %.1f", tt.name, ok, elapsed.Round(time.Millisecond), 3*rate, want)
 			if float64(ok) > rate*elapsed.Seconds()*1.1+burst || float64(ok) < want*0.9 {
 				t.Errorf("%d requests accepted in %v at %v a second; want %.0f (the rate within 10%% plus the burst of %d)", ok, elapsed, 3*rate, want, burst)
 			}
