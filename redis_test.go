@@ -16,7 +16,9 @@ func TestServeRedis(t *testing.T) {
 	srv := redistest.StartAuth(t, "s3cret-pw")
 	alice, keyFile := mintTestToken(t, "EdDSA", "-sub", "alice")
 	url := srv.URL() + "/0?client_name=secret-value"
-	args := []string{"-jwt-key-file", keyFile, "-rate-limit", "0.01", "-rate-burst", "3"}
+	// A timeout a loaded test machine does not reach with a Redis that
+	// answers.
+	args := []string{"-jwt-key-file", keyFile, "-rate-limit", "0.01", "-rate-burst", "3", "-redis-timeout", "1s"}
 	a := startServe(t, nil, append(args, "-redis-url", url)...)
 	b := startServe(t, map[string]string{"PLANTSTORE_REDIS_URL": url}, args...)
 	for _, in := range []*instance{a, b} {
