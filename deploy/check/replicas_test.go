@@ -38,7 +38,10 @@ func TestGatewayReplicasRedis(t *testing.T) {
 	for i := range 3 {
 		_, api, admin := runPlantstore(t, bin, dir, fmt.Sprintf("replica-%d", i), catalog,
 			"-jwt-key-file", filepath.Join(dir, "issuer.jwks.json"), "-redis-url", "redis://"+redis.addr+"/0",
-			"-rate-limit", strconv.Itoa(rate), "-rate-burst", strconv.Itoa(burst))
+			"-rate-limit", strconv.Itoa(rate), "-rate-burst", strconv.Itoa(burst),
+			// Longer than the default, so that a loaded machine does not
+			// make a Redis that answers look slow.
+			"-redis-timeout", "500ms")
 		apis, admins = append(apis, api), append(admins, admin)
 	}
 	conf := filepath.Join(gatewayDir, "nginx.conf.in")
