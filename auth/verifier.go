@@ -123,6 +123,11 @@ type Options struct {
 	// with use_dpop_nonce ([ReasonDPoPNonce]), and [Middleware] sets the
 	// current one on every response to a DPoP request.
 	Nonces *Nonces
+	// Shared, when set, keeps the rate of each caller and the DPoP proofs
+	// used across the replicas of a deployment; this replica's limiter
+	// (RateLimit) and replay cache take over whenever it fails, and keep
+	// recording every proof meanwhile.
+	Shared SharedState
 }
 
 // DefaultAlgorithms returns the algorithms a [Verifier] allows when a
@@ -145,7 +150,8 @@ type Verifier struct {
 	issuers atomic.Pointer[issuerTable]
 	cache   *tokenCache
 	// admitter applies the rate limit and the replay rule of DPoP proofs,
-	// with this replica's limiter and replay cache.
+	// with this replica's limiter and replay cache, and Options.Shared
+	// when it is set.
 	admitter Admitter
 	replays  *replayCache
 	// certs are the thumbprints of the client certificates seen lately.
@@ -225,6 +231,9 @@ func NewVerifier(o Options, issuers ...Issuer) (*Verifier, error) {
 	}
 	v := &Verifier{opts: o, now: time.Now, cache: newTokenCache(o.CacheBytes), replays: newReplayCache(replayCacheEntries), certs: newCertCache()}
 	v.admitter = newLocalAdmitter(o.RateLimit, v.replays)
+	if o.Shared != nil {
+		v.admitter = &sharedAdmitter{local: v.admitter.(*localAdmitter), shared: o.Shared}
+	}
 	if err := v.SetIssuers(issuers...); err != nil {
 		return nil, err
 	}
