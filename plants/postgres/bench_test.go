@@ -171,10 +171,10 @@ func logPlans(b *testing.B, dsn string) {
 		name   string
 		caller plants.Caller
 	}{{"half, limit 10", callerHalf}, {"0.1%, limit 10", callerSmall}} {
-		explain(c.name, postgres.ListLimitedSQL, c.caller.Principals(), int64(0), false, 10)
+		explain(c.name, postgres.ListLimitedSQL, c.caller.Principals(), int64(0), false, 10, "", "")
 	}
 	ps := callerHalf.Principals()
-	args := []any{int64(0), false}
+	args := []any{int64(0), false, "", ""}
 	for _, p := range ps {
 		args = append(args, p)
 	}
