@@ -144,7 +144,9 @@ async function main(): Promise<void> {
       // The link keeps the query and sets after: read both back from it.
       const url = new URL(next, baseUrl);
       check(url.pathname === "/plants", `paging limit=${limit}: next ${next} is not /plants`);
-      query = { limit: Number(url.searchParams.get("limit")), after: url.searchParams.get("after") ?? undefined };
+      const after = url.searchParams.get("after");
+      check(after !== null && after !== "", `paging limit=${limit}: next ${next} has no after`);
+      query = { limit: Number(url.searchParams.get("limit")), after: after ?? "" };
     }
     const wantPages = Math.max(1, Math.ceil(expected.length / limit));
     check(pages === wantPages, `paging limit=${limit}: ${pages} pages, want ${wantPages}`);
@@ -164,7 +166,9 @@ async function main(): Promise<void> {
     const { data, error, response } =
       tc.limit === undefined
         ? await tc.client.GET("/plants")
-        : await tc.client.GET("/plants", { params: { query: { limit: tc.limit, after: tc.after } } });
+        : await tc.client.GET("/plants", {
+            params: { query: tc.after === undefined ? { limit: tc.limit } : { limit: tc.limit, after: tc.after } },
+          });
     const e: ApiError | undefined = error;
     check(response.status === tc.status, `${tc.name}: status ${response.status}, want ${tc.status}`);
     check(data === undefined, `${tc.name}: data ${JSON.stringify(data)}, want none`);
