@@ -59,7 +59,7 @@ var errNoIdentity = errors.New("list plants: no identity in the request context"
 //
 // Paging: the listing starts after the key of the after cursor, and when a
 // limit of 1 or more cuts it short, the response carries
-// Link: <base/plants?...&after=CURSOR>; rel="next" ([nextLink]), base being
+// Link: <base/plants?...&after=CURSOR>; rel="next" ([appendNextLink]), base being
 // the API's absolute URL prefix (-public-url without its trailing "/") or
 // "" for a relative link. The handler asks the store for one plant more
 // than the limit, which tells it whether any remains. A page that does not
@@ -110,8 +110,8 @@ func ListHandler(store plants.Store, m *Metrics, writeTimeout time.Duration, bas
 		s.store, s.caller, s.base = store, caller, base
 		s.buf = append(s.buf[:0], '[')
 		defer func() {
-			buf := s.buf
-			*s = listState{yield: s.yield}
+			buf, link := s.buf, s.link
+			*s = listState{yield: s.yield, link: link[:0]}
 			if cap(buf) <= 2*flushSize { // don't keep a buffer one huge plant grew
 				s.buf = buf[:0]
 				pool.Put(s)
@@ -189,6 +189,14 @@ type listState struct {
 	end    plants.Key
 	ended  bool
 	next   string
+	link   []byte // where next is made, kept with the state
+}
+
+// setNext makes s.next the Link header value of the page after the one
+// that ends with the plant of key last.
+func (s *listState) setNext(last plants.Key) {
+	s.link = appendNextLink(s.link[:0], s.base, s.c.Request.URL.RawQuery, last)
+	s.next = string(s.link)
 }
 
 // extendDeadlines gives the next write s.timeout from now (see
@@ -219,7 +227,7 @@ func (s *listState) add(p plants.Plant, err error) bool {
 	if s.n == s.limit || s.ended && plants.KeyOf(p).Compare(s.end) > 0 {
 		// Past the page: a plant remains for the next one.
 		if s.limit > 0 && !s.ended {
-			s.next = nextLink(s.base, s.c.Request.URL.RawQuery, s.last)
+			s.setNext(s.last)
 		}
 		return false
 	}
@@ -272,7 +280,7 @@ func (s *listState) settleNext() bool {
 	}
 	if n > rest {
 		s.end, s.ended = end, true
-		s.next = nextLink(s.base, s.c.Request.URL.RawQuery, end)
+		s.setNext(end)
 		s.c.Writer.Header()["Link"] = []string{s.next}
 	} else {
 		// No next page: nothing after the last plant listed now.
