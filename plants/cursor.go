@@ -32,7 +32,7 @@ func (k Key) IsZero() bool { return k.Name == "" && k.ID == "" }
 
 // MaxCursorLen is the length, in base64url characters, of the longest
 // cursor [ParseCursor] accepts. A key whose name and id take more than
-// [MaxCursorKeyBytes] in all makes a longer cursor.
+// [MaxCursorKeyBytes] in all may make a longer one.
 const MaxCursorLen = 512
 
 // MaxCursorKeyBytes is the number of bytes of name and id together that

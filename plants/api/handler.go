@@ -66,8 +66,12 @@ var errNoIdentity = errors.New("list plants: no identity in the request context"
 // fit in the first chunk needs the answer before that chunk goes out with
 // the headers: it then reads the keys of the rest of the page in a second
 // listing (no encoding, nothing kept but the last key), and ends the page
-// at the key that listing found, so the Link never skips a plant the page
-// left out, even when the catalog changed in between.
+// at the key that listing found: a plant added between the two listings
+// inside the page goes to the next page instead of pushing the page's last
+// plant out of both. One removed in that window (the second listing then
+// reaches further) can still make the page end before the key the Link
+// names, and the plants between are missed; the window is one listing long
+// and only pages over the first chunk have it.
 func ListHandler(store plants.Store, m *Metrics, writeTimeout time.Duration, base string) gin.HandlerFunc {
 	pool := sync.Pool{New: func() any {
 		s := &listState{buf: make([]byte, 0, flushSize+1024)}
