@@ -75,6 +75,48 @@ func BenchmarkMemoryStoreList(b *testing.B) {
 	}
 }
 
+// BenchmarkMemoryStorePage lists a page of 10 from the start and after
+// the 900,000th of 1,000,000 plants (keyset paging), for a caller who sees
+// half the catalog and one who sees 0.1% of it: the deep page is found by
+// binary searches, so it costs what the first does.
+//
+//	go test ./plants -run '^$' -bench MemoryStorePage
+func BenchmarkMemoryStorePage(b *testing.B) {
+	const size = 1_000_000
+	c := indexCatalog(b, size)
+	s := plants.NewMemoryStore(c, nil)
+	deep := plants.KeyOf(c.Plants()[size*9/10])
+	for _, caller := range []struct {
+		name   string
+		caller plants.Caller
+	}{
+		{"half", plants.Caller{Subject: "someone", Groups: []string{"even", "quad"}}},
+		{"0.1%", plants.Caller{Subject: "rare", Groups: []string{"none"}}},
+	} {
+		for _, page := range []struct {
+			name  string
+			after plants.Key
+		}{{"first", plants.Key{}}, {"after=900000", deep}} {
+			b.Run(fmt.Sprintf("caller=%s/page=%s", caller.name, page.name), func(b *testing.B) {
+				q := plants.Query{Caller: caller.caller, Limit: 10, After: page.after}
+				b.ReportAllocs()
+				for b.Loop() {
+					n := 0
+					for _, err := range s.List(b.Context(), q) {
+						if err != nil {
+							b.Fatal(err)
+						}
+						n++
+					}
+					if n != 10 {
+						b.Fatalf("listed %d plants; want 10", n)
+					}
+				}
+			})
+		}
+	}
+}
+
 // millionCatalogJSON returns a catalog file of a million plants in a
 // scrambled order, with a tag and a thousand distinct reader lists.
 func millionCatalogJSON() *bytes.Buffer {

@@ -32,7 +32,7 @@ func (k Key) IsZero() bool { return k.Name == "" && k.ID == "" }
 
 // MaxCursorLen is the length, in base64url characters, of the longest
 // cursor [ParseCursor] accepts. A key whose name and id take more than
-// [MaxCursorKeyBytes] in all makes a longer cursor.
+// [MaxCursorKeyBytes] in all may make a longer one.
 const MaxCursorLen = 512
 
 // MaxCursorKeyBytes is the number of bytes of name and id together that
@@ -59,13 +59,16 @@ var ErrBadCursor = errors.New("not a cursor this service made")
 // version byte, the name's length and the name and id bytes. It holds
 // nothing but the key, is the same on every store and replica, and is no
 // credential: the access rule still applies to every page.
-func (k Key) Cursor() string {
-	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(k.Name)+len(k.ID))
-	b = append(b, cursorVersion)
+func (k Key) Cursor() string { return string(k.AppendCursor(nil)) }
+
+// AppendCursor appends [Key.Cursor] of k to dst and returns the result.
+func (k Key) AppendCursor(dst []byte) []byte {
+	var scratch [256]byte // most keys: no allocation
+	b := append(scratch[:0], cursorVersion)
 	b = binary.AppendUvarint(b, uint64(len(k.Name)))
 	b = append(b, k.Name...)
 	b = append(b, k.ID...)
-	return cursorEncoding.EncodeToString(b)
+	return cursorEncoding.AppendEncode(dst, b)
 }
 
 // ParseCursor returns the key of a cursor made by [Key.Cursor]. Anything

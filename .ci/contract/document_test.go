@@ -175,7 +175,8 @@ func seedProblems(d jsonDoc) []string {
 		op = map[string]any{}
 	}
 
-	// limit: an optional int32 query parameter, and the only parameter.
+	// limit: an optional int32 query parameter; after, the optional
+	// paging cursor, a string; no other parameter.
 	var params []map[string]any
 	for _, list := range []any{item["parameters"], op["parameters"]} {
 		l, _ := list.([]any)
@@ -183,14 +184,22 @@ func seedProblems(d jsonDoc) []string {
 			params = append(params, d.obj(x))
 		}
 	}
-	if len(params) != 1 {
-		bad("GET /plants: %d parameters, want exactly one (limit)", len(params))
+	if len(params) != 2 {
+		bad("GET /plants: %d parameters, want exactly two (limit and after)", len(params))
 	}
-	var limit map[string]any
+	var limit, after map[string]any
 	for _, prm := range params {
 		if str(prm, "name") == "limit" && str(prm, "in") == "query" {
 			limit = prm
 		}
+		if str(prm, "name") == "after" && str(prm, "in") == "query" {
+			after = prm
+		}
+	}
+	if after == nil {
+		bad("GET /plants: no query parameter named after")
+	} else if after["required"] == true || schemaType(d.at(after, "schema")) != "string" {
+		bad("after: want an optional string")
 	}
 	if limit == nil {
 		bad("GET /plants: no query parameter named limit")

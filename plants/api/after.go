@@ -59,59 +59,52 @@ func ParseAfter(rawQuery string) (plants.Key, error) {
 	return key, nil
 }
 
-// nextLink returns the Link header value of the page after the one that
-// ended with the plant of key last: the request's query with after set to
-// the cursor of last (in place of the caller's after, which goes; every
-// other parameter stays as the caller sent it, limit included), on base +
-// "/plants", where base is the absolute URL prefix of the API (-public-url
-// without its trailing "/") or "" for a relative reference.
-func nextLink(base, rawQuery string, last plants.Key) string {
-	var b strings.Builder
-	b.WriteString("<")
-	b.WriteString(base)
-	b.WriteString("/plants?")
-	first := true
+// appendNextLink appends the Link header value of the page after the one
+// that ended with the plant of key last to dst: the request's query with
+// after set to the cursor of last (in place of the caller's after, which
+// goes; every other parameter stays as the caller sent it, limit
+// included), on base + "/plants", where base is the absolute URL prefix of
+// the API (-public-url without its trailing "/") or "" for a relative
+// reference.
+func appendNextLink(dst []byte, base, rawQuery string, last plants.Key) []byte {
+	dst = append(dst, '<')
+	dst = append(dst, base...)
+	dst = append(dst, "/plants?"...)
 	for rawQuery != "" {
 		var pair string
 		pair, rawQuery, _ = strings.Cut(rawQuery, "&")
-		rawName, _, _ := strings.Cut(pair, "=")
-		if name, err := url.QueryUnescape(rawName); err == nil && name == "after" {
-			continue
-		}
 		if pair == "" {
 			continue
 		}
-		if !first {
-			b.WriteByte('&')
+		rawName, _, _ := strings.Cut(pair, "=")
+		if strings.Contains(rawName, "after") || strings.Contains(rawName, "%") {
+			if name, err := url.QueryUnescape(rawName); err == nil && name == "after" {
+				continue
+			}
 		}
-		first = false
-		// The caller's bytes, but never a character that would end the
-		// link or the header: those are escaped.
-		writeLinkSafe(&b, pair)
+		// The caller's bytes, but never one that would end the link or
+		// the header: those are escaped.
+		dst = appendLinkSafe(dst, pair)
+		dst = append(dst, '&')
 	}
-	if !first {
-		b.WriteByte('&')
-	}
-	b.WriteString("after=")
-	b.WriteString(last.Cursor()) // base64url: nothing to escape
-	b.WriteString(`>; rel="next"`)
-	return b.String()
+	dst = append(dst, "after="...)
+	dst = last.AppendCursor(dst) // base64url: nothing to escape
+	return append(dst, `>; rel="next"`...)
 }
 
-// writeLinkSafe writes s with every byte that may not appear in a URI
+// appendLinkSafe appends s with every byte that may not appear in a URI
 // reference inside a Link header's <...> (controls, space, '<', '>', '"',
 // and non-ASCII) percent-encoded. Go's server hands over the query as the
 // client sent it, so only what the client escaped is escaped.
-func writeLinkSafe(b *strings.Builder, s string) {
+func appendLinkSafe(dst []byte, s string) []byte {
 	const hex = "0123456789ABCDEF"
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c <= ' ' || c >= 0x7f || c == '<' || c == '>' || c == '"' || c == '\\' || c == '^' || c == '`' || c == '{' || c == '|' || c == '}' {
-			b.WriteByte('%')
-			b.WriteByte(hex[c>>4])
-			b.WriteByte(hex[c&15])
+			dst = append(dst, '%', hex[c>>4], hex[c&15])
 			continue
 		}
-		b.WriteByte(c)
+		dst = append(dst, c)
 	}
+	return dst
 }

@@ -60,15 +60,19 @@ var errNoIdentity = errors.New("list plants: no identity in the request context"
 //
 // Paging: the listing starts after the key of the after cursor, and when a
 // limit of 1 or more cuts it short, the response carries
-// Link: <base/plants?...&after=CURSOR>; rel="next" ([nextLink]), base being
+// Link: <base/plants?...&after=CURSOR>; rel="next" ([appendNextLink]), base being
 // the API's absolute URL prefix (-public-url without its trailing "/") or
 // "" for a relative link. The handler asks the store for one plant more
 // than the limit, which tells it whether any remains. A page that does not
 // fit in the first chunk needs the answer before that chunk goes out with
 // the headers: it then reads the keys of the rest of the page in a second
 // listing (no encoding, nothing kept but the last key), and ends the page
-// at the key that listing found, so the Link never skips a plant the page
-// left out, even when the catalog changed in between.
+// at the key that listing found: a plant added between the two listings
+// inside the page goes to the next page instead of pushing the page's last
+// plant out of both. One removed in that window (the second listing then
+// reaches further) can still make the page end before the key the Link
+// names, and the plants between are missed; the window is one listing long
+// and only pages over the first chunk have it.
 func ListHandler(store plants.Store, m *Metrics, writeTimeout time.Duration, base string) gin.HandlerFunc {
 	pool := sync.Pool{New: func() any {
 		s := &listState{buf: make([]byte, 0, flushSize+1024)}
@@ -115,8 +119,8 @@ func ListHandler(store plants.Store, m *Metrics, writeTimeout time.Duration, bas
 		s.store, s.caller, s.base = store, caller, base
 		s.buf = append(s.buf[:0], '[')
 		defer func() {
-			buf := s.buf
-			*s = listState{yield: s.yield}
+			buf, link := s.buf, s.link
+			*s = listState{yield: s.yield, link: link[:0]}
 			if cap(buf) <= 2*flushSize { // don't keep a buffer one huge plant grew
 				s.buf = buf[:0]
 				pool.Put(s)
@@ -194,6 +198,14 @@ type listState struct {
 	end    plants.Key
 	ended  bool
 	next   string
+	link   []byte // where next is made, kept with the state
+}
+
+// setNext makes s.next the Link header value of the page after the one
+// that ends with the plant of key last.
+func (s *listState) setNext(last plants.Key) {
+	s.link = appendNextLink(s.link[:0], s.base, s.c.Request.URL.RawQuery, last)
+	s.next = string(s.link)
 }
 
 // extendDeadlines gives the next write s.timeout from now (see
@@ -224,7 +236,7 @@ func (s *listState) add(p plants.Plant, err error) bool {
 	if s.n == s.limit || s.ended && plants.KeyOf(p).Compare(s.end) > 0 {
 		// Past the page: a plant remains for the next one.
 		if s.limit > 0 && !s.ended {
-			s.next = nextLink(s.base, s.c.Request.URL.RawQuery, s.last)
+			s.setNext(s.last)
 		}
 		return false
 	}
@@ -277,7 +289,7 @@ func (s *listState) settleNext() bool {
 	}
 	if n > rest {
 		s.end, s.ended = end, true
-		s.next = nextLink(s.base, s.c.Request.URL.RawQuery, end)
+		s.setNext(end)
 		s.c.Writer.Header()["Link"] = []string{s.next}
 	} else {
 		// No next page: nothing after the last plant listed now.

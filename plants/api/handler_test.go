@@ -610,6 +610,11 @@ func TestOpenAPI(t *testing.T) {
 		{"metadata needs no credential", doc.Paths["/.well-known/oauth-protected-resource"]["get"].Security != nil && len(*doc.Paths["/.well-known/oauth-protected-resource"]["get"].Security) == 0},
 		{"limit int32 in query", doc.Components.Parameters["limit"].Name == "limit" && doc.Components.Parameters["limit"].In == "query" &&
 			doc.Components.Parameters["limit"].Schema["type"] == "integer" && doc.Components.Parameters["limit"].Schema["format"] == "int32"},
+		{"after string in query, at most 512", doc.Components.Parameters["after"].Name == "after" && doc.Components.Parameters["after"].In == "query" &&
+			doc.Components.Parameters["after"].Schema["type"] == "string" && doc.Components.Parameters["after"].Schema["maxLength"] == float64(plants.MaxCursorLen)},
+		{"GET /plants takes limit and after", len(doc.Paths["/plants"]["get"].Parameters) == 2 && doc.Paths["/plants"]["get"].Parameters[1]["$ref"] == "#/components/parameters/after"},
+		{"GET /plants 200 has Link", doc.Paths["/plants"]["get"].Responses["200"]["headers"].(map[string]any)["Link"] != nil},
+		{"HEAD /plants 200 has Link", doc.Paths["/plants"]["head"].Responses["200"]["headers"].(map[string]any)["Link"] != nil},
 		{"Plant requires name", slices.Equal(doc.Components.Schemas["Plant"].Required, []string{"name"})},
 		{"Plant has name and tag only", len(doc.Components.Schemas["Plant"].Properties) == 2 && doc.Components.Schemas["Plant"].Properties["tag"]["type"] == "string"},
 		{"Error error int32", doc.Components.Schemas["Error"].Properties["error"]["format"] == "int32"},

@@ -32,7 +32,7 @@ func (s *Store) List(ctx context.Context, q plants.Query) iter.Seq2[plants.Plant
 		}
 		principals := q.Caller.Principals() // without repeats, "*" always among them
 		start := time.Now()
-		err := s.list(ctx, principals, q.Limit, yield)
+		err := s.list(ctx, principals, q.Limit, q.After, yield)
 		s.observe(start, err)
 		if err != nil {
 			yield(plants.Plant{}, err)
@@ -40,7 +40,7 @@ func (s *Store) List(ctx context.Context, q plants.Query) iter.Seq2[plants.Plant
 	}
 }
 
-func (s *Store) list(parent context.Context, principals []string, limit int, yield func(plants.Plant, error) bool) error {
+func (s *Store) list(parent context.Context, principals []string, limit int, after plants.Key, yield func(plants.Plant, error) bool) error {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	// The timer runs while this code waits for the database (a connection,
@@ -50,7 +50,7 @@ func (s *Store) list(parent context.Context, principals []string, limit int, yie
 	defer timer.Stop()
 
 	for attempt := 0; ; attempt++ {
-		yielded, err := s.listOnce(ctx, timer, principals, limit, yield)
+		yielded, err := s.listOnce(ctx, timer, principals, limit, after, yield)
 		if err == nil {
 			return nil
 		}
@@ -99,7 +99,7 @@ func (s *Store) list(parent context.Context, principals []string, limit int, yie
 // the principals that read some plant), in the transaction of the listing
 // itself: the principals the probe finds reading nothing read nothing in
 // the listing's snapshot either.
-func (s *Store) listOnce(ctx context.Context, timer *time.Timer, principals []string, limit int, yield func(plants.Plant, error) bool) (bool, error) {
+func (s *Store) listOnce(ctx context.Context, timer *time.Timer, principals []string, limit int, after plants.Key, yield func(plants.Plant, error) bool) (bool, error) {
 	for attempt := 0; ; attempt++ {
 		rest, version, leftOut := principals, int64(0), false
 		if attempt == 0 { // after a version change, once without the cache
@@ -113,9 +113,9 @@ func (s *Store) listOnce(ctx context.Context, timer *time.Timer, principals []st
 			err     error
 		)
 		if len(rest) > probeAbove {
-			yielded, stale, err = s.listProbed(ctx, timer, rest, version, leftOut, limit, yield)
+			yielded, stale, err = s.listProbed(ctx, timer, rest, version, leftOut, limit, after, yield)
 		} else {
-			yielded, stale, err = s.listRows(ctx, timer, rest, version, leftOut, limit, yield)
+			yielded, stale, err = s.listRows(ctx, timer, rest, version, leftOut, limit, after, yield)
 		}
 		if stale == 0 {
 			return yielded, err
@@ -143,7 +143,7 @@ const beginSnapshotSQL = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 // read-only transaction as a commit would) in one with the listing. A
 // connection that an error or a cancel leaves inside the transaction is
 // closed rather than returned to the pool.
-func (s *Store) listProbed(ctx context.Context, timer *time.Timer, ps []string, version int64, leftOut bool, limit int, yield func(plants.Plant, error) bool) (yielded bool, stale int64, err error) {
+func (s *Store) listProbed(ctx context.Context, timer *time.Timer, ps []string, version int64, leftOut bool, limit int, after plants.Key, yield func(plants.Plant, error) bool) (yielded bool, stale int64, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return false, 0, err
@@ -170,7 +170,7 @@ func (s *Store) listProbed(ctx context.Context, timer *time.Timer, ps []string, 
 	}
 	s.none.learn(p.version, p.none)
 	// The probe's snapshot: the listing needs no check of the version.
-	sql, args := listStatement(p.reading, 0, false, limit)
+	sql, args := listStatement(p.reading, 0, false, limit, after)
 	b = &pgx.Batch{}
 	b.Queue(sql, args...)
 	b.Queue("ROLLBACK")
@@ -195,8 +195,10 @@ func (s *Store) listProbed(ctx context.Context, timer *time.Timer, ps []string, 
 // row is missing.
 const versionCTE = `WITH v AS MATERIALIZED (SELECT coalesce((SELECT version FROM catalog_version), 0) AS version)`
 
-// listLimitedSQL lists the plants the principals $1 may read, at most $4,
-// as name, plant_id, tag and a NULL; unless $3 (principals were left out
+// listLimitedSQL lists the plants the principals $1 may read that sort
+// after the key ($5, $6) (keyset paging: each principal's index range
+// starts at the key, in the index's own "C" order), at most $4, as name,
+// plant_id, tag and a NULL; unless $3 (principals were left out
 // as reading nothing at version $2) and the catalog is no longer at
 // version $2: then it answers one row, NULLs and the catalog version.
 const listLimitedSQL = versionCTE + `
@@ -205,7 +207,7 @@ FROM v
 CROSS JOIN LATERAL unnest($1::text[]) AS caller(principal)
 CROSS JOIN LATERAL (
 	SELECT name, plant_id, tag FROM plant_readers r
-	WHERE r.principal = caller.principal
+	WHERE r.principal = caller.principal AND (r.name, r.plant_id) > ($5::text COLLATE "C", $6::text COLLATE "C")
 	ORDER BY name, plant_id LIMIT $4
 ) AS visible
 WHERE v.version = $2 OR NOT $3
@@ -238,11 +240,11 @@ type probed struct {
 // (listStatement) and yields its rows. It reports whether it yielded any,
 // and the catalog version when the statement found it stale (leftOut and
 // no longer version; 0 otherwise).
-func (s *Store) listRows(ctx context.Context, timer *time.Timer, ps []string, version int64, leftOut bool, limit int, yield func(plants.Plant, error) bool) (yielded bool, stale int64, err error) {
+func (s *Store) listRows(ctx context.Context, timer *time.Timer, ps []string, version int64, leftOut bool, limit int, after plants.Key, yield func(plants.Plant, error) bool) (yielded bool, stale int64, err error) {
 	if len(ps) == 0 && !leftOut {
 		return false, 0, nil
 	}
-	sql, args := listStatement(ps, version, leftOut, limit)
+	sql, args := listStatement(ps, version, leftOut, limit, after)
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return false, 0, err
@@ -251,14 +253,16 @@ func (s *Store) listRows(ctx context.Context, timer *time.Timer, ps []string, ve
 	return s.yieldListing(timer, rows, yield)
 }
 
-// listStatement returns the statement of a listing for the principals ps
-// and its arguments: listLimitedSQL with a limit, listSQL without.
-func listStatement(ps []string, version int64, leftOut bool, limit int) (string, []any) {
+// listStatement returns the statement of a listing for the principals ps,
+// of the plants after the key after, and its arguments: listLimitedSQL with
+// a limit, listSQL without. The zero key sorts before every plant (names
+// are never empty), so a listing from the start is the same statement.
+func listStatement(ps []string, version int64, leftOut bool, limit int, after plants.Key) (string, []any) {
 	if limit >= 0 {
-		return listLimitedSQL, []any{ps, version, leftOut, int64(limit)}
+		return listLimitedSQL, []any{ps, version, leftOut, int64(limit), after.Name, after.ID}
 	}
-	args := make([]any, 0, len(ps)+2)
-	args = append(args, version, leftOut)
+	args := make([]any, 0, len(ps)+4)
+	args = append(args, version, leftOut, after.Name, after.ID)
 	for _, p := range ps {
 		args = append(args, p)
 	}
@@ -345,8 +349,8 @@ func (s *Store) observe(start time.Time, err error) {
 }
 
 // listSQL returns the statement of a listing without a limit for n
-// principals ($3..$n+2), whose rows are those of listLimitedSQL, with the
-// version check of $1 and $2 as there. Each principal reads one ordered
+// principals ($5..$n+4), after the key ($3, $4), whose rows are those of
+// listLimitedSQL, with the version check of $1 and $2 as there. Each principal reads one ordered
 // range of the plant_readers primary key; the planner merges the ranges
 // in order (Merge Append) and drops plants seen through several principals
 // (Unique) without sorting, so the answer streams in order. The check is
@@ -362,8 +366,8 @@ func listSQL(n int) string {
 				b.WriteString(" UNION ALL ")
 			}
 			b.WriteString("(SELECT name, plant_id, tag FROM plant_readers WHERE principal = $")
-			b.WriteString(strconv.Itoa(i + 3))
-			b.WriteString(" ORDER BY name, plant_id)")
+			b.WriteString(strconv.Itoa(i + 5))
+			b.WriteString(` AND (name, plant_id) > ($3::text COLLATE "C", $4::text COLLATE "C") ORDER BY name, plant_id)`)
 		}
 		b.WriteString(") AS visible WHERE (SELECT version FROM v) = $1 OR NOT $2 ORDER BY name, plant_id)\nUNION ALL")
 	}

@@ -28,6 +28,8 @@ func Run(t *testing.T, newStore func(t *testing.T, c *plants.Catalog) plants.Sto
 	t.Run("EarlyBreak", func(t *testing.T) { testEarlyBreak(t, newStore) })
 	t.Run("CanceledContext", func(t *testing.T) { testCanceledContext(t, newStore) })
 	t.Run("Random", func(t *testing.T) { testRandom(t, newStore) })
+	t.Run("After", func(t *testing.T) { testAfter(t, newStore) })
+	t.Run("PagingWhileChanging", func(t *testing.T) { testPagingWhileChanging(t, newStore) })
 }
 
 // Catalog parses a catalog from JSON, failing the test on error.
@@ -54,13 +56,16 @@ func list(t testing.TB, s plants.Store, q plants.Query) []plants.Plant {
 	return got
 }
 
-// want lists c the way the contract says: every visible plant, in the
-// catalog's order, at most limit.
+// want lists c the way the contract says: every visible plant after
+// q.After, in the catalog's order, at most limit.
 func want(c *plants.Catalog, q plants.Query) []plants.Plant {
 	out := []plants.Plant{}
 	for _, p := range c.Plants() {
 		if q.Limit >= 0 && len(out) == q.Limit {
 			break
+		}
+		if plants.KeyOf(p).Compare(q.After) <= 0 {
+			continue
 		}
 		if plants.Readable(p.Readers, q.Caller) {
 			out = append(out, p)

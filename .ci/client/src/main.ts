@@ -1,6 +1,8 @@
 // A client generated from the OpenAPI document that plantstore serves on
 // /openapi.json calls the running service: 200 gives typed Plant[] equal to
-// what a plain HTTP client received, and 400 and 401 give the Error shape.
+// what a plain HTTP client received, following the Link header's next URL
+// from a small limit lists the same plants page by page, and 400 and 401
+// give the Error shape.
 //
 // Environment:
 //   PLANTSTORE_API       base URL of the API listener, e.g. http://127.0.0.1:8080
@@ -23,7 +25,7 @@ type Equals<A, B> =
   (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
 const plantShape: Equals<Plant, { name: string; tag?: string }> = true;
 const errorShape: Equals<ApiError, { error: number; message: string }> = true;
-const queryShape: Equals<ListQuery, { limit?: number }> = true;
+const queryShape: Equals<ListQuery, { limit?: number; after?: string }> = true;
 void [plantShape, errorShape, queryShape];
 
 // Never called: it only has to compile, so the generated paths reject what
@@ -80,6 +82,13 @@ function isApiError(v: unknown, status: number): v is ApiError {
   );
 }
 
+// nextLink returns the URL of a Link header's rel="next", the one form the
+// service sends, or undefined when there is none.
+function nextLink(link: string | null): string | undefined {
+  const m = /^<([^<>]*)>; rel="next"$/.exec(link ?? "");
+  return m === null ? undefined : m[1];
+}
+
 async function main(): Promise<void> {
   const baseUrl = env("PLANTSTORE_API");
   const token = env("PLANTSTORE_TOKEN");
@@ -116,14 +125,50 @@ async function main(): Promise<void> {
     );
   }
 
-  const errorCases: { name: string; status: number; client: typeof authed; limit?: number }[] = [
+  // Keyset paging: follow rel="next" until a page comes without it.
+  for (const limit of [1, 2, 3]) {
+    const walked: Plant[] = [];
+    let query: ListQuery = { limit };
+    let pages = 0;
+    for (;;) {
+      const { data, response } = await authed.GET("/plants", { params: { query } });
+      pages++;
+      check(response.status === 200, `paging limit=${limit}, page ${pages}: status ${response.status}, want 200`);
+      const page: Plant[] = data ?? [];
+      check(page.length <= limit, `paging limit=${limit}, page ${pages}: ${page.length} plants`);
+      walked.push(...page);
+      const next = nextLink(response.headers.get("Link"));
+      if (next === undefined || pages > expected.length + 1) {
+        break;
+      }
+      // The link keeps the query and sets after: read both back from it.
+      const url = new URL(next, baseUrl);
+      check(url.pathname === "/plants", `paging limit=${limit}: next ${next} is not /plants`);
+      const after = url.searchParams.get("after");
+      check(after !== null && after !== "", `paging limit=${limit}: next ${next} has no after`);
+      query = { limit: Number(url.searchParams.get("limit")), after: after ?? "" };
+    }
+    const wantPages = Math.max(1, Math.ceil(expected.length / limit));
+    check(pages === wantPages, `paging limit=${limit}: ${pages} pages, want ${wantPages}`);
+    check(
+      isDeepStrictEqual(walked, expected),
+      `paging limit=${limit}: pages listed ${JSON.stringify(walked)}, want ${JSON.stringify(expected)}`,
+    );
+  }
+
+  const errorCases: { name: string; status: number; client: typeof authed; limit?: number; after?: string }[] = [
     { name: "GET /plants?limit=-1", status: 400, client: authed, limit: -1 },
+    { name: "GET /plants?limit=1&after=not-a-cursor", status: 400, client: authed, limit: 1, after: "not-a-cursor" },
     { name: "GET /plants without a token", status: 401, client: anonymous },
     { name: "GET /plants with a garbage token", status: 401, client: garbage },
   ];
   for (const tc of errorCases) {
     const { data, error, response } =
-      tc.limit === undefined ? await tc.client.GET("/plants") : await tc.client.GET("/plants", { params: { query: { limit: tc.limit } } });
+      tc.limit === undefined
+        ? await tc.client.GET("/plants")
+        : await tc.client.GET("/plants", {
+            params: { query: tc.after === undefined ? { limit: tc.limit } : { limit: tc.limit, after: tc.after } },
+          });
     const e: ApiError | undefined = error;
     check(response.status === tc.status, `${tc.name}: status ${response.status}, want ${tc.status}`);
     check(data === undefined, `${tc.name}: data ${JSON.stringify(data)}, want none`);
@@ -143,7 +188,7 @@ async function main(): Promise<void> {
     }
     process.exit(1);
   }
-  console.log(`client: ok (${expected.length} plants typed as Plant[]; 400 and 401 typed as Error)`);
+  console.log(`client: ok (${expected.length} plants typed as Plant[], also page by page; 400 and 401 typed as Error)`);
 }
 
 main().catch((err: unknown) => {
