@@ -111,6 +111,9 @@ func TestServeUsage(t *testing.T) {
 		{"database poll too short", []string{"-jwt-hmac-secret-file", hmacSecretFile(t), "-database-url", "postgres://127.0.0.1:1/x", "-database-poll", "1ms"}, nil, "flag -database-poll: 1ms is shorter than 10ms"},
 		{"database poll too short from env", []string{"-jwt-hmac-secret-file", hmacSecretFile(t), "-database-url", "postgres://127.0.0.1:1/x"}, map[string]string{"PLANTSTORE_DATABASE_POLL": "-1s"}, "PLANTSTORE_DATABASE_POLL"},
 		{"database poll too short, per request", []string{"-jwt-hmac-secret-file", hmacSecretFile(t), "-database-url", "postgres://127.0.0.1:1/x", "-database-snapshot=false", "-database-poll", "1ms"}, nil, "-database-poll"},
+		{"redis URL of another scheme, with secrets", append(dev, "-redis-url", "http://u:s3cret@127.0.0.1:6379/0?k=secret-value"), nil, `invalid value "http://u:xxxxx@127.0.0.1:6379/0?xxxxx" for flag -redis-url: want a redis:// or rediss:// URL`},
+		{"redis URL with a bad database, from env", dev, map[string]string{"PLANTSTORE_REDIS_URL": "redis://:s3cret@127.0.0.1/x"}, `"redis://:xxxxx@127.0.0.1/x" for PLANTSTORE_REDIS_URL: want a redis:// or rediss:// URL`},
+		{"redis timeout zero", append(dev, "-redis-timeout", "0s"), nil, "flag -redis-timeout: must be positive"},
 		{"database snapshot not a bool", []string{"-jwt-hmac-secret-file", hmacSecretFile(t), "-database-url", "postgres://127.0.0.1:1/x"}, map[string]string{"PLANTSTORE_DATABASE_SNAPSHOT": "sometimes"}, "PLANTSTORE_DATABASE_SNAPSHOT"},
 	}
 	for _, tt := range tests {

@@ -14,6 +14,7 @@ import (
 	"unicode"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/redisstate"
 	"github.com/plantstore/plantstore/observability"
 	"github.com/plantstore/plantstore/plants/postgres"
 )
@@ -57,6 +58,10 @@ type serveConfig struct {
 	// is the bucket size.
 	RateLimit float64
 	RateBurst int
+	// RedisURL is the Redis that replicas share replay and rate state in,
+	// "" for none; RedisTimeout bounds each call to it.
+	RedisURL     string
+	RedisTimeout time.Duration
 	// WriteTimeout bounds reading a request and each write of a response.
 	WriteTimeout time.Duration
 
@@ -201,6 +206,10 @@ func serveSettings() settings {
 			value: func(c *serveConfig) flag.Value {
 				return numberFlag{&c.RateLimit, "a number of requests a second, such as 10 or 0.5"}
 			}},
+		{flag: "redis-timeout", key: "redis_timeout", def: redisstate.DefaultTimeout.String(), help: "time a call to -redis-url may take; past it, and while Redis fails, each replica uses its own replay cache and rate limit",
+			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.RedisTimeout, nonNegative: true} }},
+		{flag: "redis-url", key: "redis_url", secret: true, help: "Redis or Valkey (redis:// or rediss://) that replicas share DPoP replay and -rate-limit state in (default: each replica keeps its own)",
+			value: func(c *serveConfig) flag.Value { return textFlag{&c.RedisURL} }},
 		{flag: "shutdown-delay", key: "shutdown_delay", def: "5s", help: "time the API keeps serving after SIGTERM while /readyz is 503 (0 with -dev)",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.ShutdownDelay, nonNegative: true} }},
 		{flag: "shutdown-timeout", key: "shutdown_timeout", def: "20s", help: "time allowed for in-flight requests after the delay",
@@ -265,7 +274,7 @@ func (t settings) parse(args []string, e env, stderr io.Writer) (serveConfig, er
 	if len(rest) > 0 {
 		return c, usagef("serve: unexpected argument %q", rest[0])
 	}
-	for _, check := range []func() error{c.dev, c.stores, c.issuers, c.keySources} {
+	for _, check := range []func() error{c.dev, c.stores, c.issuers, c.keySources, c.redis} {
 		if err := check(); err != nil {
 			return c, err
 		}
@@ -306,6 +315,21 @@ func (c *serveConfig) dev() error {
 func (c *serveConfig) stores() error {
 	if c.DatabaseURL != "" && c.Data != "" {
 		return usagef("serve: -data and -database-url select different stores; set one")
+	}
+	return nil
+}
+
+// redis refuses a -redis-url that is not a redis:// or rediss:// URL and
+// a zero -redis-timeout.
+func (c *serveConfig) redis() error {
+	if c.RedisTimeout <= 0 {
+		return c.invalid(c.rows.row("redis-timeout"), errors.New("must be positive"))
+	}
+	if c.RedisURL == "" {
+		return nil
+	}
+	if _, err := redisstate.ParseURL(c.RedisURL); err != nil {
+		return c.invalid(c.rows.row("redis-url"), err)
 	}
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/redisstate"
 	"github.com/plantstore/plantstore/observability"
 	"github.com/plantstore/plantstore/plants"
 	"github.com/plantstore/plantstore/plants/api"
@@ -197,6 +198,9 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 	if err != nil {
 		return vf, err
 	}
+	if opts.Shared, err = openShared(bg, cfg, reg, log); err != nil {
+		return vf, err
+	}
 	src := auth.SourceOptions{
 		Refresh: cfg.JWKSRefresh, MinRefresh: cfg.JWKSMinRefresh,
 		RequiredScope: cfg.JWT.RequiredScope, DPoP: cfg.JWT.DPoP,
@@ -225,6 +229,30 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 		return vf, cfg.refused(err)
 	}
 	return vf, nil
+}
+
+// openShared connects the shared state of -redis-url, nil without it; it
+// is closed when bg stops. A Redis that does not answer is no error: each
+// replica then uses its own state until it does.
+func openShared(bg *background, cfg serveConfig, reg prometheus.Registerer, log *zap.Logger) (auth.SharedState, error) {
+	if cfg.RedisURL == "" {
+		return nil, nil
+	}
+	st, err := redisstate.New(redisstate.Options{
+		URL: cfg.RedisURL, Timeout: cfg.RedisTimeout, Rate: cfg.RateLimit, Burst: cfg.RateBurst,
+		Log: log, Registerer: reg,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("-redis-url: %w", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		<-bg.ctx.Done()
+		_ = st.Close()
+		close(done)
+	}()
+	bg.wait(done)
+	return st, nil
 }
 
 // openIssuersFile builds the issuers of -jwt-issuers-file and their

@@ -54,6 +54,10 @@ type Admission struct {
 	Expires time.Time
 	// Now is the time of the request, by the Verifier's clock.
 	Now time.Time
+	// ID tells this request's admission of a proof from any other's of
+	// the same proof, so that undoing what it recorded ([SharedState]
+	// Forget) never undoes another's.
+	ID uint64
 }
 
 // CallerKey returns the hash of a caller that an [Admission] carries and
@@ -132,4 +136,79 @@ func replayRefusal(v replayVerdict, wait time.Duration) error {
 		return &Error{Status: http.StatusTooManyRequests, Reason: ReasonDPoPQuota, DPoP: true, RetryAfter: wait}
 	}
 	return nil
+}
+
+// SharedState is state that the replicas of a deployment share (see the
+// auth/redisstate package): the rate of each caller and the DPoP proofs
+// used anywhere. A [Verifier] given one asks it first and keeps its own
+// limiter and replay cache as well, so that whenever the shared state
+// fails the replica still gives the guarantee of one replica.
+// Implementations are safe for concurrent use.
+type SharedState interface {
+	// Admit takes one request from the caller's shared rate, when the
+	// state limits rates, and, for a proof (a.DPoP), records it as used
+	// unless it was already, all in one round trip; a caller over its rate
+	// records nothing. An error means the state could not answer: the
+	// Verifier then admits with this replica's state alone.
+	Admit(ctx context.Context, a Admission) (SharedVerdict, error)
+	// Forget undoes what Admit recorded for the proof of a, when a's
+	// signature did not verify, so that a forged proof never spends the
+	// jti of the one that will; a proof another request recorded stays.
+	Forget(ctx context.Context, a Admission) error
+}
+
+// SharedVerdict is a [SharedState]'s answer to Admit.
+type SharedVerdict struct {
+	// Limited is set when the caller is over its rate, with RetryAfter
+	// the time until it may send again.
+	Limited    bool
+	RetryAfter time.Duration
+	// Replay is set when the proof was used before.
+	Replay bool
+}
+
+// sharedAdmitter is the [Admitter] of a replica with a [SharedState]: the
+// shared state decides the rate and the replay of proofs across replicas,
+// and this replica's state answers alone whenever the shared one fails.
+// This replica's replay cache checks and records every proof in every
+// case, so that a proof used here is refused here even right after the
+// shared state stopped answering, or lost what it held.
+type sharedAdmitter struct {
+	local  *localAdmitter
+	shared SharedState
+}
+
+var _ Admitter = (*sharedAdmitter)(nil)
+
+// Admit asks the shared state, then this replica's replay cache; when the
+// shared state fails, this replica's limiter and cache decide.
+func (s *sharedAdmitter) Admit(ctx context.Context, a Admission) error {
+	v, err := s.shared.Admit(ctx, a)
+	if err != nil {
+		return s.local.Admit(ctx, a)
+	}
+	switch {
+	case v.Limited:
+		return &RateLimitError{RetryAfter: v.RetryAfter}
+	case !a.DPoP:
+		return nil
+	case v.Replay:
+		return dpopError(ReasonDPoPReplay)
+	}
+	return replayRefusal(s.local.replays.check(a))
+}
+
+// Settle records a verified proof in this replica's cache, and has the
+// shared state forget a proof that did not verify.
+func (s *sharedAdmitter) Settle(ctx context.Context, a Admission, verified bool) error {
+	if !a.DPoP {
+		return nil
+	}
+	if !verified {
+		// Whether or not the shared state recorded it, Forget removes only
+		// this request's record; an error leaves the record to expire.
+		_ = s.shared.Forget(ctx, a)
+		return nil
+	}
+	return s.local.Settle(ctx, a, true)
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"slices"
@@ -183,7 +184,7 @@ func (v *Verifier) bindProof(r *http.Request, c credential, e *cacheEntry) error
 	}
 	a := Admission{
 		Caller: e.caller, DPoP: true, Client: e.client, Proof: proofKey(e.client, p.jti),
-		Expires: p.iat.Add(v.opts.DPoPWindow + 2*v.opts.Leeway), Now: now,
+		Expires: p.iat.Add(v.opts.DPoPWindow + 2*v.opts.Leeway), Now: now, ID: rand.Uint64(),
 	}
 	ctx := r.Context()
 	if err := v.admitter.Admit(ctx, a); err != nil {

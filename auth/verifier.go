@@ -108,6 +108,11 @@ type Options struct {
 	// *[RateLimitError] (429). A DPoP request is counted before its proof's
 	// signature is verified and its jti recorded (see [Admitter]).
 	RateLimit *RateLimit
+	// Shared, when set, keeps the rate of each caller and the DPoP proofs
+	// used across the replicas of a deployment; this replica's limiter
+	// (RateLimit) and replay cache take over whenever it fails, and keep
+	// recording every proof meanwhile.
+	Shared SharedState
 }
 
 // DefaultAlgorithms returns the algorithms a [Verifier] allows when a
@@ -130,7 +135,8 @@ type Verifier struct {
 	issuers atomic.Pointer[issuerTable]
 	cache   *tokenCache
 	// admitter applies the rate limit and the replay rule of DPoP proofs,
-	// with this replica's limiter and replay cache.
+	// with this replica's limiter and replay cache, and Options.Shared
+	// when it is set.
 	admitter Admitter
 	replays  *replayCache
 	// now is the clock of every time check; tests replace it.
@@ -203,6 +209,9 @@ func NewVerifier(o Options, issuers ...Issuer) (*Verifier, error) {
 	}
 	v := &Verifier{opts: o, now: time.Now, cache: newTokenCache(o.CacheBytes), replays: newReplayCache(replayCacheEntries)}
 	v.admitter = newLocalAdmitter(o.RateLimit, v.replays)
+	if o.Shared != nil {
+		v.admitter = &sharedAdmitter{local: v.admitter.(*localAdmitter), shared: o.Shared}
+	}
 	if err := v.SetIssuers(issuers...); err != nil {
 		return nil, err
 	}

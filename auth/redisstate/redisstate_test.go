@@ -1,0 +1,390 @@
+package redisstate_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/redisstate"
+	"github.com/plantstore/plantstore/auth/redisstate/redistest"
+	"github.com/plantstore/plantstore/observability/metricstest"
+)
+
+// publicURL is the resource every test replica serves.
+const publicURL = "https://plants.example.com/plants"
+
+// timeout is the replicas' -redis-timeout: longer than the default, so
+// that a loaded test machine (or -race) does not make a Redis that
+// answers look slow.
+const timeout = 500 * time.Millisecond
+
+// replica is one service replica as the verification sees it: a Verifier
+// with its shared State, and the State's metrics and log.
+type replica struct {
+	v     *auth.Verifier
+	state *redisstate.State
+	reg   *prometheus.Registry
+	logs  *observer.ObservedLogs
+}
+
+// newReplica returns a replica of issuer on the Redis at url, with the
+// rate given (0: none).
+func newReplica(t testing.TB, issuer authtest.Key, url string, rate float64, burst int) replica {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	core, logs := observer.New(zap.InfoLevel)
+	state, err := redisstate.New(redisstate.Options{
+		URL: url, Timeout: timeout, Rate: rate, Burst: burst, Probe: 20 * time.Millisecond,
+		Log: zap.New(core), Registerer: reg,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { state.Close() })
+	o := auth.Options{Shared: state, PublicURL: mustURL(t, "https://plants.example.com")}
+	if rate > 0 {
+		if o.RateLimit, err = auth.NewRateLimit(rate, burst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v, err := auth.NewVerifier(o, auth.Issuer{Keys: authtest.KeySet(issuer)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return replica{v: v, state: state, reg: reg, logs: logs}
+}
+
+func mustURL(t testing.TB, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// send authenticates a GET of /plants with the token and proof given ("" for
+// a bearer request) and returns the refusal, nil when accepted.
+func (r replica) send(token, proof string) error {
+	req := httptest.NewRequest(http.MethodGet, publicURL, nil)
+	if proof == "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	} else {
+		req.Header.Set("Authorization", "DPoP "+token)
+		req.Header.Set("DPoP", proof)
+	}
+	_, err := r.v.Authenticate(req)
+	return err
+}
+
+// requests returns plantstore_shared_state_requests_total of op and result.
+func (r replica) requests(t testing.TB, op, result string) float64 {
+	t.Helper()
+	return metricstest.Sum(t, r.reg, "plantstore_shared_state_requests_total", map[string]string{"op": op, "result": result})
+}
+
+func (r replica) up(t testing.TB) float64 {
+	t.Helper()
+	return metricstest.Sum(t, r.reg, "plantstore_shared_state_up", nil)
+}
+
+// bound returns a token of issuer bound to client's key.
+func bound(t testing.TB, issuer, client authtest.Key, sub string) string {
+	t.Helper()
+	c := authtest.Claims(map[string]any{"sub": sub})
+	c["cnf"] = map[string]any{"jkt": client.Thumbprint(t)}
+	return authtest.Token(t, issuer, nil, c)
+}
+
+// reason returns the auth reason of err, "" for nil.
+func reason(err error) string {
+	var ae *auth.Error
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &ae):
+		return string(ae.Reason)
+	}
+	var rl *auth.RateLimitError
+	if errors.As(err, &rl) {
+		return "rate"
+	}
+	return err.Error()
+}
+
+// TestReplayAcrossReplicas: a proof used at one replica is a replay at
+// the other and at itself; a forged proof with a genuine one's jti spends
+// nothing anywhere.
+func TestReplayAcrossReplicas(t *testing.T) {
+	srv := redistest.Start(t)
+	issuer, client := authtest.NewKey(t, "ES256"), authtest.NewKey(t, "ES256")
+	a, b := newReplica(t, issuer, srv.URL(), 0, 0), newReplica(t, issuer, srv.URL(), 0, 0)
+	token := bound(t, issuer, client, "alice")
+
+	proof := authtest.Proof(t, client, "GET", publicURL, token, nil, nil)
+	if err := a.send(token, proof); err != nil {
+		t.Fatalf("first use at replica a: %v", err)
+	}
+	for name, r := range map[string]replica{"b": b, "a": a} {
+		if got := reason(r.send(token, proof)); got != string(auth.ReasonDPoPReplay) {
+			t.Errorf("replay at replica %s: %q; want %s", name, got, auth.ReasonDPoPReplay)
+		}
+	}
+
+	genuine := authtest.Proof(t, client, "GET", publicURL, token, nil, nil)
+	forged := genuine[:strings.LastIndexByte(genuine, '.')+1] + strings.Repeat("A", 86)
+	if got := reason(a.send(token, forged)); got != string(auth.ReasonDPoPInvalid) {
+		t.Fatalf("forged proof: %q; want %s", got, auth.ReasonDPoPInvalid)
+	}
+	if err := b.send(token, genuine); err != nil {
+		t.Errorf("genuine proof after a forged one with its jti: %v; want accepted", err)
+	}
+	if got := reason(a.send(token, genuine)); got != string(auth.ReasonDPoPReplay) {
+		t.Errorf("genuine proof again at a: %q; want %s", got, auth.ReasonDPoPReplay)
+	}
+	if got := a.requests(t, redisstate.OpReplay, redisstate.ResultOK); got < 4 {
+		t.Errorf("replica a counted %v replay calls ok; want at least 4", got)
+	}
+	if a.up(t) != 1 || b.up(t) != 1 {
+		t.Errorf("up gauges %v, %v; want 1", a.up(t), b.up(t))
+	}
+}
+
+// TestKeys: every key in Redis is a hash under the prefix, with an
+// expiry, and a bearer request without a rate costs no call.
+func TestKeys(t *testing.T) {
+	srv := redistest.Start(t)
+	issuer, client := authtest.NewKey(t, "ES256"), authtest.NewKey(t, "ES256")
+	limited := newReplica(t, issuer, srv.URL(), 10, 5)
+	for _, sub := range []string{"alice", "bob"} {
+		token := bound(t, issuer, client, sub)
+		if err := limited.send(token, authtest.Proof(t, client, "GET", publicURL, token, nil, nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := limited.send(authtest.Token(t, issuer, nil, authtest.Claims(nil)), ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := limited.requests(t, redisstate.OpRate, redisstate.ResultOK); got != 3 {
+		t.Errorf("%v rate calls; want 3, one a request", got)
+	}
+
+	plain := newReplica(t, issuer, srv.URL(), 0, 0)
+	if err := plain.send(authtest.Token(t, issuer, nil, authtest.Claims(nil)), ""); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0.0
+	for _, op := range []string{redisstate.OpRate, redisstate.OpReplay} {
+		for _, res := range []string{redisstate.ResultOK, redisstate.ResultError, redisstate.ResultTimeout} {
+			calls += plain.requests(t, op, res)
+		}
+	}
+	if calls != 0 {
+		t.Errorf("a bearer request without a rate made %v calls; want none", calls)
+	}
+
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer c.Close()
+	keys, err := c.Keys(t.Context(), "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	valid := regexp.MustCompile(`^plantstore:([rp]:[0-9a-f]{32}|probe)$`)
+	var rate, proofs int
+	for _, k := range keys {
+		if !valid.MatchString(k) {
+			t.Errorf("key %q; want plantstore: and a hash", k)
+		}
+		if ttl := c.PTTL(t.Context(), k).Val(); ttl <= 0 {
+			t.Errorf("key %q has no expiry (%v)", k, ttl)
+		}
+		switch {
+		case strings.HasPrefix(k, "plantstore:r:"):
+			rate++
+		case strings.HasPrefix(k, "plantstore:p:"):
+			proofs++
+		}
+	}
+	if rate != 2 || proofs != 2 {
+		t.Errorf("%d rate keys and %d proof keys in %v; want 2 and 2 (the bearer caller is the first DPoP one)", rate, proofs, keys)
+	}
+}
+
+// TestRateShared: two replicas share each caller's rate: a caller sending
+// far faster than its rate, to both in turn, gets the rate within 10 %
+// plus the burst in all.
+func TestRateShared(t *testing.T) {
+	srv := redistest.Start(t)
+	issuer := authtest.NewKey(t, "ES256")
+	const rate, burst = 100.0, 20
+	replicas := []replica{newReplica(t, issuer, srv.URL(), rate, burst), newReplica(t, issuer, srv.URL(), rate, burst)}
+	caller := auth.CallerKey("", "alice")
+	start := time.Now()
+	var ok, tries int
+	for i := 0; time.Since(start) < 500*time.Millisecond; i++ {
+		tries++
+		v, err := replicas[i%2].state.Admit(t.Context(), auth.Admission{Caller: caller})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !v.Limited {
+			ok++
+		} else if v.RetryAfter <= 0 || v.RetryAfter > time.Second/rate {
+			t.Fatalf("retry after %v; want within one interval", v.RetryAfter)
+		}
+	}
+	want := rate * time.Since(start).Seconds()
+	if tries < 2*int(want) {
+		t.Fatalf("%d requests in %v; the test needs at least twice the rate", tries, time.Since(start))
+	}
+	if float64(ok) > want*1.1+burst || float64(ok) < want*0.9 {
+		t.Errorf("%d of %d admitted in %v over two replicas; want %.0f within 10%% plus the burst of %d", ok, tries, time.Since(start), want, burst)
+	}
+}
+
+// TestDown: with Redis stopped, requests are served by each replica's own
+// state (a replay to the same replica refused), the failure is counted
+// and logged once, the gauge reads 0; when Redis is back, the shared state
+// is used again.
+func TestDown(t *testing.T) {
+	srv := redistest.Start(t)
+	issuer, client := authtest.NewKey(t, "ES256"), authtest.NewKey(t, "ES256")
+	a, b := newReplica(t, issuer, srv.URL(), 1000, 100), newReplica(t, issuer, srv.URL(), 1000, 100)
+	token := bound(t, issuer, client, "alice")
+	before := authtest.Proof(t, client, "GET", publicURL, token, nil, nil)
+	if err := a.send(token, before); err != nil {
+		t.Fatal(err)
+	}
+
+	srv.Stop()
+	for i := range 5 {
+		if err := a.send(token, authtest.Proof(t, client, "GET", publicURL, token, nil, nil)); err != nil {
+			t.Fatalf("request %d with Redis stopped: %v", i, err)
+		}
+	}
+	if got := reason(a.send(token, before)); got != string(auth.ReasonDPoPReplay) {
+		t.Errorf("replay at the same replica with Redis stopped: %q; want %s", got, auth.ReasonDPoPReplay)
+	}
+	if a.state.Up() || a.up(t) != 0 {
+		t.Errorf("up %v, gauge %v with Redis stopped; want down, 0", a.state.Up(), a.up(t))
+	}
+	if got := a.requests(t, redisstate.OpReplay, redisstate.ResultError) + a.requests(t, redisstate.OpReplay, redisstate.ResultTimeout); got != 1 {
+		t.Errorf("%v failed calls counted; want 1: the state is down after it", got)
+	}
+	if n := a.logs.FilterMessageSnippet("shared state unavailable").Len(); n != 1 {
+		t.Errorf("%d warnings; want 1", n)
+	}
+	if w := a.logs.FilterMessageSnippet("shared state unavailable").All(); len(w) == 1 && w[0].Level != zap.WarnLevel {
+		t.Errorf("level %v; want warn", w[0].Level)
+	}
+
+	srv.Start()
+	waitUp(t, a)
+	if n := a.logs.FilterMessage("shared state restored").Len(); n != 1 {
+		t.Errorf("%d restored lines; want 1", n)
+	}
+	// Redis restarted empty: a proof used now is shared again.
+	fresh := authtest.Proof(t, client, "GET", publicURL, token, nil, nil)
+	if err := a.send(token, fresh); err != nil {
+		t.Fatal(err)
+	}
+	waitUp(t, b)
+	if got := reason(b.send(token, fresh)); got != string(auth.ReasonDPoPReplay) {
+		t.Errorf("replay at the other replica once Redis is back: %q; want %s", got, auth.ReasonDPoPReplay)
+	}
+}
+
+// waitUp waits for r's state to be up again (its probe runs every 20ms).
+func waitUp(t testing.TB, r replica) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !r.state.Up() {
+		if time.Now().After(deadline) {
+			t.Fatal("shared state not restored within 5s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if r.up(t) != 1 {
+		t.Errorf("gauge %v once restored; want 1", r.up(t))
+	}
+}
+
+// TestPaused: a Redis that stops answering (SIGSTOP) makes a call time out
+// after the timeout, counted as a timeout; the request is served.
+func TestPaused(t *testing.T) {
+	srv := redistest.Start(t)
+	issuer, client := authtest.NewKey(t, "ES256"), authtest.NewKey(t, "ES256")
+	a := newReplica(t, issuer, srv.URL(), 0, 0)
+	token := bound(t, issuer, client, "alice")
+	if err := a.send(token, authtest.Proof(t, client, "GET", publicURL, token, nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause()
+	start := time.Now()
+	if err := a.send(token, authtest.Proof(t, client, "GET", publicURL, token, nil, nil)); err != nil {
+		t.Fatalf("request with Redis paused: %v", err)
+	}
+	if d := time.Since(start); d < timeout || d > 4*timeout {
+		t.Errorf("request took %v with Redis paused; want about the timeout, %v", d, timeout)
+	}
+	if got := a.requests(t, redisstate.OpReplay, redisstate.ResultTimeout); got != 1 {
+		t.Errorf("%v timeouts counted; want 1", got)
+	}
+	start = time.Now()
+	if err := a.send(token, authtest.Proof(t, client, "GET", publicURL, token, nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d >= timeout {
+		t.Errorf("a request while the state is down took %v; want no wait for Redis", d)
+	}
+	srv.Resume()
+	waitUp(t, a)
+}
+
+// TestURL: only redis:// and rediss:// URLs, and no refusal shows a
+// password.
+func TestURL(t *testing.T) {
+	for _, s := range []string{"redis://127.0.0.1:6379/0", "rediss://user:pw@redis.example.com:6380/2", "redis://:pw@localhost"} {
+		if _, err := redisstate.ParseURL(s); err != nil {
+			t.Errorf("%s: %v", s, err)
+		}
+	}
+	for _, s := range []string{"http://127.0.0.1:6379", "unix:///run/redis.sock", "127.0.0.1:6379", "redis://", "redis://u:sekrit@host/notanumber"} {
+		_, err := redisstate.ParseURL(s)
+		if !errors.Is(err, redisstate.ErrURL) {
+			t.Errorf("%s: %v; want ErrURL", s, err)
+		} else if strings.Contains(err.Error(), "sekrit") {
+			t.Errorf("%s: %v shows the password", s, err)
+		}
+	}
+}
+
+// TestStartDown: a State whose Redis does not answer at start is down,
+// never an error, and comes up once Redis does.
+func TestStartDown(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.Stop()
+	issuer := authtest.NewKey(t, "ES256")
+	a := newReplica(t, issuer, srv.URL(), 0, 0)
+	if a.state.Up() || a.up(t) != 0 {
+		t.Fatal("up with Redis stopped")
+	}
+	if _, err := a.state.Admit(context.Background(), auth.Admission{DPoP: true}); err == nil {
+		t.Error("Admit answered with the state down")
+	}
+	srv.Start()
+	waitUp(t, a)
+}
