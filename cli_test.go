@@ -82,6 +82,10 @@ func TestServeUsage(t *testing.T) {
 		{"DPoP algorithm none from env", dev, map[string]string{"PLANTSTORE_DPOP_ALGORITHMS": "none"}, `for PLANTSTORE_DPOP_ALGORITHMS: algorithm "none" is never allowed`},
 		{"unknown DPoP algorithm", append(dev, "-dpop-algorithms", "ES256K"), nil, "for flag -dpop-algorithms: unknown algorithm"},
 		{"blank DPoP algorithms", append(dev, "-dpop-algorithms", ""), nil, "-dpop-algorithms"},
+		{"DPoP nonce key too short", append(dev, "-dpop-nonce-key-file", writeTemp(t, strings.Repeat("k", 31)+"\n")), nil, "for flag -dpop-nonce-key-file: read dpop nonce key file "},
+		{"DPoP nonce key too short, the size", append(dev, "-dpop-nonce-key-file", writeTemp(t, strings.Repeat("k", 31)+"\n")), nil, "key of 31 bytes, want at least 32"},
+		{"DPoP nonce key file missing from env", dev, map[string]string{"PLANTSTORE_DPOP_NONCE_KEY_FILE": filepath.Join(t.TempDir(), "none")}, "for PLANTSTORE_DPOP_NONCE_KEY_FILE"},
+		{"DPoP nonce lifetime too short", append(dev, "-dpop-nonce-key-file", hmacSecretFile(t), "-dpop-nonce-lifetime", "3s"), nil, "for flag -dpop-nonce-lifetime: 3s: want at least 4s"},
 		{"public URL not http", append(dev, "-public-url", "ftp://plants.example.com"), nil, "-public-url"},
 		{"public URL with a query", append(dev, "-public-url", "https://plants.example.com/?k=secret-value"), nil, "-public-url"},
 		{"HMAC secret without HS algorithms", []string{"-jwt-hmac-secret-file", hmacSecretFile(t), "-jwt-algorithms", "RS256,ES256"}, nil, "for flag -jwt-hmac-secret-file: hmac secret file "},
@@ -311,6 +315,16 @@ func hmacSecretFile(t testing.TB) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "secret")
 	if err := os.WriteFile(path, []byte(strings.Repeat("k", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// writeTemp writes content to a file of its own and returns its path.
+func writeTemp(t testing.TB, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -64,6 +64,10 @@ type serveConfig struct {
 	RedisTimeout time.Duration
 	// WriteTimeout bounds reading a request and each write of a response.
 	WriteTimeout time.Duration
+	// NonceKeyFile, when set, turns DPoP server nonces on, each accepted
+	// for NonceLifetime.
+	NonceKeyFile  string
+	NonceLifetime time.Duration
 
 	// rows is the table the config was read with, set how each setting
 	// got its value, and values the flags, for the usage errors that name
@@ -152,6 +156,10 @@ func serveSettings() settings {
 			value: func(c *serveConfig) flag.Value { return boolFlag{&c.Dev} }},
 		{flag: "dpop-algorithms", key: "dpop_algorithms", def: strings.Join(auth.DefaultDPoPAlgorithms(), ","), help: "algorithms a DPoP proof may be signed with, a comma list of asymmetric ones (never an HMAC or none), which the DPoP challenge and the resource metadata name",
 			value: func(c *serveConfig) flag.Value { return listFlag{items: &c.Verify.DPoPAlgorithms} }},
+		{flag: "dpop-nonce-key-file", key: "dpop_nonce_key_file", help: "secret of at least 32 bytes, the same file on every replica, that makes DPoP server nonces (RFC 9449 §9): every DPoP proof must then carry one issued within -dpop-nonce-lifetime (401 use_dpop_nonce with a DPoP-Nonce header otherwise); read again on SIGHUP, the previous key's nonces then accepted for one lifetime",
+			value: func(c *serveConfig) flag.Value { return textFlag{&c.NonceKeyFile} }},
+		{flag: "dpop-nonce-lifetime", key: "dpop_nonce_lifetime", def: auth.DefaultNonceLifetime.String(), help: "how long a DPoP server nonce is accepted after it was issued (from 3/4 of it to all of it); with -dpop-nonce-key-file",
+			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.NonceLifetime, nonNegative: true} }},
 		{flag: "dpop-window", key: "dpop_window", def: auth.DefaultDPoPWindow.String(), help: "how old a DPoP proof may be, by its iat (the leeway comes on top)",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.Verify.DPoPWindow} }},
 		{flag: "jwks-max-stale", key: "max_stale", issuer: issuerDefault, help: "how long fetched keys keep verifying when no fetch succeeds (then 401 keys_unavailable and /readyz 503), for the -jwt-* issuer and the issuers of -jwt-issuers-file that say nothing; keys are then refreshed at least every half of it; keys read from files are not bounded; 0 keeps the last good keys for as long as fetches fail",
@@ -381,6 +389,12 @@ func (c serveConfig) verifierOptions() (auth.Options, error) {
 	if c.RateLimit != 0 {
 		var err error
 		if o.RateLimit, err = auth.NewRateLimit(c.RateLimit, c.RateBurst); err != nil {
+			return o, c.refused(err)
+		}
+	}
+	if c.NonceKeyFile != "" {
+		var err error
+		if o.Nonces, err = auth.LoadNonces(c.NonceKeyFile, c.NonceLifetime); err != nil {
 			return o, c.refused(err)
 		}
 	}

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -142,5 +145,86 @@ func TestDPoPAlgorithmsServe(t *testing.T) {
 		if resp.StatusCode != tt.want || tt.want != http.StatusOK && !strings.HasPrefix(ch, `DPoP realm="plantstore", algs="Ed25519 ES256", error="invalid_dpop_proof"`) {
 			t.Errorf("a %s proof: %d %q; want %d, and a challenge naming Ed25519 ES256 when refused", tt.alg, resp.StatusCode, ch, tt.want)
 		}
+	}
+}
+
+// TestDPoPNonceServe walks server nonces from the command line: a proof
+// without a nonce is refused with one (use_dpop_nonce, DPoP-Nonce), the
+// proof made again with it (proof -nonce) passes, and every answer to a
+// DPoP request carries the nonce, a 400 after authentication too. A new key
+// file and SIGHUP rotate the key, the previous key's nonces still
+// accepted; a key too short is refused with a log line and the key in use
+// stays.
+func TestDPoPNonceServe(t *testing.T) {
+	dir := t.TempDir()
+	cli(t, "keygen", "-alg", "ES256", "-out", filepath.Join(dir, "issuer"))
+	cli(t, "keygen", "-alg", "ES256", "-out", filepath.Join(dir, "client"))
+	token := cli(t, "token", "-key", filepath.Join(dir, "issuer.key"), "-sub", "alice", "-dpop-key", filepath.Join(dir, "client.key"))
+	keyFile := filepath.Join(dir, "nonce.key")
+	writeKey := func(key string) {
+		if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeKey(strings.Repeat("a", 32))
+	in := startServe(t, nil, "-jwt-key-file", filepath.Join(dir, "issuer.jwks.json"), "-dpop-nonce-key-file", keyFile)
+	waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
+	url := in.api + "/plants"
+	do := func(query, nonce string) *http.Response {
+		t.Helper()
+		args := []string{"proof", "-key", filepath.Join(dir, "client.key"), "-url", url, "-token", token}
+		if nonce != "" {
+			args = append(args, "-nonce", nonce)
+		}
+		req, _ := http.NewRequest(http.MethodGet, url+query, nil)
+		req.Header.Set("Authorization", "DPoP "+token)
+		req.Header.Set("DPoP", cli(t, args...))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	first := do("", "")
+	nonce := first.Header.Get("DPoP-Nonce")
+	if first.StatusCode != http.StatusUnauthorized || nonce == "" || !strings.Contains(first.Header.Get("WWW-Authenticate"), `error="use_dpop_nonce"`) {
+		t.Fatalf("a proof without a nonce: %d, DPoP-Nonce %q, %q; want 401 use_dpop_nonce with a nonce", first.StatusCode, nonce, first.Header.Get("WWW-Authenticate"))
+	}
+	if resp := do("", nonce); resp.StatusCode != http.StatusOK || resp.Header.Get("DPoP-Nonce") == "" {
+		t.Fatalf("the proof with the nonce: %d, DPoP-Nonce %q; want 200 with a nonce", resp.StatusCode, resp.Header.Get("DPoP-Nonce"))
+	}
+	if resp := do("?limit=many", nonce); resp.StatusCode != http.StatusBadRequest || resp.Header.Get("DPoP-Nonce") == "" {
+		t.Errorf("a bad limit: %d, DPoP-Nonce %q; want 400 with a nonce", resp.StatusCode, resp.Header.Get("DPoP-Nonce"))
+	}
+	_, metrics, _ := get(t, in.admin+"/metrics", "")
+	if !strings.Contains(string(metrics), `reason="dpop_nonce"} 1`) {
+		t.Error("/metrics does not count the one refusal under dpop_nonce")
+	}
+
+	writeKey(strings.Repeat("b", 40))
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	in.stderr.WaitLine(t, "for the rotation", func(l map[string]any) bool { return strings.HasPrefix(fmt.Sprint(l["msg"]), "DPoP nonce key rotated") })
+	resp := do("", nonce)
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("a nonce of the previous key right after the rotation: %d; want 200", resp.StatusCode)
+	}
+	rotated := resp.Header.Get("DPoP-Nonce")
+	if rotated == nonce || rotated == "" {
+		t.Errorf("the nonce after the rotation is %q; want a new one", rotated)
+	}
+
+	writeKey(strings.Repeat("c", 31))
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	in.stderr.WaitLine(t, "for the refusal", func(l map[string]any) bool {
+		return l["msg"] == "DPoP nonce key reload refused; the previous key keeps serving"
+	})
+	if resp := do("", rotated); resp.StatusCode != http.StatusOK || resp.Header.Get("DPoP-Nonce") != rotated {
+		t.Errorf("after a refused key: %d, DPoP-Nonce %q; want 200 and the nonce of the key in use", resp.StatusCode, resp.Header.Get("DPoP-Nonce"))
 	}
 }

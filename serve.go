@@ -179,6 +179,9 @@ type verification struct {
 	issuers *auth.IssuersFile
 	// devKey signs the -dev banner's tokens; nil without -dev.
 	devKey crypto.Signer
+	// nonces are the DPoP server nonces of -dpop-nonce-key-file; nil
+	// without it.
+	nonces *auth.Nonces
 }
 
 // issuerList returns the issuers configured now: those of the issuers
@@ -201,6 +204,7 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 	if opts.Shared, err = openShared(bg, cfg, reg, log); err != nil {
 		return vf, err
 	}
+	vf.nonces = opts.Nonces
 	src := auth.SourceOptions{
 		Refresh: cfg.JWKSRefresh, MinRefresh: cfg.JWKSMinRefresh,
 		RequiredScope: cfg.JWT.RequiredScope, DPoP: cfg.JWT.DPoP,
@@ -517,7 +521,8 @@ func waitOrStop[T any](done <-chan T, sigs <-chan os.Signal) (v T, stopped bool)
 	}
 }
 
-// reload re-reads -data, the key files and the issuers file (SIGHUP). A
+// reload re-reads -data, the key files, the issuers file and the DPoP
+// nonce key (SIGHUP). A
 // bad file is refused and what was serving keeps serving. The catalog's
 // readers are checked against the issuers once, after both.
 func (s *service) reload() {
@@ -552,5 +557,14 @@ func (s *service) reload() {
 		// A SIGHUP is asked for: the source says so even when nothing
 		// changed.
 		s.keys.source.Reload()
+	}
+	if n := s.keys.nonces; n != nil {
+		changed, err := n.Reload(time.Now())
+		switch {
+		case err != nil:
+			s.log.Error("DPoP nonce key reload refused; the previous key keeps serving", zap.Error(err))
+		case changed:
+			s.log.Info("DPoP nonce key rotated; nonces of the previous key are accepted for one lifetime more", zap.Duration("dpop_nonce_lifetime", n.Lifetime()))
+		}
 	}
 }

@@ -119,13 +119,14 @@ func readPrivateKey(path string) (crypto.PrivateKey, error) {
 // proof implements "plantstore proof": it prints a DPoP proof (RFC 9449)
 // for one request, signed with the client key a token is bound to.
 func proof(args []string, stdout, stderr io.Writer) error {
-	var keyPath, alg, method, uri, token string
+	var keyPath, alg, method, uri, token, nonce string
 	fs := flag.NewFlagSet("proof", flag.ContinueOnError)
 	fs.StringVar(&keyPath, "key", "", "client private key file: PKCS#8 PEM or JWK (required; the key of token -dpop-key)")
 	fs.StringVar(&alg, "alg", "", "signing algorithm (default: ES256/ES384/ES512, EdDSA or RS256 from the key)")
 	fs.StringVar(&method, "method", "GET", "HTTP method of the request (htm)")
 	fs.StringVar(&uri, "url", "", "URL of the request, as the service is reached (htu; query and fragment do not count) (required)")
 	fs.StringVar(&token, "token", "", "access token the request presents (ath)")
+	fs.StringVar(&nonce, "nonce", "", "server nonce, the DPoP-Nonce header of the service's last answer, when it asks for one (use_dpop_nonce)")
 	_, rest, err := parseFlags(fs, args, env{}, nil, stderr)
 	if err != nil {
 		return err
@@ -148,7 +149,7 @@ func proof(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("proof: %w", err)
 	}
-	p, err := auth.Proof(key, alg, method, uri, token)
+	p, err := auth.ProofWithNonce(key, alg, method, uri, token, nonce)
 	if err != nil {
 		return usagef("%v", err)
 	}

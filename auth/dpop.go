@@ -178,6 +178,7 @@ func (v *Verifier) bindProof(r *http.Request, c credential, e *cacheEntry) error
 	p, err := parseProof(proofs[0], &dpopRequest{
 		method: r.Method, uri: v.resourceURI(r), ath: e.ath, jkt: e.bound.jkt,
 		algs: v.opts.DPoPAlgorithms, now: now, window: v.opts.DPoPWindow, leeway: v.opts.Leeway,
+		nonces: v.opts.Nonces,
 	})
 	if err != nil {
 		return err

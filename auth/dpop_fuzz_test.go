@@ -6,6 +6,9 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +22,11 @@ import (
 // 9449 §4.3 asks: typ dpop+jwt, an allowed alg, no crit, a jwk that the
 // JWKS decoder (jwkset) takes and whose thumbprint is the token's
 // cnf.jkt, htm and htu of the request, ath of the token, an iat in the
-// window.
+// window. With server nonces, the same string must get the same refusal
+// (the nonce is checked last), and a proof that passes without them must
+// pass with them exactly when its nonce claim, read with encoding/json,
+// is one issued within the lifetime, and be refused with use_dpop_nonce
+// otherwise.
 func FuzzDPoPProof(f *testing.F) {
 	d := sha256.Sum256([]byte("plantstore fuzz DPoP"))
 	key, err := ecdsa.ParseRawPrivateKey(elliptic.P256(), d[:])
@@ -57,6 +64,24 @@ func FuzzDPoPProof(f *testing.F) {
 		return s
 	}
 	good := jwt.MapClaims{"jti": "j1", "htm": "GET", "htu": uri, "iat": now.Unix(), "ath": ath}
+	keyFile := filepath.Join(f.TempDir(), "nonce.key")
+	if err := os.WriteFile(keyFile, []byte(strings.Repeat("n", MinNonceKey)), 0o600); err != nil {
+		f.Fatal(err)
+	}
+	nonces, err := LoadNonces(keyFile, 4*time.Minute)
+	if err != nil {
+		f.Fatal(err)
+	}
+	nonceReq := req
+	nonceReq.nonces = nonces
+	// The nonces accepted now: of this step, the three before it and the
+	// one after it.
+	var accepted []string
+	for k := -3; k <= 1; k++ {
+		accepted = append(accepted, nonces.Issue(now.Add(time.Duration(k)*time.Minute)))
+	}
+	f.Add(sign(map[string]any{"typ": "dpop+jwt", "jwk": jwk}, jwt.MapClaims{"jti": "j3", "htm": "GET", "htu": uri, "iat": now.Unix(), "ath": ath, "nonce": accepted[3]}))
+	f.Add(sign(map[string]any{"typ": "dpop+jwt", "jwk": jwk}, jwt.MapClaims{"jti": "j4", "htm": "GET", "htu": uri, "iat": now.Unix(), "ath": ath, "nonce": nonces.Issue(now.Add(-4 * time.Minute))}))
 	f.Add(sign(map[string]any{"typ": "dpop+jwt", "jwk": jwk}, good))
 	f.Add(sign(map[string]any{"typ": "dpop+jwt", "jwk": jwk}, jwt.MapClaims{"jti": "j2", "htm": "POST", "htu": uri, "iat": now.Unix(), "ath": ath}))
 	f.Add(sign(map[string]any{"typ": "JWT", "jwk": jwk}, good))
@@ -67,6 +92,22 @@ func FuzzDPoPProof(f *testing.F) {
 	f.Add("")
 	f.Fuzz(func(t *testing.T, proof string) {
 		p, perr := parseProof(proof, &req)
+		_, nerr := parseProof(proof, &nonceReq)
+		switch {
+		case perr != nil && (nerr == nil || *nerr != *perr):
+			t.Fatalf("parseProof(%q) refused %+v without nonces, %+v with them: want the same refusal", proof, perr, nerr)
+		case perr == nil && nerr != nil && (nerr.Code != "use_dpop_nonce" || nerr.Reason != ReasonDPoPNonce || !nerr.DPoP):
+			t.Fatalf("parseProof(%q) with nonces refused %+v: want use_dpop_nonce", proof, nerr)
+		case perr == nil:
+			var members map[string]json.RawMessage
+			var nonce string
+			cseg := strings.Split(proof, ".")[1]
+			cb, _ := base64.RawURLEncoding.DecodeString(cseg)
+			has := json.Unmarshal(cb, &members) == nil && members["nonce"] != nil && json.Unmarshal(members["nonce"], &nonce) == nil
+			if want := has && slices.Contains(accepted, nonce); want != (nerr == nil) {
+				t.Fatalf("parseProof(%q) with nonces: %+v; the nonce claim %q is accepted: %v", proof, nerr, members["nonce"], want)
+			}
+		}
 		if perr != nil {
 			if perr.Code != "invalid_dpop_proof" || !strings.HasPrefix(string(perr.Reason), "dpop_") {
 				t.Fatalf("parseProof(%q) refusal %+v: want an invalid_dpop_proof with a dpop_ reason", proof, perr)

@@ -750,6 +750,7 @@ type proofPool struct {
 	v      *auth.Verifier
 	key    authtest.Key
 	token  string
+	claims map[string]any // over the proofs' claims
 	proofs []string
 	next   int
 }
@@ -761,7 +762,7 @@ func (p *proofPool) proof() string {
 		p.b.StopTimer()
 		p.proofs = p.proofs[:0]
 		for range 1000 {
-			p.proofs = append(p.proofs, authtest.Proof(p.b, p.key, "GET", proofUseURI, p.token, nil, nil))
+			p.proofs = append(p.proofs, authtest.Proof(p.b, p.key, "GET", proofUseURI, p.token, nil, p.claims))
 		}
 		p.next = 0
 		auth.SetReplayLimits(p.v, 1<<18)

@@ -43,6 +43,7 @@ const (
 	ReasonDPoPAth      Reason = "dpop_ath"      // ath is not the hash of this token
 	ReasonDPoPIat      Reason = "dpop_iat"      // the proof's iat is outside the window
 	ReasonDPoPReplay   Reason = "dpop_replay"   // the proof was used before
+	ReasonDPoPNonce    Reason = "dpop_nonce"    // the proof carries no server nonce, or a stale or forged one (use_dpop_nonce); a standard client retries with the nonce it is given
 	ReasonDPoPQuota    Reason = "dpop_quota"    // no room to remember the proof: its key, or the replica, sent too many (429)
 	ReasonDPoPBound    Reason = "dpop_bound"    // a bound token as a bearer token, or where DPoP is off
 	ReasonDPoPUnbound  Reason = "dpop_unbound"  // the DPoP scheme with a token that is not bound
@@ -64,7 +65,7 @@ func Reasons() []Reason {
 		ReasonLifetime, ReasonNoSubject, ReasonClaims, ReasonTooManyGroups,
 		ReasonScope,
 		ReasonDPoPMissing, ReasonDPoPInvalid, ReasonDPoPKey, ReasonDPoPTarget,
-		ReasonDPoPAth, ReasonDPoPIat, ReasonDPoPReplay, ReasonDPoPQuota,
+		ReasonDPoPAth, ReasonDPoPIat, ReasonDPoPReplay, ReasonDPoPNonce, ReasonDPoPQuota,
 		ReasonDPoPBound, ReasonDPoPUnbound, ReasonDPoPRequired,
 		ReasonCertBound, ReasonUnknownBinding,
 	}
@@ -132,6 +133,8 @@ func (r Reason) Description() string {
 		return "DPoP proof too old or in the future"
 	case ReasonDPoPReplay:
 		return "DPoP proof already used"
+	case ReasonDPoPNonce:
+		return "DPoP proof needs the nonce of the DPoP-Nonce header"
 	case ReasonDPoPQuota:
 		return "too many DPoP proofs, retry later"
 	case ReasonDPoPBound:

@@ -24,9 +24,15 @@ const realm = "plantstore"
 // stores the [Identity] in the request context (see [FromContext]) and
 // records the subject and issuer on the access log entry. It never logs
 // the header or the token. m reports the fill of v's caches from then on.
+// With server nonces ([Options].Nonces), every response to a DPoP request
+// (one with a DPoP header or the DPoP scheme) carries the current nonce in
+// a DPoP-Nonce header, refused or not.
 func Middleware(v *Verifier, m *Metrics) gin.HandlerFunc {
 	m.watch(v) // the fill gauges of v's caches
 	return func(c *gin.Context) {
+		if n := v.opts.Nonces; n != nil && isDPoPRequest(c.Request.Header) {
+			c.Header(NonceHeader, n.Issue(v.now()))
+		}
 		id, err := v.Authenticate(c.Request)
 		if err != nil {
 			var ae *Error
@@ -65,6 +71,16 @@ func Middleware(v *Verifier, m *Metrics) gin.HandlerFunc {
 		entry.SetSubject(id.Subject)
 		c.Next()
 	}
+}
+
+// isDPoPRequest reports whether h is of a DPoP request: a DPoP header, or
+// an Authorization header of the DPoP scheme.
+func isDPoPRequest(h http.Header) bool {
+	if len(h.Values("DPoP")) > 0 {
+		return true
+	}
+	scheme, _, _ := strings.Cut(h.Get("Authorization"), " ")
+	return strings.EqualFold(scheme, "DPoP")
 }
 
 // challenges returns the WWW-Authenticate values for e: one challenge,

@@ -381,6 +381,12 @@ func parsePrivateJWK(data []byte) (crypto.PrivateKey, error) {
 // an ECDSA, Ed25519 or RSA private key, by alg ("" for the key's default):
 // typ dpop+jwt, the public jwk, a random jti, htm, htu and iat now.
 func Proof(key crypto.PrivateKey, alg, method, uri, token string) (string, error) {
+	return ProofWithNonce(key, alg, method, uri, token, "")
+}
+
+// ProofWithNonce is [Proof] with the server nonce nonce (RFC 9449 §8), a
+// nonce claim, when it is not "".
+func ProofWithNonce(key crypto.PrivateKey, alg, method, uri, token, nonce string) (string, error) {
 	key = normalizePrivate(key)
 	if alg == "" {
 		alg = DefaultAlgorithm(key)
@@ -411,6 +417,9 @@ func Proof(key crypto.PrivateKey, alg, method, uri, token string) (string, error
 	}
 	if token != "" {
 		claims["ath"] = accessTokenHash(token)
+	}
+	if nonce != "" {
+		claims["nonce"] = nonce
 	}
 	tok := jwt.NewWithClaims(signingMethod(alg), claims)
 	tok.Header["typ"] = "dpop+jwt"

@@ -45,6 +45,7 @@ type dpopRequest struct {
 	now         time.Time
 	window      time.Duration
 	leeway      time.Duration
+	nonces      *Nonces // the server nonces a proof must carry; nil for none
 }
 
 // proof is a DPoP proof that passed every check but its signature and
@@ -56,6 +57,7 @@ type proof struct {
 	sig    []byte
 	jti    string
 	iat    time.Time
+	nonce  []byte // its nonce claim as written; nil when absent
 }
 
 // maxProofMembers bounds the members of a proof's header, of its jwk and
@@ -81,7 +83,16 @@ const maxProofMembers = 32
 //  5. the key itself (an EC point on its curve);
 //  6. the claims: a jti of 1 to 256 bytes, htm, htu, ath, iat within the
 //     window and leeway;
-//  7. the signature's length for alg.
+//  7. the signature's length for alg;
+//  8. with server nonces, the nonce: a string this deployment issued
+//     within the nonce lifetime ([ReasonDPoPNonce], use_dpop_nonce). It
+//     comes last, so that a proof wrong in anything else is refused for
+//     that, which a new nonce would not mend, while a proof whose nonce
+//     alone is missing or stale (a standard client's first request, or
+//     one after a pause) is answered with the nonce to retry with; and it
+//     comes before admission, so that such a proof neither spends the
+//     caller's rate nor records its jti, which the retry does not reuse
+//     anyway but a client may.
 //
 // What is left is the replay of the jti and the signature, which the
 // caller checks in that order (see [Verifier.bindProof]).
@@ -127,6 +138,12 @@ func parseProof(s string, req *dpopRequest) (*proof, *Error) {
 		return nil, dpopError(ReasonDPoPInvalid)
 	}
 	p.sig = sig
+	if req.nonces != nil {
+		text, ok := jsonText(p.nonce)
+		if !ok || !req.nonces.valid(text, req.now) {
+			return nil, nonceError()
+		}
+	}
 	return p, nil
 }
 
@@ -169,7 +186,7 @@ func (p *proof) readClaims(seg string, req *dpopRequest) *Error {
 	if !ok {
 		return dpopError(ReasonDPoPInvalid)
 	}
-	var jti, htm, htu, ath, iat []byte
+	var jti, htm, htu, ath, iat, nonce []byte
 	n := 0
 	for name, value, ok := o.next(); ok; name, value, ok = o.next() {
 		if n++; n > maxProofMembers {
@@ -186,6 +203,8 @@ func (p *proof) readClaims(seg string, req *dpopRequest) *Error {
 			ath = value
 		case "iat":
 			iat = value
+		case "nonce":
+			nonce = value
 		}
 	}
 	id, ok := jsonText(jti)
@@ -213,7 +232,7 @@ func (p *proof) readClaims(seg string, req *dpopRequest) *Error {
 	if t.Before(req.now.Add(-req.window-req.leeway)) || t.After(req.now.Add(req.leeway)) {
 		return dpopError(ReasonDPoPIat)
 	}
-	p.jti, p.iat = string(id), t
+	p.jti, p.iat, p.nonce = string(id), t, nonce
 	return nil
 }
 

@@ -40,6 +40,9 @@ const (
 	settingMinRefresh setting = "min_refresh"
 	settingRate       setting = "rate"
 	settingBurst      setting = "burst"
+
+	settingDPoPNonceKeyFile  setting = "dpop_nonce_key_file"
+	settingDPoPNonceLifetime setting = "dpop_nonce_lifetime"
 )
 
 // Settings returns the key of every setting a [ConfigError] can cite, in a
@@ -57,6 +60,7 @@ func Settings() []string {
 		string(settingDPoPWindow), string(settingDPoPAlgs), string(settingPublicURL),
 		string(settingRefresh), string(settingMinRefresh),
 		string(settingRate), string(settingBurst),
+		string(settingDPoPNonceKeyFile), string(settingDPoPNonceLifetime),
 	}
 }
 

@@ -113,6 +113,11 @@ type Options struct {
 	// (RateLimit) and replay cache take over whenever it fails, and keep
 	// recording every proof meanwhile.
 	Shared SharedState
+	// Nonces, when set, are the DPoP server nonces (RFC 9449 §9) every
+	// proof must carry: one it lacks, or a stale or forged one, is refused
+	// with use_dpop_nonce ([ReasonDPoPNonce]), and [Middleware] sets the
+	// current one on every response to a DPoP request.
+	Nonces *Nonces
 }
 
 // DefaultAlgorithms returns the algorithms a [Verifier] allows when a

@@ -725,7 +725,13 @@ type dpopClientRun struct {
 	DPoP            string `json:"dpop"`
 	Status          int    `json:"status"`
 	WWWAuthenticate string `json:"www_authenticate"`
+	DPoPNonce       string `json:"dpop_nonce"`
 	Body            string `json:"body"`
+	// NonceAsked is the first answer when it asked for a server nonce.
+	NonceAsked *struct {
+		Status          int    `json:"status"`
+		WWWAuthenticate string `json:"www_authenticate"`
+	} `json:"nonce_asked"`
 }
 
 // dpopClient runs deploy/gateway/dpop-client.mjs as the customers'
@@ -750,9 +756,24 @@ func dpopClient(t testing.TB, public, issuer, requestID, alg string) dpopClientR
 
 // checkDPoPRun checks that run got a DPoP-bound token, sent it under the
 // DPoP scheme with a proof for GET public/plants, and got the customers'
-// plants, logged with requestID.
+// plants, logged with requestID; and that, asked for a server nonce on its
+// first request (use_dpop_nonce, refused as dpop_nonce), it sent the
+// request again with the nonce, with no change to oauth4webapi.
 func checkDPoPRun(t testing.TB, run dpopClientRun, log, public, requestID string) {
 	t.Helper()
+	var nonced struct {
+		Nonce string `json:"nonce"`
+	}
+	jwtPart(t, run.DPoP, 1, &nonced)
+	if run.NonceAsked == nil || run.NonceAsked.Status != 401 || !strings.Contains(run.NonceAsked.WWWAuthenticate, `error="use_dpop_nonce"`) ||
+		nonced.Nonce == "" || run.DPoPNonce == "" {
+		t.Errorf("dpop-client.mjs (%s): first answer %+v, the proof's nonce %q, DPoP-Nonce %q; want 401 use_dpop_nonce, then a proof with the nonce and a nonce on the answer",
+			requestID, run.NonceAsked, nonced.Nonce, run.DPoPNonce)
+	}
+	if e := plantstoreLine(t, log, requestID); e["auth_failure"] != "dpop_nonce" || e["status"] != 401.0 {
+		t.Errorf("the first access line of %s: auth_failure %v status %v; want dpop_nonce 401", requestID, e["auth_failure"], e["status"])
+	}
+	requestID += "-retried"
 	var claims struct {
 		Cnf struct {
 			JKT string `json:"jkt"`
@@ -801,8 +822,9 @@ func jwtPart(t testing.TB, tok string, i int, v any) {
 // issuer, staff's rules on tokens meant for this resource (at+jwt only,
 // one client, a lifetime cap and a bound on its keys' age: staff's ID
 // token and its access token for another client are refused), a DPoP
-// client made with oauth4webapi (deploy/gateway/dpop-client.mjs), the
-// protected resource metadata, and one provider stopped.
+// client made with oauth4webapi (deploy/gateway/dpop-client.mjs) that
+// follows the service's server nonce challenge, the protected resource
+// metadata, and one provider stopped.
 func TestGatewayEndToEndIssuers(t *testing.T) {
 	bin, nginx := requireTools(t)
 	dir := t.TempDir()
@@ -831,10 +853,16 @@ func TestGatewayEndToEndIssuers(t *testing.T) {
 `, staff.issuer, customers.issuer)), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// Server nonces: DPoP proofs must carry one (the DPoP client follows
+	// the challenge); bearer tokens are not concerned.
+	nonceKey := filepath.Join(dir, "dpop-nonce.key")
+	if err := os.WriteFile(nonceKey, []byte(strings.Repeat("n", 32)), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	public := "http://" + listen
 	service, api, admin := runPlantstore(t, bin, dir, "plantstore-issuers", issuersCatalog,
-		"-jwt-issuers-file", issuers, "-public-url", public,
+		"-jwt-issuers-file", issuers, "-public-url", public, "-dpop-nonce-key-file", nonceKey,
 		// Each issuer's keys are fetched again every second or so, so a
 		// provider that stops is noticed at once.
 		"-jwks-refresh", "1s", "-jwks-min-refresh", "1s")

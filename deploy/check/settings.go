@@ -16,6 +16,7 @@ var servedSettings = []string{
 	"jwt-issuers-file", "jwt-max-groups", "jwt-cache-bytes", "jwt-dpop", "dpop-window", "dpop-algorithms", "public-url",
 	"database-snapshot", "database-poll", "trace-subject",
 	"jwt-token-types", "jwt-clients", "jwt-max-lifetime", "jwks-max-stale",
+	"dpop-nonce-key-file", "dpop-nonce-lifetime",
 }
 
 // SettingVariable returns the environment variable of a serve flag:

@@ -11,11 +11,17 @@
 //    ci-secret, scope plants:read) by client_credentials, with a DPoP proof
 //    of a new ES256 key, so the token is bound to that key.
 // 3. It calls GET RESOURCE/plants with "Authorization: DPoP <token>" and a
-//    fresh proof whose htu is that URL, and X-Request-ID when given.
+//    fresh proof whose htu is that URL, and X-Request-ID when given. When
+//    the resource asks for a server nonce (401 use_dpop_nonce), it sends
+//    the request once more, as oauth4webapi documents (isDPoPNonceError):
+//    its DPoP handle kept the nonce of the DPoP-Nonce header and puts it in
+//    the new proof. The second request's X-Request-ID ends in "-retried".
 //
 // It prints one JSON object: the metadata, the token, the Authorization
-// and DPoP headers it sent, and the response's status, WWW-Authenticate
-// and body. A failure before the call exits non-zero.
+// and DPoP headers it sent last, the response's status, WWW-Authenticate,
+// DPoP-Nonce and body, and, when it was asked for a nonce, the first
+// response's status and WWW-Authenticate. A failure before the call exits
+// non-zero.
 import * as oauth from 'oauth4webapi';
 
 const [resource, issuer, clientId, requestId, alg = 'ES256'] = process.argv.slice(2);
@@ -50,16 +56,26 @@ try {
 const url = new URL(`${resource.replace(/\/$/, '')}/plants`);
 const headers = new Headers(requestId ? { 'x-request-id': requestId } : {});
 let sent;
+const call = () => oauth.protectedResourceRequest(tokens.access_token, 'GET', url, headers, null, {
+  DPoP,
+  ...insecure,
+  [oauth.customFetch]: (u, init) => {
+    sent = new Headers(init.headers);
+    return fetch(u, init);
+  },
+});
 let response;
+let nonceAsked;
 try {
-  response = await oauth.protectedResourceRequest(tokens.access_token, 'GET', url, headers, null, {
-    DPoP,
-    ...insecure,
-    [oauth.customFetch]: (u, init) => {
-      sent = new Headers(init.headers);
-      return fetch(u, init);
-    },
-  });
+  try {
+    response = await call();
+  } catch (err) {
+    // A resource that wants a nonce says so once; the handle has cached it.
+    if (!oauth.isDPoPNonceError(err)) throw err;
+    nonceAsked = { status: err.response.status, www_authenticate: err.response.headers.get('www-authenticate') };
+    if (requestId) headers.set('x-request-id', `${requestId}-retried`); // for the access log only
+    response = await call();
+  }
 } catch (err) {
   // A 401 or 403 with a challenge: reported, for the check to judge.
   if (!(err instanceof oauth.WWWAuthenticateChallengeError)) throw err;
@@ -74,5 +90,7 @@ console.log(JSON.stringify({
   dpop: sent.get('dpop'),
   status: response.status,
   www_authenticate: response.headers.get('www-authenticate'),
+  dpop_nonce: response.headers.get('dpop-nonce'),
+  nonce_asked: nonceAsked,
   body: await response.text(),
 }));
