@@ -38,7 +38,7 @@ func TestCapacityModel(t *testing.T) {
 	// requests/s take 0.1 cores and the minimum of 3 replicas, 100,000
 	// take 10 cores and 20 replicas.
 	set := map[string]string{
-		"cpu_bearer_cached": "100", "cpu_redis_call": "0", "cpu_bearer_rs256_uncached": "100",
+		"cpu_bearer_cached": "100", "cpu_bearer_shared_limit": "100", "cpu_dpop_shared": "100", "cpu_bearer_rs256_uncached": "100",
 		"cpu_dpop": "100", "cpu_pg_request": "100", "target_util": "0.5", "pod_cpu": "1",
 		"min_replicas": "3", "max_replicas": "100", "replay_entries": "1000000000",
 		"pg_max_connections": "100000", "redis_us_rate": "1", "redis_us_dpop": "1",

@@ -44,26 +44,34 @@ function mem_mb(plants, replay) {
 function replay_fill(dpop_rps, n) { return min(need("replay_entries"), dpop_rps / n * need("replay_window_s")) }
 function fmt1(x) { return x < 10 ? sprintf("%.2f", x) : sprintf("%.1f", x) }
 
-# limit: sets lim and then, the first limit a path p at r requests/s
-# meets among: replicas past the HPA's maximum, Redis's one thread past
-# target_util, database connections past max_connections.
-function limit(p, r, n,   conns) {
-	lim = "none"; then = ""
+# limit: sets lim and then, the limits a path p at r requests/s over n
+# replicas meets, the first (the one met at the lowest rate) and what to
+# do, then the others: the replay cache's room per replica, replicas past
+# the HPA's maximum, database connections past max_connections, Redis's
+# one thread past target_util.
+function limit(p, r, n,   conns, l, t, k) {
+	k = 0
 	conns = q[p] ? n * need("pg_conns_request") : n * need("pg_conns_snapshot")
-	if (cores(r, rus[p]) > need("target_util")) {
-		lim = sprintf("Redis's one thread (%s cores)", fmt1(cores(r, rus[p])))
-		then = "Redis Cluster (the keys spread by caller), or no -redis-url (per-replica guarantees)"
-	} else if (q[p] && conns > need("pg_max_connections")) {
-		lim = sprintf("database connections (%d > max_connections %d)", conns, need("pg_max_connections"))
-		then = "snapshot (the default), or a pooler (PgBouncer) and a smaller -db-max-conns"
-	} else if (n > need("max_replicas")) {
-		lim = sprintf("HPA maxReplicas %d", need("max_replicas"))
-		then = sprintf("maxReplicas %d, or pods of more CPU", n)
-	}
 	if (replay_bound[p] && n > replicas(r, us[p])) {
-		lim = sprintf("replay cache per replica (%s DPoP requests/s)", group(need("replay_entries") / need("replay_window_s")))
-		then = sprintf("%d replicas (for room, not CPU), or a shorter -dpop-window or -jwt-leeway", n)
+		l[++k] = sprintf("replay cache per replica (%s DPoP requests/s)", group(need("replay_entries") / need("replay_window_s")))
+		t[k] = sprintf("%d replicas (for room, not CPU), or a shorter -dpop-window or -jwt-leeway", n)
 	}
+	if (q[p] && conns > need("pg_max_connections")) {
+		l[++k] = sprintf("database connections (%d > max_connections %d)", conns, need("pg_max_connections"))
+		t[k] = "snapshot (the default), or a pooler (PgBouncer) and a smaller -db-max-conns"
+	}
+	if (n > need("max_replicas")) {
+		l[++k] = sprintf("HPA maxReplicas %d", need("max_replicas"))
+		t[k] = sprintf("maxReplicas %d, or pods of more CPU", n)
+	}
+	if (cores(r, rus[p]) > need("target_util")) {
+		l[++k] = sprintf("Redis's one thread (%s cores)", fmt1(cores(r, rus[p])))
+		t[k] = "Redis Cluster (the keys spread by caller and proof), or no -redis-url (per-replica guarantees)"
+	}
+	lim = k ? l[1] : "none"
+	then = k ? t[1] : ""
+	for (i_ = 2; i_ <= k; i_++)
+		then = then "; then " l[i_] ": " t[i_]
 }
 
 END {
@@ -77,19 +85,19 @@ END {
 	name["bearer"] = "bearer, cached token, no -rate-limit (with or without -redis-url)"
 	us["bearer"] = need("cpu_bearer_cached")
 	name["bearer_limit"] = "bearer, cached token, -rate-limit shared in Redis"
-	us["bearer_limit"] = need("cpu_bearer_cached") + need("cpu_redis_call"); rcalls["bearer_limit"] = 1; rus["bearer_limit"] = need("redis_us_rate")
+	us["bearer_limit"] = need("cpu_bearer_shared_limit"); rcalls["bearer_limit"] = 1; rus["bearer_limit"] = need("redis_us_rate")
 	name["bearer_uncached"] = "bearer, every token new (RS256: one signature each)"
 	us["bearer_uncached"] = need("cpu_bearer_rs256_uncached")
 	name["dpop_local"] = "DPoP (ES256 proof), no -redis-url"
 	us["dpop_local"] = need("cpu_dpop"); replay_bound["dpop_local"] = 1
-	name["dpop"] = "DPoP (ES256 proof), replay and -rate-limit shared in Redis (one script call)"
-	us["dpop"] = need("cpu_dpop") + need("cpu_redis_call"); rcalls["dpop"] = 1; rus["dpop"] = need("redis_us_dpop"); replay_bound["dpop"] = 1
+	name["dpop"] = "DPoP (ES256 proof), replay and -rate-limit shared in Redis"
+	us["dpop"] = need("cpu_dpop_shared"); rcalls["dpop"] = 1; rus["dpop"] = need("redis_us_dpop"); replay_bound["dpop"] = 1
 	name["pg_request"] = "bearer, cached token, -database-snapshot=false"
 	us["pg_request"] = need("cpu_pg_request"); q["pg_request"] = 1
 
 	printf "Pods of %s CPU at %d %% utilisation (the HPA's target), at least %d; CPU µs of the machine the inputs were measured on.\n\n", need("pod_cpu"), need("target_util") * 100, need("min_replicas")
-	print "| requests/s | path | CPU µs/request | cores | replicas | Redis calls/s | Redis cores | database queries/s | database cores | database connections | first limit | then |"
-	print "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"
+	print "| requests/s | path | CPU µs/request | cores | replicas | Redis calls/s | Redis cores | Redis memory | database queries/s | database cores | database connections | first limit | then |"
+	print "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"
 	for (i = 1; i <= 3; i++) {
 		r = rates[i]
 		for (j = 1; j <= np; j++) {
@@ -99,8 +107,11 @@ END {
 				n = max(n, ceil(r / (need("replay_entries") / need("replay_window_s"))))
 			limit(p, r, n)
 			conns = q[p] ? n * need("pg_conns_request") : n * need("pg_conns_snapshot")
-			printf "| %s | %s | %.1f | %s | %d | %s | %s | %s | %s | %d | %s | %s |\n", group(r), name[p], us[p], fmt1(cores(r, us[p])), n,
-				group(r * rcalls[p]), fmt1(cores(r, rus[p])), group(r * q[p]), fmt1(cores(r * q[p], need("cpu_pg_query"))), conns, lim, then
+			# Redis holds a key per proof for its life; the rate keys, one
+			# per caller, last a burst's time and are left out.
+			rmem = rcalls[p] && replay_bound[p] ? sprintf("%.0f MiB", r * need("replay_window_s") * need("redis_key_bytes") / 1048576) : "-"
+			printf "| %s | %s | %.1f | %s | %d | %s | %s | %s | %s | %s | %d | %s | %s |\n", group(r), name[p], us[p], fmt1(cores(r, us[p])), n,
+				group(r * rcalls[p]), fmt1(cores(r, rus[p])), rmem, group(r * q[p]), fmt1(cores(r * q[p], need("cpu_pg_query"))), conns, lim, then
 		}
 	}
 
