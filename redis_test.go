@@ -8,14 +8,17 @@ import (
 	"github.com/plantstore/plantstore/auth/redisstate/redistest"
 )
 
-// TestServeRedis runs two services on one redis-server: -rate-limit holds
-// for both together, the log shows the URL redacted, and with Redis
-// stopped both keep serving, ready, with the gauge at 0.
+// TestServeRedis runs two services on one redis-server that requires a
+// password: -rate-limit holds for both together, the log shows the URL
+// redacted and nothing shows the password, and with Redis stopped both
+// keep serving, ready, with the gauge at 0.
 func TestServeRedis(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redistest.StartAuth(t, "s3cret-pw")
 	alice, keyFile := mintTestToken(t, "EdDSA", "-sub", "alice")
 	url := srv.URL() + "/0?client_name=secret-value"
-	args := []string{"-jwt-key-file", keyFile, "-rate-limit", "0.01", "-rate-burst", "3"}
+	// A timeout a loaded test machine does not reach with a Redis that
+	// answers.
+	args := []string{"-jwt-key-file", keyFile, "-rate-limit", "0.01", "-rate-burst", "3", "-redis-timeout", "1s"}
 	a := startServe(t, nil, append(args, "-redis-url", url)...)
 	b := startServe(t, map[string]string{"PLANTSTORE_REDIS_URL": url}, args...)
 	for _, in := range []*instance{a, b} {
@@ -24,7 +27,7 @@ func TestServeRedis(t *testing.T) {
 			t.Fatalf("plantstore_shared_state_up %v (found %v); want 1", up, ok)
 		}
 		log := in.stderr.String()
-		if !strings.Contains(log, `"shared state available"`) || !strings.Contains(log, srv.Addr()+"/0?xxxxx") || strings.Contains(log, "secret-value") {
+		if !strings.Contains(log, `"shared state available"`) || !strings.Contains(log, "redis://:xxxxx@"+srv.Addr()+"/0?xxxxx") || strings.Contains(log, "secret-value") {
 			t.Errorf("log without the redacted URL, or with its query:\n%s", log)
 		}
 	}
@@ -34,8 +37,8 @@ func TestServeRedis(t *testing.T) {
 			t.Fatalf("request %d of the burst: %d %s", i, status, body)
 		}
 	}
-	if status, _, _ := get(t, b.api+"/plants", alice); status != http.StatusTooManyRequests {
-		t.Fatalf("fourth request over two replicas: %d; want 429", status)
+	if status, _, h := get(t, b.api+"/plants", alice); status != http.StatusTooManyRequests || h.Get("Retry-After") != "100" {
+		t.Fatalf("fourth request over two replicas: %d, Retry-After %q; want 429 after 100 (s)", status, h.Get("Retry-After"))
 	}
 
 	srv.Stop()
@@ -52,6 +55,10 @@ func TestServeRedis(t *testing.T) {
 		}
 		if log := in.stderr.String(); !strings.Contains(log, `"shared state unavailable`) {
 			t.Errorf("no warning with Redis stopped:\n%s", log)
+		}
+		_, metrics, _ := get(t, in.admin+"/metrics", "")
+		if strings.Contains(in.stderr.String()+string(metrics), "s3cret-pw") {
+			t.Errorf("the log or /metrics shows the Redis password")
 		}
 	}
 }

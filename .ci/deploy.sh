@@ -16,6 +16,8 @@
 # issuers files), BuildKit's lint rules on the Dockerfile, the
 # gateway end to end (oidc-provider, nginx, plantstore by OIDC discovery;
 # two providers as two issuers; a DPoP client made with oauth4webapi), the
+# three replicas sharing one redis-server behind nginx (replay and rate
+# across replicas, Redis killed mid-run), the
 # tracing end to end (plantstore's spans through nginx to the OpenTelemetry
 # Collector's own OTLP receiver, .ci/otlpsink, over OTLP/HTTP and gRPC) and
 # a real Prometheus on the shipped scrape job. Each check is also shown to
@@ -79,6 +81,7 @@ command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
 command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
 command -v prometheus-blackbox-exporter >/dev/null 2>&1 || missing+=(prometheus-blackbox-exporter)
 command -v psql >/dev/null 2>&1 || missing+=(postgresql-client)
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 if ((${#missing[@]})); then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -27,10 +27,11 @@ import (
 //     did not verify leaves nothing behind.
 //
 // A bearer request goes through Admit only, and only when the rate is
-// limited. The [Verifier]'s own Admitter keeps this replica's state; one
-// that shares it between replicas can answer each step in one round trip,
-// both parts of Admit pipelined. Implementations are safe for concurrent
-// use.
+// limited. The [Verifier]'s own Admitter keeps this replica's state; with
+// Options.Shared, the state the replicas share ([SharedState]) answers
+// Admit in one round trip (the rate, then the proof recorded), and Settle
+// needs it only to forget a proof that did not verify. Implementations
+// are safe for concurrent use.
 type Admitter interface {
 	Admit(ctx context.Context, a Admission) error
 	Settle(ctx context.Context, a Admission, verified bool) error

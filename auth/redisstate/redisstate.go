@@ -109,16 +109,21 @@ func redactedCause(err error, s string) string {
 	return msg
 }
 
-// clientLog sets go-redis's log, which is global, once: its lines (a
-// failed dial, a connection closed) go to the first State's log at debug
-// level, since the State logs each change of state itself.
-var clientLog sync.Once
+// clientLog is where go-redis's own lines go (a failed dial, a
+// connection closed), at debug level since a State logs each change of
+// state itself: the log of the State made last. go-redis's log is global.
+var (
+	clientLog     atomic.Pointer[zap.Logger]
+	clientLogOnce sync.Once
+)
 
-// debugLog is a go-redis log writing to a zap log at debug level.
-type debugLog struct{ log *zap.Logger }
+// debugLog is go-redis's log, writing to clientLog.
+type debugLog struct{}
 
-func (d debugLog) Printf(_ context.Context, format string, v ...any) {
-	d.log.Debug("redis client", zap.String("detail", fmt.Sprintf(format, v...)))
+func (debugLog) Printf(_ context.Context, format string, v ...any) {
+	if l := clientLog.Load(); l != nil {
+		l.Debug("redis client", zap.String("detail", fmt.Sprintf(format, v...)))
+	}
 }
 
 // State is an [auth.SharedState] in Redis. It is safe for concurrent use.
@@ -169,7 +174,8 @@ func New(o Options) (*State, error) {
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
-	clientLog.Do(func() { redis.SetLogger(debugLog{o.Log}) })
+	clientLog.Store(o.Log)
+	clientLogOnce.Do(func() { redis.SetLogger(debugLog{}) })
 	// One try per call, bounded by the timeout: a failure falls back at
 	// once rather than retrying while the request waits.
 	ro.MaxRetries = -1

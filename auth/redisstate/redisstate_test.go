@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -387,4 +388,55 @@ func TestStartDown(t *testing.T) {
 	}
 	srv.Start()
 	waitUp(t, a)
+}
+
+// TestRateBeforeProof: a caller over its shared rate is refused before its
+// proof is recorded: Redis holds only the proofs of admitted requests.
+func TestRateBeforeProof(t *testing.T) {
+	srv := redistest.Start(t)
+	issuer, client := authtest.NewKey(t, "ES256"), authtest.NewKey(t, "ES256")
+	a, b := newReplica(t, issuer, srv.URL(), 1.0/3600, 2), newReplica(t, issuer, srv.URL(), 1.0/3600, 2)
+	token := bound(t, issuer, client, "alice")
+	for i, r := range []replica{a, b} {
+		if err := r.send(token, authtest.Proof(t, client, "GET", publicURL, token, nil, nil)); err != nil {
+			t.Fatalf("request %d within the burst: %v", i, err)
+		}
+	}
+	err := a.send(token, authtest.Proof(t, client, "GET", publicURL, token, nil, nil))
+	var rl *auth.RateLimitError
+	if !errors.As(err, &rl) || rl.RetryAfter < time.Hour-time.Minute || rl.RetryAfter > time.Hour {
+		t.Fatalf("third request over two replicas: %v; want a rate refusal retrying after about an hour", err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer c.Close()
+	keys, err := c.Keys(t.Context(), "plantstore:p:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 2 {
+		t.Errorf("%d proofs recorded; want the 2 admitted ones", len(keys))
+	}
+}
+
+// BenchmarkAdmit is one admission of a DPoP request with a rate: one
+// round trip to a loopback redis-server, from parallel callers.
+func BenchmarkAdmit(b *testing.B) {
+	srv := redistest.Start(b)
+	state, err := redisstate.New(redisstate.Options{URL: srv.URL(), Timeout: timeout, Rate: 1e6, Burst: 1e6})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer state.Close()
+	var n atomic.Uint64
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := n.Add(1)
+			a := auth.Admission{Caller: auth.CallerKey("", "alice"), DPoP: true, Now: time.Now(), Expires: time.Now().Add(2 * time.Minute), ID: i}
+			a.Proof[0], a.Proof[1], a.Proof[2], a.Proof[3] = byte(i), byte(i>>8), byte(i>>16), byte(i>>24)
+			v, err := state.Admit(context.Background(), a)
+			if err != nil || v.Limited || v.Replay {
+				b.Fatalf("admission %d: %+v, %v", i, v, err)
+			}
+		}
+	})
 }

@@ -523,6 +523,12 @@ func TestViolationsCatch(t *testing.T) {
 			settings(o).Data["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://tempo.tempo.svc:14317"
 			settings(o).Data["OTEL_EXPORTER_OTLP_PROTOCOL"] = "grpc"
 		}, "the trace collector (OTEL_EXPORTER_OTLP_ENDPOINT) (TCP port 14317)"},
+		{"Redis without its egress", func(o []runtime.Object) {
+			settings(o).Data["PLANTSTORE_REDIS_URL"] = "redis://redis-master.redis.svc:6379/0"
+		}, "Deployment plantstore: no egress rule reaches Redis (PLANTSTORE_REDIS_URL) (TCP port 6379)"},
+		{"Redis on another port", func(o []runtime.Object) {
+			settings(o).Data["PLANTSTORE_REDIS_URL"] = "rediss://redis.example.com:6380"
+		}, "no egress rule reaches Redis (PLANTSTORE_REDIS_URL) (TCP port 6380)"},
 		{"egress to every port", func(o []runtime.Object) {
 			np := netpolNamed(o, "plantstore")
 			np.Spec.Egress = append(np.Spec.Egress, networkingv1.NetworkPolicyEgressRule{})
@@ -788,4 +794,43 @@ func objNamespace(o runtime.Object) string {
 		return ""
 	}
 	return acc.GetNamespace()
+}
+
+// TestRedisComponent builds the prod overlay with deploy/components/redis
+// on top, as an overlay that shares replay and rate state would: the
+// Redis URL comes from its Secret, the egress policy opens Redis's port,
+// and the whole passes the policy, which refuses it without that port.
+func TestRedisComponent(t *testing.T) {
+	tmp := t.TempDir()
+	for _, d := range []string{"base", "components", "overlays"} {
+		if err := os.CopyFS(filepath.Join(tmp, d), os.DirFS(filepath.Join("..", d))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := filepath.Join(tmp, "overlays", "prod-redis")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../prod\ncomponents:\n  - ../../components/redis\n"
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	objs := build(t, dir)
+	if got := check.Violations(objs); len(got) > 0 {
+		t.Errorf("Violations(prod with Redis):\n  %s", strings.Join(got, "\n  "))
+	}
+	var ref *corev1.SecretKeySelector
+	for _, e := range ctr(objs).Env {
+		if e.Name == "PLANTSTORE_REDIS_URL" && e.ValueFrom != nil {
+			ref = e.ValueFrom.SecretKeyRef
+		}
+	}
+	if ref == nil || ref.Name != "plantstore-redis" || ref.Key != "url" {
+		t.Errorf("PLANTSTORE_REDIS_URL from %+v; want the Secret plantstore-redis, key url", ref)
+	}
+	np := netpolNamed(objs, "plantstore")
+	np.Spec.Egress = np.Spec.Egress[:len(np.Spec.Egress)-1]
+	if got := strings.Join(check.Violations(objs), "\n"); !strings.Contains(got, "no egress rule reaches Redis (PLANTSTORE_REDIS_URL) (TCP port 6379)") {
+		t.Errorf("without the component's egress rule, violations:\n%s\nwant Redis's port named", got)
+	}
 }

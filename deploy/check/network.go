@@ -16,6 +16,11 @@ import (
 // store.
 const PostgresPort = 5432
 
+// RedisPort is the port the egress policy must open for the shared state
+// of PLANTSTORE_REDIS_URL, when the URL (a Secret's, not seen here) names
+// none.
+const RedisPort = 6379
+
 // selecting returns the NetworkPolicies whose podSelector matches podLabels.
 func selecting(nps []*networkingv1.NetworkPolicy, podLabels labels.Set) []*networkingv1.NetworkPolicy {
 	var out []*networkingv1.NetworkPolicy
@@ -119,7 +124,8 @@ type egressNeed struct {
 // egressNeeds returns what the service's settings make it call: DNS
 // always, the identity provider (discovery and JWKS) when its URL is set,
 // PostgreSQL when the store is, the trace collector when an OTLP endpoint
-// is (its port, else OTLP's 4318 for HTTP and 4317 for gRPC).
+// is (its port, else OTLP's 4318 for HTTP and 4317 for gRPC), Redis when
+// its URL is set (its port, else 6379).
 func egressNeeds(env map[string]string) []egressNeed {
 	needs := []egressNeed{{53, corev1.ProtocolUDP, "DNS"}}
 	for _, name := range []string{"PLANTSTORE_JWT_JWKS_URL", "PLANTSTORE_JWT_ISSUER"} {
@@ -139,6 +145,15 @@ func egressNeeds(env map[string]string) []egressNeed {
 	}
 	if _, ok := env["PLANTSTORE_DATABASE_URL"]; ok {
 		needs = append(needs, egressNeed{PostgresPort, corev1.ProtocolTCP, "PostgreSQL"})
+	}
+	if v, ok := env["PLANTSTORE_REDIS_URL"]; ok {
+		port := RedisPort
+		if u, err := url.Parse(v); err == nil {
+			if p, err := strconv.Atoi(u.Port()); err == nil {
+				port = p
+			}
+		}
+		needs = append(needs, egressNeed{int32(port), corev1.ProtocolTCP, "Redis (PLANTSTORE_REDIS_URL)"})
 	}
 	for _, name := range []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
 		u, err := url.Parse(env[name])

@@ -242,6 +242,11 @@ func TestPromtoolUnitTests(t *testing.T) {
 			a := alertRule(r, "PlantstoreDPoPReplayCacheFilling")
 			a.Expr = intstr.FromString(strings.Replace(a.Expr.String(), "> 0.75", "> 0.4", 1))
 		}, "PlantstoreDPoPReplayCacheFilling", ""},
+		{"shared state alert for every environment", func(r *monitoringv1.PrometheusRule) {
+			a := alertRule(r, "PlantstoreSharedStateFailing")
+			a.Expr = intstr.FromString(strings.ReplaceAll(a.Expr.String(), `, env="production"`, ""))
+		}, "PlantstoreSharedStateFailing", ""},
+		{"shared state alert without for", func(r *monitoringv1.PrometheusRule) { alertRule(r, "PlantstoreSharedStateFailing").For = nil }, "PlantstoreSharedStateFailing", ""},
 		{"memory alert at 99 %", func(r *monitoringv1.PrometheusRule) {
 			a := alertRule(r, "PlantstoreMemoryNearLimit")
 			a.Expr = intstr.FromString(strings.Replace(a.Expr.String(), "> 0.9", "> 0.99", 1))

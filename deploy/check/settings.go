@@ -17,6 +17,7 @@ var servedSettings = []string{
 	"database-snapshot", "database-poll", "trace-subject",
 	"jwt-token-types", "jwt-clients", "jwt-max-lifetime", "jwks-max-stale",
 	"dpop-nonce-key-file", "dpop-nonce-lifetime",
+	"redis-url", "redis-timeout",
 }
 
 // SettingVariable returns the environment variable of a serve flag:

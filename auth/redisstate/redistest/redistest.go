@@ -21,7 +21,9 @@ type Server struct {
 	t    testing.TB
 	bin  string
 	port int
-	cmd  *exec.Cmd
+	// password, when set, is required of every client (requirepass).
+	password string
+	cmd      *exec.Cmd
 }
 
 // Binary returns the path of redis-server. Without it the test is
@@ -42,14 +44,26 @@ func Binary(t testing.TB) string {
 // when t ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	s := &Server{t: t, bin: Binary(t), port: freePort(t)}
+	return StartAuth(t, "")
+}
+
+// StartAuth is Start with a server that requires password of its clients
+// ("" for none).
+func StartAuth(t testing.TB, password string) *Server {
+	t.Helper()
+	s := &Server{t: t, bin: Binary(t), port: freePort(t), password: password}
 	s.Start()
 	t.Cleanup(s.Stop)
 	return s
 }
 
-// URL is the server's redis:// URL.
-func (s *Server) URL() string { return "redis://" + s.Addr() }
+// URL is the server's redis:// URL, with its password.
+func (s *Server) URL() string {
+	if s.password != "" {
+		return "redis://:" + s.password + "@" + s.Addr()
+	}
+	return "redis://" + s.Addr()
+}
 
 // Addr is the server's host:port.
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
@@ -62,8 +76,12 @@ func (s *Server) Start() {
 		s.t.Fatal("redistest: server already running")
 	}
 	dir := s.t.TempDir()
-	s.cmd = exec.Command(s.bin, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", dir, "--protected-mode", "no")
+	args := []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", dir, "--protected-mode", "no"}
+	if s.password != "" {
+		args = append(args, "--requirepass", s.password)
+	}
+	s.cmd = exec.Command(s.bin, args...)
 	s.cmd.Stdout, s.cmd.Stderr = nil, nil
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("redistest: %v", err)
@@ -80,7 +98,8 @@ func (s *Server) Start() {
 	}
 }
 
-// ping sends PING on a new connection and reads PONG.
+// ping sends PING (after AUTH, with a password) on a new connection and
+// reads PONG.
 func (s *Server) ping() error {
 	c, err := net.DialTimeout("tcp", s.Addr(), time.Second)
 	if err != nil {
@@ -88,10 +107,18 @@ func (s *Server) ping() error {
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+	cmds := "PING\r\n"
+	if s.password != "" {
+		cmds = "AUTH " + s.password + "\r\n" + cmds
+	}
+	if _, err := c.Write([]byte(cmds)); err != nil {
 		return err
 	}
-	line, err := bufio.NewReader(c).ReadString('\n')
+	r := bufio.NewReader(c)
+	line, err := r.ReadString('\n')
+	if err == nil && s.password != "" {
+		line, err = r.ReadString('\n')
+	}
 	if err != nil {
 		return err
 	}
