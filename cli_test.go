@@ -118,6 +118,14 @@ func TestServeUsage(t *testing.T) {
 		{"redis URL of another scheme, with secrets", append(dev, "-redis-url", "http://u:s3cret@127.0.0.1:6379/0?k=secret-value"), nil, `invalid value "http://u:xxxxx@127.0.0.1:6379/0?xxxxx" for flag -redis-url: want a redis:// or rediss:// URL`},
 		{"redis URL with a bad database, from env", dev, map[string]string{"PLANTSTORE_REDIS_URL": "redis://:s3cret@127.0.0.1/x"}, `"redis://:xxxxx@127.0.0.1/x" for PLANTSTORE_REDIS_URL: want a redis:// or rediss:// URL`},
 		{"redis timeout zero", append(dev, "-redis-timeout", "0s"), nil, "flag -redis-timeout: must be positive"},
+		{"CORS origin with a trailing slash", append(dev, "-cors-origins", "https://app.example.com/"), nil, `invalid value "https://app.example.com/" for flag -cors-origins: origin "https://app.example.com/": an origin has no path, not even a trailing slash`},
+		{"CORS origin with a path from env", dev, map[string]string{"PLANTSTORE_CORS_ORIGINS": "https://app.example.com/app"}, "for PLANTSTORE_CORS_ORIGINS: origin \"https://app.example.com/app\": an origin has no path"},
+		{"CORS origin without a scheme", append(dev, "-cors-origins", "app.example.com"), nil, "want scheme://host[:port]"},
+		{"CORS * among origins", append(dev, "-cors-origins", "https://a.example,*"), nil, `"*" allows every origin: give it alone`},
+		{"CORS origin with the default port", append(dev, "-cors-origins", "https://a.example:443"), nil, "leave out the default port 443"},
+		{"CORS origin in upper case", append(dev, "-cors-origins", "https://App.example"), nil, "write the host in lower case"},
+		{"CORS origin with a query", append(dev, "-cors-origins", "https://a.example?x=1"), nil, "no query"},
+		{"CORS blank origin", append(dev, "-cors-origins", "https://a.example,"), nil, "-cors-origins: blank item 2"},
 		{"database snapshot not a bool", []string{"-jwt-hmac-secret-file", hmacSecretFile(t), "-database-url", "postgres://127.0.0.1:1/x"}, map[string]string{"PLANTSTORE_DATABASE_SNAPSHOT": "sometimes"}, "PLANTSTORE_DATABASE_SNAPSHOT"},
 	}
 	for _, tt := range tests {
@@ -522,7 +530,7 @@ func TestHelpCommand(t *testing.T) {
 // TestHelpTypes checks that -h of every command gives each flag that takes
 // a value the kind of value it takes, never the flag package's "value".
 func TestHelpTypes(t *testing.T) {
-	kinds := []string{"string", "list", "duration", "int", "number", "size", "host:port", "prefixes", "mode"}
+	kinds := []string{"string", "list", "duration", "int", "number", "size", "host:port", "prefixes", "mode", "origins"}
 	flagLine := regexp.MustCompile(`(?m)^  -([a-z0-9-]+)(?: (\S+))?$`)
 	for _, cmd := range []string{"serve", "token", "proof", "keygen", "migrate", "import", "version"} {
 		var help bytes.Buffer
@@ -537,7 +545,7 @@ func TestHelpTypes(t *testing.T) {
 	}
 	// Spot checks: these take values of these kinds.
 	for cmd, want := range map[string][]string{
-		"serve":  {"-rate-limit number", "-jwt-leeway duration", "-jwt-cache-bytes size", "-addr host:port", "-jwt-audience list", "-db-max-conns int", "-jwt-dpop mode"},
+		"serve":  {"-rate-limit number", "-jwt-leeway duration", "-jwt-cache-bytes size", "-addr host:port", "-jwt-audience list", "-db-max-conns int", "-jwt-dpop mode", "-cors-origins origins"},
 		"token":  {"-ttl duration", "-groups list", "-key string"},
 		"import": {"-max-catalog-bytes size", "-database-url string"},
 	} {
@@ -593,7 +601,7 @@ func TestHelp(t *testing.T) {
 		{"serve", []string{"usage: plantstore serve [flags]", "-jwt-leeway", `default "30s"`, "env PLANTSTORE_JWT_LEEWAY", "env PLANTSTORE_DATABASE_URL", `default "32MiB"`}, []string{"PLANTSTORE_DEV"}},
 		{"token", []string{"usage: plantstore token [flags]", "-hmac-secret-file", "-groups-claim", "-nbf"}, []string{"env PLANTSTORE_"}},
 		{"keygen", []string{"usage: plantstore keygen [flags]", `default "RS256"`}, nil},
-		{"proof", []string{"usage: plantstore proof [flags]", "-url", "-token", `default "GET"`}, []string{"env PLANTSTORE_"}},
+		{"proof", []string{"usage: plantstore proof [flags]", "-url", "-token", "-nonce", `default "GET"`}, []string{"env PLANTSTORE_"}},
 		{"migrate", []string{"usage: plantstore migrate [flags]", "-status", "env PLANTSTORE_DATABASE_URL"}, []string{"PLANTSTORE_STATUS"}},
 		{"import", []string{"usage: plantstore import [flags] FILE", "-replace", "env PLANTSTORE_DATABASE_URL"}, []string{"PLANTSTORE_REPLACE"}},
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/redisstate"
 	"github.com/plantstore/plantstore/observability"
+	"github.com/plantstore/plantstore/plants/api"
 	"github.com/plantstore/plantstore/plants/postgres"
 )
 
@@ -68,6 +69,9 @@ type serveConfig struct {
 	// for NonceLifetime.
 	NonceKeyFile  string
 	NonceLifetime time.Duration
+	// CORS is the policy for browser callers of -cors-origins; nil, the
+	// default, answers no preflight.
+	CORS *api.CORS
 
 	// rows is the table the config was read with, set how each setting
 	// got its value, and values the flags, for the usage errors that name
@@ -138,6 +142,8 @@ func serveSettings() settings {
 			value: func(c *serveConfig) flag.Value { return addrFlag{&c.Addr} }},
 		{flag: "admin-addr", key: "admin_addr", def: ":9090", help: "admin listen address: /metrics, /healthz, /readyz, /openapi.json (127.0.0.1:9090 with -dev)",
 			value: func(c *serveConfig) flag.Value { return addrFlag{&c.AdminAddr} }},
+		{flag: "cors-origins", key: "cors_origins", help: "origins whose pages may call the API from a browser (CORS), a comma list of exact origins such as https://app.example.com, or * for any; preflights (OPTIONS /plants) are then answered, and never with credentials mode (default: none, OPTIONS is 405)",
+			value: func(c *serveConfig) flag.Value { return corsFlag{&c.CORS} }},
 		{flag: "data", key: "data", help: "catalog JSON file, reloaded on SIGHUP (default: the embedded sample catalog)",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.Data} }},
 		{flag: "database-poll", key: "poll", def: postgres.DefaultPoll.String(), help: "how often the catalog version is read, to catch a change whose notification was lost",

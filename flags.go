@@ -14,6 +14,7 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/observability"
+	"github.com/plantstore/plantstore/plants/api"
 )
 
 // errHelp is returned when -h printed a command's flags.
@@ -301,6 +302,36 @@ func (l listFlag) Set(s string) error {
 }
 
 func (listFlag) Type() string { return "list" }
+
+// corsFlag is the comma list of -cors-origins, checked by api.NewCORS; an
+// empty value turns CORS off.
+type corsFlag struct{ p **api.CORS }
+
+func (f corsFlag) String() string {
+	if f.p == nil {
+		return ""
+	}
+	return (*f.p).String()
+}
+
+func (f corsFlag) Set(s string) error {
+	var origins []string
+	if err := (listFlag{items: &origins, orNone: true}).Set(s); err != nil {
+		return err
+	}
+	if len(origins) == 0 {
+		*f.p = nil
+		return nil
+	}
+	p, err := api.NewCORS(origins)
+	if err != nil {
+		return err
+	}
+	*f.p = p
+	return nil
+}
+
+func (corsFlag) Type() string { return "origins" }
 
 // durationFlag is a time.Duration flag whose error says what a duration
 // looks like; with nonNegative, a negative one is refused.

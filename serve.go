@@ -9,8 +9,10 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -360,7 +362,19 @@ func newAPIOptions(cfg serveConfig, log *zap.Logger, reg prometheus.Registerer, 
 		log: log, reg: reg, access: access, tracing: tracing,
 		verifier: keys.verifier, authMetrics: keys.metrics, store: cat.store,
 		trustedProxies: cfg.TrustedProxies, writeTimeout: cfg.WriteTimeout,
+		linkBase: linkBase(cfg.PublicURL), cors: cfg.CORS,
 	}
+}
+
+// linkBase is what the Link header of a page puts before "/plants":
+// -public-url without its trailing "/", or "" (a relative link) without it.
+// The URL was checked with the verifier's options.
+func linkBase(publicURL string) string {
+	u, err := url.Parse(publicURL)
+	if publicURL == "" || err != nil {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host + strings.TrimSuffix(u.EscapedPath(), "/")
 }
 
 // apiOptions is what the API handler is built from.
@@ -374,6 +388,8 @@ type apiOptions struct {
 	store          plants.Store
 	trustedProxies []netip.Prefix
 	writeTimeout   time.Duration
+	linkBase       string    // before "/plants" in Link headers
+	cors           *api.CORS // nil: no CORS
 }
 
 // newAPIHandler is the whole API surface: the middleware order, the
@@ -388,17 +404,28 @@ func newAPIHandler(o apiOptions) http.Handler {
 	e.HandleMethodNotAllowed = true
 	e.ForwardedByClientIP = false
 	// Request ID, metrics and the access line around everything; then the
-	// error renderer, which recovers panics; then the header limit.
+	// error renderer, which recovers panics; then the CORS headers; then
+	// the header limit.
 	e.Use(
 		observability.Middleware(o.access, observability.NewHTTPMetrics(o.reg), o.trustedProxies, o.tracing),
 		api.RenderErrors(o.log),
-		api.HeaderLimit(maxHeaderBytes),
 	)
+	// With -cors-origins, every answer (refusals and 404 too) tells the
+	// browser whether the page may read it.
+	if o.cors != nil {
+		e.Use(o.cors.Headers())
+	}
+	e.Use(api.HeaderLimit(maxHeaderBytes))
 	// The verifier applies -rate-limit too: a DPoP request is counted
 	// before its proof's signature is verified.
-	route := []gin.HandlerFunc{auth.Middleware(o.verifier, o.authMetrics), api.ListHandler(o.store, api.NewMetrics(o.reg), o.writeTimeout)}
+	route := []gin.HandlerFunc{auth.Middleware(o.verifier, o.authMetrics), api.ListHandler(o.store, api.NewMetrics(o.reg), o.writeTimeout, o.linkBase)}
 	e.GET("/plants", route...)
 	e.HEAD("/plants", route...)
+	// A preflight needs no credential (the browser sends the token only
+	// once the preflight allowed it) and is never an auth failure.
+	if o.cors != nil {
+		e.OPTIONS("/plants", o.cors.Preflight)
+	}
 	// RFC 9728: what a client needs to get a token; no credential needed.
 	e.GET(auth.ResourceMetadataPath, auth.MetadataHandler(o.verifier))
 	e.HEAD(auth.ResourceMetadataPath, auth.MetadataHandler(o.verifier))

@@ -57,7 +57,9 @@ const maxCredential = 8 << 10
 //     checked as RFC 9449 §4.3 says, the checks that cost no signature
 //     first (see [parseProof]: the form, typ, an alg of
 //     Options.DPoPAlgorithms, no crit, a public jwk of a sound shape whose
-//     thumbprint is cnf.jkt, htm, htu, iat within the window, ath); an
+//     thumbprint is cnf.jkt, htm, htu, iat within the window, ath, and
+//     last, with Options.Nonces, a server nonce issued within its
+//     lifetime: [ReasonDPoPNonce], 401 use_dpop_nonce); an
 //     unbound token needs the Bearer scheme, and is refused where the
 //     issuer requires DPoP;
 //  11. admission ([Admitter]): one request taken from the caller's rate

@@ -380,3 +380,38 @@ func BenchmarkDPoPNonce(b *testing.B) {
 		b.ReportMetric(float64(dOn)/float64(dOff), "x-off")
 	})
 }
+
+// TestDPoPNonceReplicas: two replicas holding the same key file issue the
+// same nonce and accept each other's, with no state shared; a replica with
+// another file accepts none of them.
+func TestDPoPNonceReplicas(t *testing.T) {
+	dir := t.TempDir()
+	path := nonceKeyFile(t, dir, "nonce.key", 32)
+	issuer, client := authtest.NewKey(t, "ES256"), authtest.NewKey(t, "ES256")
+	token := boundTo(t, issuer, client.Verify.Public, nil)
+	replica := func(path string) dpopServer {
+		return newDPoPServer(t, issuer, auth.DPoPOptional, auth.Options{Nonces: loadNonces(t, path, 0)})
+	}
+	a, b, other := replica(path), replica(path), replica(nonceKeyFile(t, dir, "other.key", 32))
+	mint := loadNonces(t, path, 0)
+	first := dpopResponse(t, "GET", a.url, "DPoP "+token, authtest.Proof(t, client, "GET", a.url, token, nil, nil))
+	nonce := first.Header.Get("DPoP-Nonce")
+	if first.StatusCode != http.StatusUnauthorized || nonce == "" {
+		t.Fatalf("replica a, no nonce: %d, DPoP-Nonce %q; want 401 with a nonce", first.StatusCode, nonce)
+	}
+	for _, r := range []struct {
+		name string
+		srv  dpopServer
+		want int
+	}{{"replica b, the same file", b, http.StatusOK}, {"replica a itself", a, http.StatusOK}, {"a replica of another file", other, http.StatusUnauthorized}} {
+		resp := dpopResponse(t, "GET", r.srv.url, "DPoP "+token, authtest.Proof(t, client, "GET", r.srv.url, token, nil, map[string]any{"nonce": nonce}))
+		if resp.StatusCode != r.want {
+			t.Errorf("%s, with a's nonce: %d; want %d", r.name, resp.StatusCode, r.want)
+		}
+		// The same nonce as a's, or, when a step began since, the same
+		// nonce as a's now.
+		if got := resp.Header.Get("DPoP-Nonce"); r.want == http.StatusOK && got != nonce && got != mint.Issue(time.Now()) {
+			t.Errorf("%s answers DPoP-Nonce %q; want a's %q", r.name, got, nonce)
+		}
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"iter"
 	"math"
 	"runtime"
+	"slices"
+	"sort"
 	"sync/atomic"
 	"time"
 )
@@ -179,7 +181,8 @@ func (s *MemoryStore) Ready(ctx context.Context) error {
 const ctxCheckEvery = 4096
 
 // List yields the plants of the current catalog q.Caller may read, in the
-// catalog's order, at most q.Limit of them (any negative Limit means no
+// catalog's order, after q.After (found by binary searches, in the catalog
+// and in each principal's list), at most q.Limit of them (any negative Limit means no
 // bound). Principals that no plant names contribute nothing. Each iteration reads the
 // catalog current when it starts. It yields an error wrapping
 // [ErrUnavailable] when no catalog is loaded, and ctx's error when ctx is
@@ -219,8 +222,11 @@ func (s *MemoryStore) List(ctx context.Context, q Query) iter.Seq2[Plant, error]
 				m.lists = append(m.lists, list)
 			}
 		}
-		m.init()
 		catalog := snap.catalog
+		if !q.After.IsZero() {
+			m.seek(int32(catalog.after(q.After)))
+		}
+		m.init()
 		for n := 1; ; n++ {
 			pos, ok := m.next()
 			if !ok || !yield(catalog.at(int(pos)), nil) || n == q.Limit {
@@ -243,6 +249,20 @@ func (s *MemoryStore) List(ctx context.Context, q Query) iter.Seq2[Plant, error]
 type merger struct {
 	lists [][]int32
 	last  int32
+}
+
+// seek drops from every list the positions before pos, by a binary search
+// in each: a page deep in a long list costs what the first one does. A list
+// left empty leaves the heap. It is called before init.
+func (m *merger) seek(pos int32) {
+	kept := m.lists[:0]
+	for _, list := range m.lists {
+		i, _ := slices.BinarySearch(list, pos)
+		if i < len(list) {
+			kept = append(kept, list[i:])
+		}
+	}
+	m.lists = kept
 }
 
 func (m *merger) init() {
@@ -289,4 +309,13 @@ func (m *merger) down(i int) {
 		h[i], h[least] = h[least], h[i]
 		i = least
 	}
+}
+
+// after returns the position of the first plant of c whose key sorts after
+// k, or c.Len() when none does.
+func (c *Catalog) after(k Key) int {
+	return sort.Search(len(c.entries), func(i int) bool {
+		e := &c.entries[i]
+		return Key{Name: c.str(e.name), ID: c.str(e.id)}.Compare(k) > 0
+	})
 }

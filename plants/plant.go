@@ -36,13 +36,17 @@ type Query struct {
 	Caller Caller
 	// Limit bounds the number of plants returned; [NoLimit] means no bound.
 	Limit int
+	// After, unless zero, starts the listing strictly after this key: the
+	// plants listed are those that sort after it (keyset paging). The key
+	// need not be a plant's still: it only marks a place in the order.
+	After Key
 }
 
 // A Store lists plants in the contract's order: by name (byte order), ties
 // by id. Implementations are safe for concurrent use.
 type Store interface {
-	// List yields the plants q.Caller may read, in order, at most
-	// q.Limit of them. A non-nil error ends the sequence; it wraps
+	// List yields the plants q.Caller may read, in order, that sort
+	// after q.After, at most q.Limit of them. A non-nil error ends the sequence; it wraps
 	// [ErrUnavailable] when the store cannot answer.
 	List(ctx context.Context, q Query) iter.Seq2[Plant, error]
 }

@@ -24,6 +24,7 @@ func checkEnvoyGateway(m *manifests, env map[string]string, v *violations) {
 	subjectHeaders := map[string]bool{}
 	for _, sp := range m.securityPols {
 		checkTargets("SecurityPolicy "+sp.Name, sp.Spec.TargetRefs, routes, v)
+		checkGatewayCORS(sp, env, v)
 		jwt := sp.Spec.JWT
 		if jwt == nil {
 			continue
@@ -83,6 +84,42 @@ func checkEnvoyGateway(m *manifests, env map[string]string, v *violations) {
 			return o != nil && slices.ContainsFunc(o.Match.StatusCodes, func(s egv1a1.StatusCodeMatch) bool { return s.Value != nil && *s.Value == 429 })
 		}) {
 			v.add("BackendTrafficPolicy %s: no responseOverride for Envoy's 429: callers would get an empty body without Retry-After instead of the service's Error shape", bp.Name)
+		}
+	}
+}
+
+// corsExposed are the response headers a browser page needs to read: the
+// next page, the challenge, the DPoP nonce, the request ID and Retry-After.
+var corsExposed = []string{"Link", "WWW-Authenticate", "DPoP-Nonce", "X-Request-ID", "Retry-After"}
+
+// checkGatewayCORS checks the CORS of a SecurityPolicy: never beside the
+// service's own (both would send Access-Control-Allow-Origin twice, which
+// browsers refuse), never credentials mode, and the headers a page of the
+// API needs to send and to read.
+func checkGatewayCORS(sp *egv1a1.SecurityPolicy, env map[string]string, v *violations) {
+	cors := sp.Spec.CORS
+	if cors == nil {
+		return
+	}
+	if env["PLANTSTORE_CORS_ORIGINS"] != "" {
+		v.add("SecurityPolicy %s answers CORS at the gateway and PLANTSTORE_CORS_ORIGINS=%q answers it in the service: responses would carry Access-Control-Allow-Origin twice, which browsers refuse; keep one", sp.Name, env["PLANTSTORE_CORS_ORIGINS"])
+	}
+	if cors.AllowCredentials != nil && *cors.AllowCredentials {
+		v.add("SecurityPolicy %s: cors.allowCredentials lets pages send cookies; the token travels in a header, never credentials mode", sp.Name)
+	}
+	for _, o := range cors.AllowOrigins {
+		if strings.Contains(string(o), "*") && o != "*" {
+			v.add("SecurityPolicy %s: cors.allowOrigins %q: list exact origins (or * alone)", sp.Name, o)
+		}
+	}
+	for _, h := range []string{"Authorization", "DPoP"} {
+		if !slices.ContainsFunc(cors.AllowHeaders, func(a string) bool { return strings.EqualFold(a, h) }) {
+			v.add("SecurityPolicy %s: cors.allowHeaders lacks %s: a page could not send its token", sp.Name, h)
+		}
+	}
+	for _, h := range corsExposed {
+		if !slices.ContainsFunc(cors.ExposeHeaders, func(e string) bool { return strings.EqualFold(e, h) || e == "*" }) {
+			v.add("SecurityPolicy %s: cors.exposeHeaders lacks %s, which a page of the API must read", sp.Name, h)
 		}
 	}
 }

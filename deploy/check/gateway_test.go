@@ -1026,3 +1026,83 @@ func TestGatewayEndToEndIssuers(t *testing.T) {
 		}
 	})
 }
+
+// TestGatewayCORSPassThrough runs plantstore with -cors-origins behind
+// nginx with deploy/gateway/nginx.conf.in, which forwards every method of
+// /plants and adds no CORS header itself: the preflights reach the service
+// and are answered by it, and every answer carries each CORS header once,
+// with the next page's Link through the gateway. It needs the built
+// binary and nginx, not the identity provider.
+func TestGatewayCORSPassThrough(t *testing.T) {
+	bin := plantstoreBin(t)
+	nginx, err := exec.LookPath("nginx")
+	if err != nil {
+		if _, err := os.Stat("/usr/sbin/nginx"); err != nil {
+			missing(t, "nginx")
+		}
+		nginx = "/usr/sbin/nginx"
+	}
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secret, []byte(strings.Repeat("s", 32)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const origin = "https://app.example.com"
+	_, api, _ := runPlantstore(t, bin, dir, "cors", catalog, "-jwt-hmac-secret-file", secret, "-cors-origins", origin)
+	gateway, _ := startNginx(t, nginx, dir, filepath.Join(gatewayDir, "nginx.conf.in"), api)
+	out, err := exec.CommandContext(t.Context(), bin, "token", "-hmac-secret-file", secret, "-sub", "plantstore-ci").Output()
+	if err != nil {
+		t.Fatalf("plantstore token: %v", err)
+	}
+	token := strings.TrimSpace(string(out))
+
+	once := func(what string, h http.Header, name, want string) {
+		t.Helper()
+		if got := h.Values(name); len(got) != 1 || got[0] != want {
+			t.Errorf("%s via nginx: %s %q; want it once, %q", what, name, got, want)
+		}
+	}
+	preflight := func(from string) result {
+		h := http.Header{}
+		h.Set("Origin", from)
+		h.Set("Access-Control-Request-Method", "GET")
+		h.Set("Access-Control-Request-Headers", "authorization,x-request-id")
+		return callWith(t, http.MethodOptions, gateway, "/plants?limit=1", h, "")
+	}
+
+	r := preflight(origin)
+	if r.status != http.StatusNoContent {
+		t.Fatalf("preflight via nginx from %s: %d %s; want 204 from plantstore", origin, r.status, r.body)
+	}
+	once("preflight", r.header, "Access-Control-Allow-Origin", origin)
+	once("preflight", r.header, "Access-Control-Allow-Methods", "GET, HEAD")
+	once("preflight", r.header, "Access-Control-Allow-Headers", "Authorization, X-Request-ID")
+	once("preflight", r.header, "Access-Control-Max-Age", "600")
+
+	if r := preflight("https://other.example"); r.status != http.StatusForbidden || r.header.Get("Access-Control-Allow-Origin") != "" || !strings.Contains(r.body, `"error":403`) {
+		t.Errorf("preflight via nginx from another origin: %d %v %s; want plantstore's 403 without CORS headers", r.status, r.header, r.body)
+	}
+
+	for _, tt := range []struct {
+		name, token string
+		status      int
+	}{{"a page", token, 200}, {"no token", "", 401}} {
+		h := http.Header{}
+		h.Set("Origin", origin)
+		if tt.token != "" {
+			h.Set("Authorization", "Bearer "+tt.token)
+		}
+		r := callWith(t, http.MethodGet, gateway, "/plants?limit=1", h, "cors-"+strings.ReplaceAll(tt.name, " ", "-"))
+		if r.status != tt.status {
+			t.Fatalf("GET via nginx (%s): %d %s; want %d", tt.name, r.status, r.body, tt.status)
+		}
+		once(tt.name, r.header, "Access-Control-Allow-Origin", origin)
+		once(tt.name, r.header, "Access-Control-Expose-Headers", "Link, WWW-Authenticate, DPoP-Nonce, X-Request-ID, Retry-After")
+		if r.header.Get("Access-Control-Allow-Credentials") != "" {
+			t.Errorf("GET via nginx (%s) allows credentials", tt.name)
+		}
+		if tt.status == 200 && !strings.Contains(r.header.Get("Link"), `rel="next"`) {
+			t.Errorf("GET ?limit=1 via nginx: Link %q; want the next page's", r.header.Get("Link"))
+		}
+	}
+}

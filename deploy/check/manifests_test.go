@@ -645,6 +645,17 @@ func TestViolationsCatch(t *testing.T) {
 		{"gateway accepting another audience", func(o []runtime.Object) {
 			securityPolicy(o).Spec.JWT.Providers[0].Audiences = []string{"billing"}
 		}, `accepts audience "billing"`},
+		{"CORS at the gateway and in the service", func(o []runtime.Object) {
+			settings(o).Data["PLANTSTORE_CORS_ORIGINS"] = "https://app.example.com"
+		}, "responses would carry Access-Control-Allow-Origin twice"},
+		{"CORS with credentials", func(o []runtime.Object) { securityPolicy(o).Spec.CORS.AllowCredentials = ptr(true) }, "cors.allowCredentials lets pages send cookies"},
+		{"CORS hiding the Link header", func(o []runtime.Object) {
+			securityPolicy(o).Spec.CORS.ExposeHeaders = []string{"WWW-Authenticate", "DPoP-Nonce", "X-Request-ID", "Retry-After"}
+		}, "cors.exposeHeaders lacks Link"},
+		{"CORS without the DPoP header", func(o []runtime.Object) { securityPolicy(o).Spec.CORS.AllowHeaders = []string{"Authorization"} }, "cors.allowHeaders lacks DPoP"},
+		{"CORS origin pattern", func(o []runtime.Object) {
+			securityPolicy(o).Spec.CORS.AllowOrigins = []egv1a1.Origin{"https://*.example.com"}
+		}, "list exact origins"},
 		{"policy on another route", func(o []runtime.Object) { trafficPolicy(o).Spec.TargetRefs[0].Name = "other" }, "BackendTrafficPolicy plantstore: targets HTTPRoute other"},
 		{"no backstop in the pods", func(o []runtime.Object) { delete(settings(o).Data, "PLANTSTORE_RATE_LIMIT") }, "PLANTSTORE_RATE_LIMIT is off"},
 		{"dashboard over 256 KiB", func(o []runtime.Object) {

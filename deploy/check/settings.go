@@ -18,6 +18,7 @@ var servedSettings = []string{
 	"jwt-token-types", "jwt-clients", "jwt-max-lifetime", "jwks-max-stale",
 	"dpop-nonce-key-file", "dpop-nonce-lifetime",
 	"redis-url", "redis-timeout",
+	"cors-origins",
 }
 
 // SettingVariable returns the environment variable of a serve flag:

@@ -1,10 +1,12 @@
 // Package api is the HTTP edge of the Plant Store: the streaming GET
 // /plants handler, the limit parameter, the wire shape of a plant, the
 // error contract (the one place an error becomes a status), the header
-// limit, panic recovery and the embedded OpenAPI document.
+// limit, panic recovery, CORS for browser callers and the embedded OpenAPI
+// document.
 package api
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -33,7 +35,8 @@ const netHTTPBuffer = 2048
 var errNoIdentity = errors.New("list plants: no identity in the request context")
 
 // ListHandler returns the GET and HEAD /plants handler. It parses limit
-// before anything else (an invalid one pushes an [ErrInvalidLimit] error),
+// and after before anything else (an invalid one pushes an
+// [ErrInvalidLimit] or [ErrInvalidAfter] error),
 // lists the plants the caller (the [auth.Identity] the auth middleware put
 // in the context) may read, and streams them as a JSON array of {"name",
 // "tag"} objects, in chunks of a few tens of KiB, so its memory does not
@@ -54,7 +57,19 @@ var errNoIdentity = errors.New("list plants: no identity in the request context"
 // the response short, so the client sees a broken transfer rather than a
 // complete-looking body. It records plantstore_plants_returned and the
 // plants log field.
-func ListHandler(store plants.Store, m *Metrics, writeTimeout time.Duration) gin.HandlerFunc {
+//
+// Paging: the listing starts after the key of the after cursor, and when a
+// limit of 1 or more cuts it short, the response carries
+// Link: <base/plants?...&after=CURSOR>; rel="next" ([nextLink]), base being
+// the API's absolute URL prefix (-public-url without its trailing "/") or
+// "" for a relative link. The handler asks the store for one plant more
+// than the limit, which tells it whether any remains. A page that does not
+// fit in the first chunk needs the answer before that chunk goes out with
+// the headers: it then reads the keys of the rest of the page in a second
+// listing (no encoding, nothing kept but the last key), and ends the page
+// at the key that listing found, so the Link never skips a plant the page
+// left out, even when the catalog changed in between.
+func ListHandler(store plants.Store, m *Metrics, writeTimeout time.Duration, base string) gin.HandlerFunc {
 	pool := sync.Pool{New: func() any {
 		s := &listState{buf: make([]byte, 0, flushSize+1024)}
 		s.yield = s.add
@@ -72,6 +87,12 @@ func ListHandler(store plants.Store, m *Metrics, writeTimeout time.Duration) gin
 			c.Abort()
 			return
 		}
+		after, err := ParseAfter(c.Request.URL.RawQuery)
+		if err != nil {
+			c.Error(err)
+			c.Abort()
+			return
+		}
 		id, ok := auth.FromContext(c.Request.Context())
 		if !ok {
 			c.Error(errNoIdentity)
@@ -82,11 +103,16 @@ func ListHandler(store plants.Store, m *Metrics, writeTimeout time.Duration) gin
 		h := c.Writer.Header()
 		h["Content-Type"] = contentType[:1:1]
 		h["Cache-Control"] = noStore[:1:1]
-		h["Vary"] = vary[:1:1]
+		if v := h["Vary"]; v != nil { // Origin, with CORS on
+			h["Vary"] = append(v, vary[0])
+		} else {
+			h["Vary"] = vary[:1:1]
+		}
 
 		s := pool.Get().(*listState)
 		s.c, s.limit, s.head, s.complete = c, limit, c.Request.Method == http.MethodHead, true
 		s.timeout = writeTimeout
+		s.store, s.caller, s.base = store, caller, base
 		s.buf = append(s.buf[:0], '[')
 		defer func() {
 			buf := s.buf
@@ -97,7 +123,12 @@ func ListHandler(store plants.Store, m *Metrics, writeTimeout time.Duration) gin
 			}
 		}()
 		ctx := c.Request.Context()
-		store.List(ctx, plants.Query{Caller: caller, Limit: limit})(s.yield)
+		s.ctx = ctx
+		q := plants.Query{Caller: caller, Limit: limit, After: after}
+		if limit > 0 {
+			q.Limit++ // one ahead: whether a next page has any plant
+		}
+		store.List(ctx, q)(s.yield)
 		n := s.n
 		switch {
 		case s.err != nil:
@@ -111,6 +142,9 @@ func ListHandler(store plants.Store, m *Metrics, writeTimeout time.Duration) gin
 		case s.gone:
 			observability.Annotate(c).SetPlants(n)
 			return // the client is gone; nothing left to tell it
+		}
+		if s.next != "" && !s.written {
+			h["Link"] = []string{s.next}
 		}
 		buf := append(s.buf, ']')
 		s.buf = buf
@@ -148,6 +182,18 @@ type listState struct {
 	written, complete, gone bool
 	err                     error // from the store
 	yield                   func(plants.Plant, error) bool
+
+	// Paging. last is the key of the last plant in the page; end, when
+	// set (ended), the key the page ends at (see [listState.settleNext]);
+	// next the Link header value, once it is known that a page follows.
+	store  plants.Store
+	ctx    context.Context
+	caller plants.Caller
+	base   string
+	last   plants.Key
+	end    plants.Key
+	ended  bool
+	next   string
 }
 
 // extendDeadlines gives the next write s.timeout from now (see
@@ -175,7 +221,11 @@ func (s *listState) add(p plants.Plant, err error) bool {
 		s.err = err
 		return false
 	}
-	if s.n == s.limit { // the store's business, but cheap to hold it to
+	if s.n == s.limit || s.ended && plants.KeyOf(p).Compare(s.end) > 0 {
+		// Past the page: a plant remains for the next one.
+		if s.limit > 0 && !s.ended {
+			s.next = nextLink(s.base, s.c.Request.URL.RawQuery, s.last)
+		}
 		return false
 	}
 	if s.n > 0 {
@@ -183,7 +233,11 @@ func (s *listState) add(p plants.Plant, err error) bool {
 	}
 	s.buf = appendPlantJSON(s.buf, p)
 	s.n++
+	s.last = plants.KeyOf(p)
 	if len(s.buf) >= flushSize {
+		if !s.written && s.limit > 0 && !s.settleNext() {
+			return false
+		}
 		if s.head { // the length is all a HEAD could still learn
 			s.complete = false
 			return false
@@ -194,6 +248,40 @@ func (s *listState) add(p plants.Plant, err error) bool {
 			return false
 		}
 		s.written, s.buf = true, s.buf[:0]
+	}
+	return true
+}
+
+// settleNext finds out, before the first chunk goes out with the headers,
+// whether a page follows this one: it lists the keys of the plants the page
+// still lacks, and one more, after the last one in the buffer. With one
+// more, the page ends at the key of its last plant and the Link names it;
+// without, the page ends where the store ends it, and has no Link. Either
+// way the page will yield nothing past that key, so a plant added in the
+// meantime inside the page goes to the next one rather than pushing the
+// page's last plant out of both. It reports false, with s.err set, when
+// the listing failed.
+func (s *listState) settleNext() bool {
+	rest := s.limit - s.n
+	q := plants.Query{Caller: s.caller, Limit: rest + 1, After: s.last}
+	end, n := s.last, 0
+	for p, err := range s.store.List(s.ctx, q) {
+		if err != nil {
+			s.err = err
+			return false
+		}
+		if n++; n > rest {
+			break
+		}
+		end = plants.KeyOf(p)
+	}
+	if n > rest {
+		s.end, s.ended = end, true
+		s.next = nextLink(s.base, s.c.Request.URL.RawQuery, end)
+		s.c.Writer.Header()["Link"] = []string{s.next}
+	} else {
+		// No next page: nothing after the last plant listed now.
+		s.limit = s.n + n
 	}
 	return true
 }

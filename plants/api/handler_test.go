@@ -72,6 +72,11 @@ type testAPI struct {
 }
 
 func newEngine(store plants.Store, log *zap.Logger, m *api.Metrics) *gin.Engine {
+	return newEngineAt(store, log, m, "")
+}
+
+// newEngineAt is newEngine with base as the handler's link base.
+func newEngineAt(store plants.Store, log *zap.Logger, m *api.Metrics, base string) *gin.Engine {
 	e := gin.New()
 	e.RedirectTrailingSlash = false
 	e.RedirectFixedPath = false
@@ -79,7 +84,7 @@ func newEngine(store plants.Store, log *zap.Logger, m *api.Metrics) *gin.Engine 
 	e.Use(api.RenderErrors(log), api.HeaderLimit(16<<10))
 	e.NoRoute(api.NotFound)
 	e.NoMethod(api.MethodNotAllowed)
-	list := api.ListHandler(store, m, time.Minute)
+	list := api.ListHandler(store, m, time.Minute, base)
 	e.GET("/plants", fakeAuth, list)
 	e.HEAD("/plants", fakeAuth, list)
 	return e
