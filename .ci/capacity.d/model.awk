@@ -66,7 +66,7 @@ function limit(p, r, n,   conns, l, t, k) {
 	}
 	if (cores(r, rus[p]) > need("target_util")) {
 		l[++k] = sprintf("Redis's one thread (%s cores)", fmt1(cores(r, rus[p])))
-		t[k] = "Redis Cluster (the keys spread by caller and proof), or no -redis-url (per-replica guarantees)"
+		t[k] = "a Redis of its own core with io-threads, or no -redis-url (each replica's own guarantees)"
 	}
 	lim = k ? l[1] : "none"
 	then = k ? t[1] : ""
