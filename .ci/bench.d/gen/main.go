@@ -5,7 +5,8 @@
 // ES256 token bound to it, and a client certificate (URL-escaped PEM) with
 // an ES256 token bound to it. With -ports it prints free loopback ports
 // instead; with -proofs it prints DPoP proofs, each with a fresh jti, for
-// the bound token and a URL, one a line.
+// the bound token and a URL, one a line (with -nonce-key, each carrying
+// the server nonce of now).
 //
 //	gen -dir DIR -plants 1000000 -tokens 10000
 //	gen -ports 4
@@ -45,6 +46,7 @@ func main() {
 	ports := flag.Int("ports", 0, "print this many free 127.0.0.1 ports and exit")
 	proofs := flag.Int("proofs", 0, "print this many DPoP proofs of DIR/dpop-key.pem for DIR/token-dpop and -url, and exit")
 	url := flag.String("url", "", "the htu of the proofs: the URL the requests go to, without query")
+	nonceKey := flag.String("nonce-key", "", "with -proofs: give each proof the server nonce of now under this key file (-dpop-nonce-key-file)")
 	flag.Parse()
 	if *ports > 0 {
 		printPorts(*ports)
@@ -54,7 +56,7 @@ func main() {
 		log.Fatal("gen: -dir is required")
 	}
 	if *proofs > 0 {
-		must(printProofs(*dir, *proofs, *url))
+		must(printProofs(*dir, *proofs, *url, *nonceKey))
 		return
 	}
 	must(writeCatalog(filepath.Join(*dir, "catalog-1k.json"), 1_000, sampleLike))
@@ -176,9 +178,20 @@ func writeDPoP(dir string, issuerKey crypto.Signer) error {
 
 // printProofs prints n GET proofs for url and the token of token-dpop,
 // made on every core.
-func printProofs(dir string, n int, url string) error {
+func printProofs(dir string, n int, url, nonceKey string) error {
 	if url == "" {
 		return fmt.Errorf("-proofs needs -url")
+	}
+	// The nonce the server issues now, made by the server's own code from
+	// the same key file: good for the lifetime's first three quarters at
+	// least, longer than a run.
+	var nonce string
+	if nonceKey != "" {
+		nonces, err := auth.LoadNonces(nonceKey, auth.DefaultNonceLifetime)
+		if err != nil {
+			return err
+		}
+		nonce = nonces.Issue(time.Now())
 	}
 	data, err := os.ReadFile(filepath.Join(dir, "dpop-key.pem"))
 	if err != nil {
@@ -199,7 +212,7 @@ func printProofs(dir string, n int, url string) error {
 	for w := range errs {
 		wg.Go(func() {
 			for i := w; i < n && errs[w] == nil; i += len(errs) {
-				proofs[i], errs[w] = auth.Proof(key, "ES256", "GET", url, tok)
+				proofs[i], errs[w] = auth.ProofWithNonce(key, "ES256", "GET", url, tok, nonce)
 			}
 		})
 	}
