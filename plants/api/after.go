@@ -34,16 +34,7 @@ func ParseAfter(rawQuery string) (plants.Key, error) {
 		key   plants.Key
 		found bool
 	)
-	for rawQuery != "" {
-		var pair string
-		pair, rawQuery, _ = strings.Cut(rawQuery, "&")
-		rawName, rawValue, _ := strings.Cut(pair, "=")
-		if !strings.Contains(rawName, "after") && !strings.Contains(rawName, "%") {
-			continue // fast path: no other name decodes to "after"
-		}
-		if name, err := url.QueryUnescape(rawName); err != nil || name != "after" {
-			continue
-		}
+	for rawValue := range paramValues(rawQuery, "after") {
 		if found {
 			return plants.Key{}, errAfterTwice
 		}
@@ -76,11 +67,8 @@ func appendNextLink(dst []byte, base, rawQuery string, last plants.Key) []byte {
 		if pair == "" {
 			continue
 		}
-		rawName, _, _ := strings.Cut(pair, "=")
-		if strings.Contains(rawName, "after") || strings.Contains(rawName, "%") {
-			if name, err := url.QueryUnescape(rawName); err == nil && name == "after" {
-				continue
-			}
+		if rawName, _, _ := strings.Cut(pair, "="); isParam(rawName, "after") {
+			continue
 		}
 		// The caller's bytes, but never one that would end the link or
 		// the header: those are escaped.

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"iter"
 	"math"
 	"net/http"
 	"net/url"
@@ -39,16 +40,7 @@ func invalidLimit(reason string) error {
 // even when malformed.
 func ParseLimit(rawQuery string) (int, error) {
 	limit, found := plants.NoLimit, false
-	for rawQuery != "" {
-		var pair string
-		pair, rawQuery, _ = strings.Cut(rawQuery, "&")
-		rawName, rawValue, _ := strings.Cut(pair, "=")
-		if !strings.Contains(rawName, "limit") && !strings.Contains(rawName, "%") {
-			continue // fast path: no other name decodes to "limit"
-		}
-		if name, err := url.QueryUnescape(rawName); err != nil || name != "limit" {
-			continue
-		}
+	for rawValue := range paramValues(rawQuery, "limit") {
 		if found {
 			return 0, errLimitTwice
 		}
@@ -62,6 +54,32 @@ func ParseLimit(rawQuery string) (int, error) {
 		}
 	}
 	return limit, nil
+}
+
+// paramValues yields the raw (still percent-encoded) values of the
+// parameters of rawQuery whose names decode to name, in order: the one
+// reading of a query that limit and after share.
+func paramValues(rawQuery, name string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for rawQuery != "" {
+			var pair string
+			pair, rawQuery, _ = strings.Cut(rawQuery, "&")
+			rawName, rawValue, _ := strings.Cut(pair, "=")
+			if isParam(rawName, name) && !yield(rawValue) {
+				return
+			}
+		}
+	}
+}
+
+// isParam reports whether the raw name of a query parameter decodes to
+// name. A name that holds neither name nor a "%" cannot: the fast path.
+func isParam(rawName, name string) bool {
+	if !strings.Contains(rawName, name) && !strings.Contains(rawName, "%") {
+		return false
+	}
+	decoded, err := url.QueryUnescape(rawName)
+	return err == nil && decoded == name
 }
 
 // parseDigits parses a limit value: ASCII digits, at most math.MaxInt32.
