@@ -231,8 +231,12 @@ func TestPrometheusAsDeployed(t *testing.T) {
 		}
 	}
 	_, dbAPI, dbAdmin := startDatabaseService(t, bin, dir, "plantstore-db", dsn, keys+".jwks.json")
+	// It shares its state in a Redis, as a deployment of several replicas
+	// does, for the shared-state rule and panels.
+	redis := startRedis(t, dir, tool(t, "redis-server", " (Debian: apt-get install redis-server)"))
 	service := start(t, dir, "plantstore", bin, "serve", "-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0",
-		"-jwt-key-file", keys+".jwks.json", "-data", data, "-shutdown-delay", "0s")
+		"-jwt-key-file", keys+".jwks.json", "-data", data, "-shutdown-delay", "0s",
+		"-redis-url", "redis://"+redis.addr)
 	api, admin := waitServing(t, service, "plantstore")
 
 	// Two with an issuers file. The first has two issuers with keys: no
