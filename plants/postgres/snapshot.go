@@ -43,8 +43,8 @@ const (
 //   - it listens on a connection of its own for the notification that
 //     [Import] sends when it commits ([NotifyChannel]), and then loads the
 //     catalog again after a random delay that spreads the replicas' loads
-//     (see notifySpread): a change is served within half a second of the
-//     notification, or the time of one load when that is longer;
+//     (see notifySpread): a change is served within a quarter of a second
+//     of the notification, or the time of one load when that is longer;
 //   - it reads the catalog version every Options.Poll, which catches a
 //     change whose notification was lost (the listening connection broke,
 //     or was silently cut);
@@ -487,7 +487,7 @@ func (s *Snapshot) listenOnce(ctx context.Context, connected func()) error {
 // notifySpread bounds how long after a notification a replica starts its
 // load plus how long the load takes: a change is served within it, and
 // within 1 s of its commit with the notification's own latency.
-const notifySpread = 500 * time.Millisecond
+const notifySpread = 250 * time.Millisecond
 
 // notifyDelay returns how long to wait after a notification before the
 // load: a random share of what notifySpread leaves once the last load's

@@ -15,9 +15,9 @@ import (
 // replicas would, and measures for each import when each replica first
 // serves it: every replica within a second of the import's start (the
 // contract), and not all at once: on average the first and the last
-// replica to serve an import are at least 60 ms apart (the delays are
-// drawn from about half a second, so the expected gap is about 250 ms;
-// loads that start together on notification are a few ms apart).
+// replica to serve an import are at least 30 ms apart (the delays are
+// drawn from about a quarter of a second, so the expected gap is about
+// 125 ms; loads that start together on notification are a few ms apart).
 func TestSnapshotReloadsSpread(t *testing.T) {
 	t.Parallel()
 	dsn := seeded(t)
@@ -65,7 +65,7 @@ func TestSnapshotReloadsSpread(t *testing.T) {
 	for _, g := range gaps {
 		sum += g
 	}
-	if mean := sum / imports; mean < 60*time.Millisecond {
-		t.Errorf("mean gap between the first and the last replica to serve an import %v (gaps %v), want at least 60ms: the replicas reload together", mean, gaps)
+	if mean := sum / imports; mean < 30*time.Millisecond {
+		t.Errorf("mean gap between the first and the last replica to serve an import %v (gaps %v), want at least 30ms: the replicas reload together", mean, gaps)
 	}
 }
