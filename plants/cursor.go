@@ -74,7 +74,8 @@ func (k Key) AppendCursor(dst []byte) []byte {
 // ParseCursor returns the key of a cursor made by [Key.Cursor]. Anything
 // else is an error wrapping [ErrBadCursor]: an empty string, a string over
 // [MaxCursorLen] characters, one that is not strict unpadded base64url, of
-// another version, with a length that does not fit, or with an empty or
+// another version (or holding a line break, which the base64 decoder
+// would skip), with a length that does not fit, or with an empty or
 // invalid UTF-8 name or id, or one holding U+0000 (which no catalog
 // holds).
 func ParseCursor(s string) (Key, error) {
@@ -83,7 +84,9 @@ func ParseCursor(s string) (Key, error) {
 	}
 	var buf [MaxCursorLen / 4 * 3]byte
 	n, err := cursorEncoding.Decode(buf[:], []byte(s))
-	if err != nil || n < 1 || buf[0] != cursorVersion {
+	// The decoder skips CR and LF; a cursor holds neither, so every
+	// character must have been decoded.
+	if err != nil || n < 1 || cursorEncoding.EncodedLen(n) != len(s) || buf[0] != cursorVersion {
 		return Key{}, ErrBadCursor
 	}
 	b := buf[1:n]

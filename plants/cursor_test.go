@@ -60,6 +60,8 @@ func TestParseCursorRefuses(t *testing.T) {
 		enc(1, 1, 'n', 0xff),      // not UTF-8
 		strings.Repeat("A", plants.MaxCursorLen+1),
 		"AQ+uaQ",
+		"A\rQTxn720070", // line breaks the decoder skips
+		"AQlBbG9lIHZlcmFhbG9l\nLXZlcmE",
 	} {
 		if k, err := plants.ParseCursor(s); !errors.Is(err, plants.ErrBadCursor) {
 			t.Errorf("ParseCursor(%q) = %+v, %v; want ErrBadCursor", s, k, err)

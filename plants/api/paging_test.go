@@ -190,6 +190,7 @@ func TestPagingBadAfter(t *testing.T) {
 		"/plants?after=" + strings.Repeat("A", 513),
 		"/plants?after=%zz",
 		"/plants?after=" + plants.KeyOf(plants.Plant{Name: "n", ID: "i"}).Cursor()[1:],
+		"/plants?after=" + good[:3] + "%0D%0A" + good[3:],
 	} {
 		r := ta.do(t, "GET", target, as("bob")...)
 		checkError(t, target, r, 400, "")
