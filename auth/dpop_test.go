@@ -176,6 +176,14 @@ func TestDPoPAttacks(t *testing.T) {
 	offCurveToken := authtest.Token(t, issuer, nil, authtest.Claims(map[string]any{"cnf": map[string]any{"jkt": b64(offCurveSum[:])}}))
 	p384 := authtest.NewKey(t, "ES384")
 	p384Token := bound(p384)
+	// An RSA key with a line break in e: base64 decoders skip it, so the
+	// key is the same, but its thumbprint as written is not the key's; a
+	// token bound to that thumbprint is one key, two bindings.
+	rsaClient := authtest.NewKey(t, "RS256")
+	rsaJWK := publicJWK(t, rsaClient.Verify.Public, nil)
+	brokenJWK := map[string]any{"kty": "RSA", "n": rsaJWK["n"], "e": "AQ\nAB"}
+	brokenSum := sha256.Sum256(fmt.Appendf(nil, "{\"e\":\"AQ\nAB\",\"kty\":\"RSA\",\"n\":%q}", rsaJWK["n"]))
+	brokenToken := authtest.Token(t, issuer, nil, authtest.Claims(map[string]any{"cnf": map[string]any{"jkt": b64(brokenSum[:])}}))
 
 	tests := []struct {
 		name, ref string
@@ -225,6 +233,7 @@ func TestDPoPAttacks(t *testing.T) {
 		{name: "jwk member in another case", ref: "RFC 7517 §4 (names are case-sensitive)", authz: "DPoP " + token, proofs: []string{withHeader(map[string]any{"jwk": publicJWK(t, client.Verify.Public, map[string]any{"KTY": "oct"})})}, want: auth.ReasonDPoPInvalid, wantDPoP: true},
 		{name: "jwk with a certificate chain", ref: "RFC 7517 §4.7", authz: "DPoP " + token, proofs: []string{withHeader(map[string]any{"jwk": publicJWK(t, client.Verify.Public, map[string]any{"x5c": []string{"MII="}})})}, want: auth.ReasonDPoPInvalid, wantDPoP: true},
 		{name: "jwk with use enc", ref: "RFC 7517 §4.2", authz: "DPoP " + token, proofs: []string{withHeader(map[string]any{"jwk": publicJWK(t, client.Verify.Public, map[string]any{"use": "enc"})})}, want: auth.ReasonDPoPInvalid, wantDPoP: true},
+		{name: "jwk member with a line break, bound as written", ref: "RFC 7638 §3.3 (one key, one thumbprint), RFC 7515 §2 (base64url without line breaks)", authz: "DPoP " + brokenToken, proofs: []string{authtest.Proof(t, rsaClient, "GET", u, brokenToken, map[string]any{"jwk": brokenJWK}, nil)}, want: auth.ReasonDPoPInvalid, wantDPoP: true},
 		{name: "EC point not on the curve, bound", ref: "RFC 7518 §6.2.1, invalid-curve attacks", authz: "DPoP " + offCurveToken, proofs: []string{forgedProof(t, "ES256", offCurve, u, offCurveToken, 64)}, want: auth.ReasonDPoPInvalid, wantDPoP: true},
 		{name: "ES256 with a P-384 key", ref: "RFC 7518 §3.4", authz: "DPoP " + p384Token, proofs: []string{authtest.Proof(t, p384, "GET", u, p384Token, map[string]any{"alg": "ES256"}, nil)}, want: auth.ReasonDPoPInvalid, wantDPoP: true},
 		{name: "control: an ES384 proof", ref: "RFC 9449 §4.3", authz: "DPoP " + p384Token, proofs: []string{authtest.Proof(t, p384, "GET", u, p384Token, nil, nil)}},

@@ -467,7 +467,9 @@ func decodeMember(raw []byte, min, max int) (text, value []byte, ok bool) {
 	}
 	value = make([]byte, base64.RawURLEncoding.DecodedLen(len(text)))
 	n, err := base64.RawURLEncoding.Strict().Decode(value, text)
-	if err != nil || n < min || n > max {
+	// The decoder skips CR and LF: every character must have been decoded,
+	// or one key would have a thumbprint per way of breaking its lines.
+	if err != nil || n < min || n > max || base64.RawURLEncoding.EncodedLen(n) != len(text) {
 		return nil, nil, false
 	}
 	return text, value[:n], true
