@@ -80,6 +80,15 @@ func tool(t testing.TB, name, hint string) string {
 	return p
 }
 
+// nginxBin returns the path of nginx, or calls missing.
+func nginxBin(t testing.TB) string {
+	t.Helper()
+	if p, err := exec.LookPath("nginx"); err == nil {
+		return p
+	}
+	return tool(t, "/usr/sbin/nginx", "")
+}
+
 func requireTools(t testing.TB) (bin, nginx string) {
 	t.Helper()
 	bin = plantstoreBin(t)
@@ -89,14 +98,7 @@ func requireTools(t testing.TB) (bin, nginx string) {
 			missing(t, "deploy/gateway/node_modules/"+pkg+" (npm ci --prefix deploy/gateway)")
 		}
 	}
-	nginx, err := exec.LookPath("nginx")
-	if err != nil {
-		if _, err := os.Stat("/usr/sbin/nginx"); err != nil {
-			missing(t, "nginx")
-		}
-		nginx = "/usr/sbin/nginx"
-	}
-	return bin, nginx
+	return bin, nginxBin(t)
 }
 
 // freePort returns a port on 127.0.0.1 that was free a moment ago.
@@ -1035,13 +1037,7 @@ func TestGatewayEndToEndIssuers(t *testing.T) {
 // binary and nginx, not the identity provider.
 func TestGatewayCORSPassThrough(t *testing.T) {
 	bin := plantstoreBin(t)
-	nginx, err := exec.LookPath("nginx")
-	if err != nil {
-		if _, err := os.Stat("/usr/sbin/nginx"); err != nil {
-			missing(t, "nginx")
-		}
-		nginx = "/usr/sbin/nginx"
-	}
+	nginx := nginxBin(t)
 	dir := t.TempDir()
 	secret := filepath.Join(dir, "secret")
 	if err := os.WriteFile(secret, []byte(strings.Repeat("s", 32)), 0o600); err != nil {

@@ -31,13 +31,7 @@ import (
 // certificate nginx forwards appears in no line plantstore logs.
 func TestGatewayMutualTLS(t *testing.T) {
 	bin := plantstoreBin(t)
-	nginx, err := exec.LookPath("nginx")
-	if err != nil {
-		if _, err := os.Stat("/usr/sbin/nginx"); err != nil {
-			missing(t, "nginx")
-		}
-		nginx = "/usr/sbin/nginx"
-	}
+	nginx := nginxBin(t)
 	dir := t.TempDir()
 	prefix := filepath.Join(dir, "nginx-mtls")
 	if err := os.MkdirAll(prefix, 0o755); err != nil {

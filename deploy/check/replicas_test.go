@@ -164,15 +164,6 @@ func TestGatewayReplicasRedis(t *testing.T) {
 	})
 }
 
-// nginxBin returns the path of nginx, or calls missing.
-func nginxBin(t testing.TB) string {
-	t.Helper()
-	if p, err := exec.LookPath("nginx"); err == nil {
-		return p
-	}
-	return tool(t, "/usr/sbin/nginx", "")
-}
-
 // redisServer is a redis-server the test started.
 type redisServer struct {
 	*process
