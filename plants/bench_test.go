@@ -55,22 +55,26 @@ func BenchmarkMemoryStoreList(b *testing.B) {
 		s := plants.NewMemoryStore(indexCatalog(b, size), nil)
 		for _, caller := range callers {
 			b.Run(fmt.Sprintf("plants=%d/caller=%s", size, caller.name), func(b *testing.B) {
-				q := plants.Query{Caller: caller.caller, Limit: 10}
-				want := min(10, caller.sees(size))
-				b.ReportAllocs()
-				for b.Loop() {
-					n := 0
-					for _, err := range s.List(b.Context(), q) {
-						if err != nil {
-							b.Fatal(err)
-						}
-						n++
-					}
-					if n != want {
-						b.Fatalf("listed %d plants; want %d", n, want)
-					}
-				}
+				benchList(b, s, plants.Query{Caller: caller.caller, Limit: 10}, min(10, caller.sees(size)))
 			})
+		}
+	}
+}
+
+// benchList lists q from s in a benchmark loop, failing unless each
+// listing yields want plants.
+func benchList(b *testing.B, s *plants.MemoryStore, q plants.Query, want int) {
+	b.ReportAllocs()
+	for b.Loop() {
+		n := 0
+		for _, err := range s.List(b.Context(), q) {
+			if err != nil {
+				b.Fatal(err)
+			}
+			n++
+		}
+		if n != want {
+			b.Fatalf("listed %d plants; want %d", n, want)
 		}
 	}
 }
@@ -98,20 +102,7 @@ func BenchmarkMemoryStorePage(b *testing.B) {
 			after plants.Key
 		}{{"first", plants.Key{}}, {"after=900000", deep}} {
 			b.Run(fmt.Sprintf("caller=%s/page=%s", caller.name, page.name), func(b *testing.B) {
-				q := plants.Query{Caller: caller.caller, Limit: 10, After: page.after}
-				b.ReportAllocs()
-				for b.Loop() {
-					n := 0
-					for _, err := range s.List(b.Context(), q) {
-						if err != nil {
-							b.Fatal(err)
-						}
-						n++
-					}
-					if n != 10 {
-						b.Fatalf("listed %d plants; want 10", n)
-					}
-				}
+				benchList(b, s, plants.Query{Caller: caller.caller, Limit: 10, After: page.after}, 10)
 			})
 		}
 	}
