@@ -504,40 +504,19 @@ func (f prefixesFlag) Set(s string) error {
 
 func (prefixesFlag) Type() string { return "prefixes" }
 
-// dpopFlag is a DPoP mode flag: off, optional or required.
-type dpopFlag struct{ m *auth.DPoPMode }
-
-func (f dpopFlag) String() string {
-	if f.m == nil {
-		return "optional"
-	}
-	return f.m.String()
-}
-
-func (f dpopFlag) Set(s string) error {
-	m, err := auth.ParseDPoPMode(s)
-	if err != nil {
-		return errors.New("want off, optional or required")
-	}
-	*f.m = m
-	return nil
-}
-
-func (dpopFlag) Type() string { return "mode" }
-
-// mtlsFlag is a certificate-binding (mTLS) mode flag: off, optional or
+// modeFlag is a binding mode flag (DPoP or mTLS): off, optional or
 // required.
-type mtlsFlag struct{ m *auth.MTLSMode }
+type modeFlag struct{ m *auth.BindingMode }
 
-func (f mtlsFlag) String() string {
+func (f modeFlag) String() string {
 	if f.m == nil {
 		return "optional"
 	}
 	return f.m.String()
 }
 
-func (f mtlsFlag) Set(s string) error {
-	m, err := auth.ParseMTLSMode(s)
+func (f modeFlag) Set(s string) error {
+	m, err := auth.ParseBindingMode(s)
 	if err != nil {
 		return errors.New("want off, optional or required")
 	}
@@ -545,4 +524,4 @@ func (f mtlsFlag) Set(s string) error {
 	return nil
 }
 
-func (mtlsFlag) Type() string { return "mode" }
+func (modeFlag) Type() string { return "mode" }

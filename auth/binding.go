@@ -1,6 +1,49 @@
 package auth
 
-import "encoding/base64"
+import (
+	"encoding/base64"
+	"fmt"
+)
+
+// BindingMode is how an issuer's tokens may be bound to a proof of
+// possession of one kind: a DPoP key ([DPoPMode]) or a client certificate
+// ([MTLSMode]). The zero value is optional.
+type BindingMode int
+
+// The binding modes; [DPoPMode] and [MTLSMode] name them for their kind.
+const (
+	// BindingOptional accepts unbound tokens, and bound ones with their proof.
+	BindingOptional BindingMode = iota
+	// BindingOff refuses bound tokens.
+	BindingOff
+	// BindingRequired accepts bound tokens with their proof only.
+	BindingRequired
+)
+
+// ParseBindingMode returns the mode named s: off, optional or required;
+// "" is optional.
+func ParseBindingMode(s string) (BindingMode, error) {
+	switch s {
+	case "", "optional":
+		return BindingOptional, nil
+	case "off":
+		return BindingOff, nil
+	case "required":
+		return BindingRequired, nil
+	}
+	return 0, fmt.Errorf("%q: want off, optional or required", s)
+}
+
+// String returns the mode's name.
+func (m BindingMode) String() string {
+	switch m {
+	case BindingOff:
+		return "off"
+	case BindingRequired:
+		return "required"
+	}
+	return "optional"
+}
 
 // binding is what a token is bound to by its cnf claim (RFC 7800): the
 // proofs of possession every request presenting it must carry. The zero

@@ -19,45 +19,20 @@ import (
 
 // MTLSMode is whether an issuer's tokens may be bound to the client's TLS
 // certificate (RFC 8705 §3). The zero value is MTLSOptional.
-type MTLSMode int
+type MTLSMode = BindingMode
 
 // The certificate-binding modes.
 const (
 	// MTLSOptional accepts unbound tokens, and certificate-bound tokens
 	// (cnf.x5t#S256) that come with their certificate.
-	MTLSOptional MTLSMode = iota
+	MTLSOptional = BindingOptional
 	// MTLSOff refuses certificate-bound tokens ([ReasonCertBound]).
-	MTLSOff
+	MTLSOff = BindingOff
 	// MTLSRequired accepts certificate-bound tokens with their
 	// certificate only; any other token is refused with
 	// [ReasonCertMissing].
-	MTLSRequired
+	MTLSRequired = BindingRequired
 )
-
-// ParseMTLSMode returns the mode named s: off, optional or required; ""
-// is optional.
-func ParseMTLSMode(s string) (MTLSMode, error) {
-	switch s {
-	case "", "optional":
-		return MTLSOptional, nil
-	case "off":
-		return MTLSOff, nil
-	case "required":
-		return MTLSRequired, nil
-	}
-	return 0, fmt.Errorf("%q: want off, optional or required", s)
-}
-
-// String returns the mode's name.
-func (m MTLSMode) String() string {
-	switch m {
-	case MTLSOff:
-		return "off"
-	case MTLSRequired:
-		return "required"
-	}
-	return "optional"
-}
 
 // CertificateThumbprint returns the x5t#S256 of a certificate (RFC 8705
 // §3.1): the base64url, unpadded, of the SHA-256 of its DER encoding.

@@ -3,7 +3,6 @@ package auth
 import (
 	"crypto/sha256"
 	"encoding/base64"
-	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -14,43 +13,18 @@ import (
 
 // DPoPMode is how an issuer's tokens are sender-constrained (RFC 9449).
 // The zero value is DPoPOptional.
-type DPoPMode int
+type DPoPMode = BindingMode
 
 // The DPoP modes.
 const (
 	// DPoPOptional accepts bearer tokens, and DPoP-bound tokens (cnf.jkt)
 	// with a valid proof.
-	DPoPOptional DPoPMode = iota
+	DPoPOptional = BindingOptional
 	// DPoPOff accepts bearer tokens only; a bound token is refused.
-	DPoPOff
+	DPoPOff = BindingOff
 	// DPoPRequired accepts DPoP-bound tokens with a valid proof only.
-	DPoPRequired
+	DPoPRequired = BindingRequired
 )
-
-// ParseDPoPMode returns the mode named s: off, optional or required; ""
-// is optional.
-func ParseDPoPMode(s string) (DPoPMode, error) {
-	switch s {
-	case "", "optional":
-		return DPoPOptional, nil
-	case "off":
-		return DPoPOff, nil
-	case "required":
-		return DPoPRequired, nil
-	}
-	return 0, fmt.Errorf("%q: want off, optional or required", s)
-}
-
-// String returns the mode's name.
-func (m DPoPMode) String() string {
-	switch m {
-	case DPoPOff:
-		return "off"
-	case DPoPRequired:
-		return "required"
-	}
-	return "optional"
-}
 
 // DefaultDPoPWindow is how old a DPoP proof may be, by its iat.
 const DefaultDPoPWindow = 60 * time.Second

@@ -394,23 +394,20 @@ func (x *fileIndex) issuers(cfgs []IssuerConfig, o SourceOptions) ([]Issuer, err
 			GroupsClaim: c.GroupsClaim, RequiredScope: c.RequiredScope, DPoP: o.DPoP, MTLS: o.MTLS,
 			TokenTypes: c.TokenTypes, Clients: c.Clients, MaxLifetime: c.MaxLifetime, MaxStale: c.MaxStale,
 		}
-		if c.DPoP != "" {
-			m, err := ParseDPoPMode(c.DPoP)
-			if err != nil {
-				return nil, at(&ConfigError{Issuer: c.Name, Field: string(settingDPoP), Err: err})
+		for _, m := range []struct {
+			field setting
+			raw   string
+			mode  *BindingMode
+		}{{settingDPoP, c.DPoP, &cfg.DPoP}, {settingMTLS, c.MTLS, &cfg.MTLS}} {
+			if m.raw == "" {
+				x.inherited[i] = append(x.inherited[i], string(m.field))
+				continue
 			}
-			cfg.DPoP = m
-		} else {
-			x.inherited[i] = append(x.inherited[i], string(settingDPoP))
-		}
-		if c.MTLS != "" {
-			m, err := ParseMTLSMode(c.MTLS)
+			mode, err := ParseBindingMode(m.raw)
 			if err != nil {
-				return nil, at(&ConfigError{Issuer: c.Name, Field: string(settingMTLS), Err: err})
+				return nil, at(configErr(c.Name, m.field, "%w", err))
 			}
-			cfg.MTLS = m
-		} else {
-			x.inherited[i] = append(x.inherited[i], string(settingMTLS))
+			*m.mode = mode
 		}
 		if c.RequiredScope == "" && o.RequiredScope != "" {
 			cfg.RequiredScope = o.RequiredScope
