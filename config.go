@@ -384,12 +384,6 @@ func (c *serveConfig) keySources() error {
 	return usagef("serve: no key source: set %s or -jwt-issuers-file (or their PLANTSTORE_* variables), or run with -dev", strings.Join(names, ", "))
 }
 
-// discovery reports whether the -jwt-* issuer's keys come from OIDC
-// discovery of -jwt-issuer: no key source is set.
-func (c serveConfig) discovery() bool {
-	return c.JWT.Issuer != "" && c.Keys == (auth.KeySource{}) && !c.Dev
-}
-
 // verifierOptions returns the options every issuer shares, the rate limit
 // of -rate-limit among them.
 func (c serveConfig) verifierOptions() (auth.Options, error) {

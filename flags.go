@@ -510,7 +510,7 @@ type modeFlag struct{ m *auth.BindingMode }
 
 func (f modeFlag) String() string {
 	if f.m == nil {
-		return "optional"
+		return auth.BindingOptional.String()
 	}
 	return f.m.String()
 }

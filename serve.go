@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -374,7 +373,8 @@ func linkBase(publicURL string) string {
 	if publicURL == "" || err != nil {
 		return ""
 	}
-	return u.Scheme + "://" + u.Host + strings.TrimSuffix(u.EscapedPath(), "/")
+	origin, prefix := auth.PublicOrigin(u)
+	return origin + prefix
 }
 
 // apiOptions is what the API handler is built from.

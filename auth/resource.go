@@ -2,6 +2,7 @@ package auth
 
 import (
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -86,12 +87,19 @@ func (v *Verifier) Metadata(r *http.Request) ResourceMetadata {
 	return md
 }
 
+// PublicOrigin returns the scheme and host of a -public-url, and the path
+// the resource is served under without a trailing "/": what the resource
+// identifier, its metadata URL, a proof's htu and a page's Link start with.
+func PublicOrigin(u *url.URL) (origin, prefix string) {
+	return u.Scheme + "://" + u.Host, strings.TrimSuffix(u.EscapedPath(), "/")
+}
+
 // origin returns the scheme and host the resource is reached at, and the
 // path it is served under without a trailing "/": -public-url's, or,
 // without it, those r came to (through trusted proxies only) and "".
 func (v *Verifier) origin(r *http.Request) (origin, prefix string) {
 	if u := v.opts.PublicURL; u != nil {
-		return u.Scheme + "://" + u.Host, strings.TrimSuffix(u.EscapedPath(), "/")
+		return PublicOrigin(u)
 	}
 	scheme, host := observability.Origin(r, v.opts.TrustedProxies)
 	return scheme + "://" + host, ""
