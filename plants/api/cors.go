@@ -154,13 +154,15 @@ func isPreflight(r *http.Request) bool {
 	return r.Method == http.MethodOptions && r.Header.Get("Origin") != "" && len(r.Header["Access-Control-Request-Method"]) > 0
 }
 
-// addVary adds Origin to the Vary header of h, keeping what it names.
-func addVary(h http.Header) {
+// addVary adds one, a one-element slice the caller keeps, to the Vary
+// header of h, keeping what it names; a header that has none takes one
+// itself, without an allocation.
+func addVary(h http.Header, one []string) {
 	if v := h["Vary"]; v != nil {
-		h["Vary"] = append(v, "Origin")
+		h["Vary"] = append(v, one[0])
 		return
 	}
-	h["Vary"] = corsVaryOrigin[:1:1]
+	h["Vary"] = one[:1:1]
 }
 
 // Headers returns the middleware that adds, to every response but a
@@ -176,7 +178,7 @@ func (p *CORS) Headers() gin.HandlerFunc {
 			return
 		}
 		h := c.Writer.Header()
-		addVary(h)
+		addVary(h, corsVaryOrigin)
 		if origin, ok := p.allowed(c.Request); ok {
 			h["Access-Control-Allow-Origin"] = origin
 			h["Access-Control-Expose-Headers"] = corsExposeHeaders[:1:1]
@@ -217,7 +219,7 @@ func (p *CORS) Preflight(c *gin.Context) {
 		h["Access-Control-Allow-Headers"] = []string{allow}
 	}
 	h["Access-Control-Max-Age"] = corsMaxAge[:1:1]
-	addVary(h)
+	addVary(h, corsVaryOrigin)
 	c.Status(http.StatusNoContent)
 	c.Writer.WriteHeaderNow()
 }

@@ -107,11 +107,7 @@ func ListHandler(store plants.Store, m *Metrics, writeTimeout time.Duration, bas
 		h := c.Writer.Header()
 		h["Content-Type"] = contentType[:1:1]
 		h["Cache-Control"] = noStore[:1:1]
-		if v := h["Vary"]; v != nil { // Origin, with CORS on
-			h["Vary"] = append(v, vary[0])
-		} else {
-			h["Vary"] = vary[:1:1]
-		}
+		addVary(h, vary) // after Origin, with CORS on
 
 		s := pool.Get().(*listState)
 		s.c, s.limit, s.head, s.complete = c, limit, c.Request.Method == http.MethodHead, true
