@@ -143,9 +143,6 @@ func ListHandler(store plants.Store, m *Metrics, writeTimeout time.Duration, bas
 			observability.Annotate(c).SetPlants(n)
 			return // the client is gone; nothing left to tell it
 		}
-		if s.next != "" && !s.written {
-			h["Link"] = []string{s.next}
-		}
 		buf := append(s.buf, ']')
 		s.buf = buf
 		// net/http sets the Content-Length of a body that fits in its
@@ -184,25 +181,29 @@ type listState struct {
 	yield                   func(plants.Plant, error) bool
 
 	// Paging. last is the key of the last plant in the page; end, when
-	// set (ended), the key the page ends at (see [listState.settleNext]);
-	// next the Link header value, once it is known that a page follows.
+	// set (ended), the key the page ends at (see [listState.settleNext]).
 	store  plants.Store
 	ctx    context.Context
 	caller plants.Caller
 	base   string
 	last   plants.Key
 	end    plants.Key
-	ended  bool
-	next   string
-	link   []byte // where next is made, kept with the state
+	link   []byte // where the Link header is made, kept with the state
 }
 
-// setNext makes s.next the Link header value of the page after the one
-// that ends with the plant of key last.
+// setNext sets the Link header to the page after the one that ends with
+// the plant of key last, unless the headers went out already.
 func (s *listState) setNext(last plants.Key) {
+	if s.written {
+		return
+	}
 	s.link = appendNextLink(s.link[:0], s.base, s.c.Request.URL.RawQuery, last)
-	s.next = string(s.link)
+	s.c.Writer.Header()["Link"] = []string{string(s.link)}
 }
+
+// ended reports whether the page's end is settled (see
+// [listState.settleNext]): end is then a plant's key, never the zero one.
+func (s *listState) ended() bool { return !s.end.IsZero() }
 
 // extendDeadlines gives the next write s.timeout from now (see
 // [ListHandler]). The first write has the deadline the server set when the
@@ -229,9 +230,9 @@ func (s *listState) add(p plants.Plant, err error) bool {
 		s.err = err
 		return false
 	}
-	if s.n == s.limit || s.ended && plants.KeyOf(p).Compare(s.end) > 0 {
+	if s.n == s.limit || s.ended() && plants.KeyOf(p).Compare(s.end) > 0 {
 		// Past the page: a plant remains for the next one.
-		if s.limit > 0 && !s.ended {
+		if s.limit > 0 && !s.ended() {
 			s.setNext(s.last)
 		}
 		return false
@@ -284,9 +285,8 @@ func (s *listState) settleNext() bool {
 		end = plants.KeyOf(p)
 	}
 	if n > rest {
-		s.end, s.ended = end, true
+		s.end = end
 		s.setNext(end)
-		s.c.Writer.Header()["Link"] = []string{s.next}
 	} else {
 		// No next page: nothing after the last plant listed now.
 		s.limit = s.n + n
