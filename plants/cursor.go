@@ -99,11 +99,11 @@ func ParseCursor(s string) (Key, error) {
 		return Key{}, ErrBadCursor
 	}
 	b = b[w:]
-	name, id := b[:nameLen], b[nameLen:]
-	if !validKeyPart(name) || !validKeyPart(id) {
+	if !validKeyPart(b[:nameLen]) || !validKeyPart(b[nameLen:]) {
 		return Key{}, ErrBadCursor
 	}
-	return Key{Name: string(name), ID: string(id)}, nil
+	key := string(b) // name and id in one allocation
+	return Key{Name: key[:nameLen], ID: key[nameLen:]}, nil
 }
 
 // validKeyPart reports whether b could be a catalog name or id: non-empty
