@@ -124,7 +124,7 @@ func Middleware(access *AccessLog, m *HTTPMetrics, trusted []netip.Prefix, tr *T
 			// Only a request with a traceparent has a sampled flag to trust.
 			fromProxy := false
 			if len(c.Request.Header["Traceparent"]) > 0 {
-				_, fromProxy = trustedPeer(c.Request.RemoteAddr, trusted)
+				_, fromProxy = TrustedPeer(c.Request.RemoteAddr, trusted)
 			}
 			var ctx context.Context
 			ctx, st.span = tr.startServerSpan(c.Request.Context(), traceHeaders(c.Request.Header), tr.spanName(c.Request.Method, c.FullPath()), fromProxy)

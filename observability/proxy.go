@@ -56,7 +56,7 @@ func ParseTrustedProxies(list string) ([]netip.Prefix, error) {
 // skipped. Nothing it returns is a string that failed to parse as an
 // address, except the server-set peer address itself.
 func clientIP(remoteAddr string, xff []string, trusted []netip.Prefix) string {
-	host, ok := trustedPeer(remoteAddr, trusted)
+	host, ok := TrustedPeer(remoteAddr, trusted)
 	if !ok || len(xff) == 0 {
 		return host
 	}
@@ -92,13 +92,6 @@ func clientIP(remoteAddr string, xff []string, trusted []netip.Prefix) string {
 // trusted: a proxy whose forwarding headers, and any header it alone may
 // set (a client certificate it verified), are believed.
 func TrustedPeer(remoteAddr string, trusted []netip.Prefix) (host string, ok bool) {
-	return trustedPeer(remoteAddr, trusted)
-}
-
-// trustedPeer returns the host of remoteAddr, a peer address as net/http
-// sets it (host:port), and reports whether that host is an address within
-// trusted: a proxy whose forwarding headers are believed.
-func trustedPeer(remoteAddr string, trusted []netip.Prefix) (host string, ok bool) {
 	host = remoteAddr
 	if h, _, err := net.SplitHostPort(remoteAddr); err == nil {
 		host = h
@@ -132,7 +125,7 @@ func Origin(r *http.Request, trusted []netip.Prefix) (scheme, host string) {
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	if _, ok := trustedPeer(r.RemoteAddr, trusted); ok {
+	if _, ok := TrustedPeer(r.RemoteAddr, trusted); ok {
 		if p := firstValue(r.Header.Get("X-Forwarded-Proto")); p == "http" || p == "https" {
 			scheme = p
 		}
