@@ -492,6 +492,37 @@ func TestDocsFlagTable(t *testing.T) {
 	}
 }
 
+// TestDocsCommandFlags checks that the command table of
+// docs/configuration.md names each flag of token, proof and keygen, as
+// their -h prints them.
+func TestDocsCommandFlags(t *testing.T) {
+	doc, err := os.ReadFile("docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flagLine := regexp.MustCompile(`(?m)^  -([a-z0-9-]+)`)
+	for _, cmd := range []string{"token", "proof", "keygen"} {
+		row := regexp.MustCompile("(?m)^\\| `" + cmd + " .*$").Find(doc)
+		if row == nil {
+			t.Errorf("docs/configuration.md has no row for %s", cmd)
+			continue
+		}
+		var help bytes.Buffer
+		if err := run(t.Context(), []string{cmd, "-h"}, nil, nil, &help, &help); err != nil && !isUsage(err) {
+			t.Fatalf("%s -h: %v", cmd, err)
+		}
+		flags := flagLine.FindAllStringSubmatch(help.String(), -1)
+		if len(flags) == 0 {
+			t.Fatalf("%s -h lists no flag:\n%s", cmd, help.String())
+		}
+		for _, m := range flags {
+			if !regexp.MustCompile(`[ \[(]-` + m[1] + `\b`).Match(row) {
+				t.Errorf("docs/configuration.md's %s row does not name -%s", cmd, m[1])
+			}
+		}
+	}
+}
+
 // TestDocsIssuersExamples loads every issuers file that
 // docs/configuration.md shows, as the service would.
 func TestDocsIssuersExamples(t *testing.T) {
