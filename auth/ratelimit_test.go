@@ -176,7 +176,7 @@ func TestCallerKey(t *testing.T) {
 		}
 		seen[k] = fmt.Sprintf("(%q, %q)", c[0], c[1])
 	}
-	if CallerKey("staff", "alice") != CallerKey("staff", "alice") {
+	if CallerKey("staff", "alice") != CallerKey(string([]byte("staff")), string([]byte("alice"))) {
 		t.Error("CallerKey is not the same for the same caller")
 	}
 }
