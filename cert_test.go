@@ -25,7 +25,7 @@ func TestTokenCert(t *testing.T) {
 		t.Fatal(err)
 	}
 	ca := authtest.NewCA(t)
-	client := ca.Issue(t, "client", false)
+	client := ca.Issue(t, "client")
 	chain := filepath.Join(dir, "client.pem")
 	// The client's certificate, then its CA: a chain as a client keeps it.
 	if err := os.WriteFile(chain, append(append([]byte{}, client.PEM...), ca.PEM...), 0o600); err != nil {

@@ -21,7 +21,7 @@ import (
 // the one the gateway verified.
 func certAttacks(t *testing.T, key authtest.Key, keys auth.Keys) []attack {
 	ca := authtest.NewCA(t)
-	client, other := ca.Issue(t, "client", false), ca.Issue(t, "other", false)
+	client, other := ca.Issue(t, "client"), ca.Issue(t, "other")
 	trusted := func(mode auth.MTLSMode, proxies string) *apiServer {
 		o := verifierOptions
 		o.ClientCertHeader = "X-Client-Cert"

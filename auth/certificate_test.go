@@ -52,7 +52,7 @@ func certRequest(t testing.TB, url, authz, cert string, proofs ...string) (int, 
 func TestCertificateBinding(t *testing.T) {
 	issuer, client := authtest.NewKey(t, "ES256"), authtest.NewKey(t, "ES256")
 	ca := authtest.NewCA(t)
-	cert, other := ca.Issue(t, "client", false), ca.Issue(t, "other", false)
+	cert, other := ca.Issue(t, "client"), ca.Issue(t, "other")
 	jkt := client.Thumbprint(t)
 	x5t := auth.CertificateThumbprint(cert.DER)
 	srv := newDPoPServer(t, issuer, auth.DPoPOptional, certOptions())
@@ -150,7 +150,7 @@ func TestMTLSConfig(t *testing.T) {
 // is not one certificate, without the header's text in the error.
 func TestParseClientCertificate(t *testing.T) {
 	ca := authtest.NewCA(t)
-	cert := ca.Issue(t, "client", false)
+	cert := ca.Issue(t, "client")
 	for _, tt := range []struct {
 		name   string
 		values []string
@@ -200,7 +200,7 @@ func TestParseClientCertificate(t *testing.T) {
 //	go test ./auth -run '^$' -bench CertBinding -count 10
 func BenchmarkCertBinding(b *testing.B) {
 	issuer := authtest.NewKey(b, "ES256")
-	cert := authtest.NewCA(b).Issue(b, "client", false)
+	cert := authtest.NewCA(b).Issue(b, "client")
 	v := newVerifierOpts(b, certOptions(), auth.Config{}, authtest.KeySet(issuer))
 	bearer := authtest.Token(b, issuer, nil, authtest.Claims(nil))
 	bound := authtest.Token(b, issuer, nil, authtest.Claims(map[string]any{"cnf": map[string]any{"x5t#S256": auth.CertificateThumbprint(cert.DER)}}))

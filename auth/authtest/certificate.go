@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/pem"
 	"math/big"
 	"net/url"
@@ -60,9 +61,8 @@ func NewCA(t testing.TB) *CA {
 	return &CA{Cert: cert, Key: key, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
 }
 
-// Issue returns a client certificate for cn signed by ca (or a server
-// certificate for 127.0.0.1 and localhost when server is true).
-func (ca *CA) Issue(t testing.TB, cn string, server bool) Cert {
+// Issue returns a client certificate for cn signed by ca.
+func (ca *CA) Issue(t testing.TB, cn string) Cert {
 	t.Helper()
 	key := newECKey(t)
 	tmpl := &x509.Certificate{
@@ -72,11 +72,6 @@ func (ca *CA) Issue(t testing.TB, cn string, server bool) Cert {
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.DNSNames = []string{"localhost"}
-		tmpl.IPAddresses = append(tmpl.IPAddresses, []byte{127, 0, 0, 1})
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
 	if err != nil {
@@ -104,7 +99,8 @@ func (c Cert) Escaped() string { return EscapePEM(c.PEM) }
 // XFCC returns an element of Envoy's X-Forwarded-Client-Cert for c: By,
 // Hash, the quoted Cert and a quoted Subject.
 func (c Cert) XFCC() string {
-	return `By=spiffe://cluster.local/ns/plantstore/sa/plantstore;Hash=` + hashHex(c.DER) +
+	sum := sha256.Sum256(c.DER)
+	return `By=spiffe://cluster.local/ns/plantstore/sa/plantstore;Hash=` + hex.EncodeToString(sum[:]) +
 		`;Cert="` + c.Escaped() + `";Subject="CN=` + c.Cert.Subject.CommonName + `,O=plantstore"`
 }
 
@@ -112,16 +108,6 @@ func (c Cert) XFCC() string {
 // $ssl_client_escaped_cert: everything but unreserved characters.
 func EscapePEM(p []byte) string {
 	return strings.ReplaceAll(url.QueryEscape(string(p)), "+", "%20")
-}
-
-func hashHex(b []byte) string {
-	const digits = "0123456789abcdef"
-	out := make([]byte, 0, 2*len(b))
-	sum := sha256.Sum256(b)
-	for _, c := range sum {
-		out = append(out, digits[c>>4], digits[c&15])
-	}
-	return string(out)
 }
 
 func newECKey(t testing.TB) *ecdsa.PrivateKey {
