@@ -179,24 +179,11 @@ func escapedPEM(values []string) (string, error) {
 // commas in quoted values not counting. A quote left open anywhere makes
 // every element's bounds uncertain: the value is then refused.
 func lastElement(xfcc string) (string, error) {
-	last, quoted, escaped := 0, false, false
-	for i := 0; i < len(xfcc); i++ {
-		switch c := xfcc[i]; {
-		case escaped:
-			escaped = false
-		case quoted && c == '\\':
-			escaped = true
-		case c == '"':
-			quoted = !quoted
-		case !quoted && c == ',':
-			last = i + 1
-		}
-	}
-	if quoted || escaped {
+	var el string
+	if !scanOutsideQuotes(xfcc, ',', func(part string) bool { el = part; return true }) {
 		return "", fmt.Errorf("%w: an XFCC quote left open", ErrCertHeader)
 	}
-	el := strings.TrimSpace(xfcc[last:])
-	if el == "" {
+	if el = strings.TrimSpace(el); el == "" {
 		return "", fmt.Errorf("%w: an empty XFCC element", ErrCertHeader)
 	}
 	return el, nil
@@ -205,25 +192,32 @@ func lastElement(xfcc string) (string, error) {
 // splitOutsideQuotes yields the parts of s between the seps that are not
 // inside double quotes; s has its quotes closed.
 func splitOutsideQuotes(s string, sep byte) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		start, quoted, escaped := 0, false, false
-		for i := 0; i < len(s); i++ {
-			switch c := s[i]; {
-			case escaped:
-				escaped = false
-			case quoted && c == '\\':
-				escaped = true
-			case c == '"':
-				quoted = !quoted
-			case !quoted && c == sep:
-				if !yield(s[start:i]) {
-					return
-				}
-				start = i + 1
+	return func(yield func(string) bool) { scanOutsideQuotes(s, sep, yield) }
+}
+
+// scanOutsideQuotes calls yield with each part of s between the seps that
+// are not inside double quotes (a backslash in quotes escapes the next
+// byte), until yield returns false. It reports whether s left no quote or
+// escape open, when it read s to its end; a stop by yield reports true.
+func scanOutsideQuotes(s string, sep byte, yield func(string) bool) (closed bool) {
+	start, quoted, escaped := 0, false, false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case escaped:
+			escaped = false
+		case quoted && c == '\\':
+			escaped = true
+		case c == '"':
+			quoted = !quoted
+		case !quoted && c == sep:
+			if !yield(s[start:i]) {
+				return true
 			}
+			start = i + 1
 		}
-		yield(s[start:])
 	}
+	yield(s[start:])
+	return !quoted && !escaped
 }
 
 // unquote returns an XFCC value without its double quotes and escapes; a
