@@ -81,8 +81,8 @@ func appendNextLink(dst []byte, base, rawQuery string, last plants.Key) []byte {
 }
 
 // appendLinkSafe appends s with every byte that may not appear in a URI
-// reference inside a Link header's <...> (controls, space, '<', '>', '"',
-// and non-ASCII) percent-encoded. Go's server hands over the query as the
+// reference inside a Link header's <...> (controls, space, non-ASCII and
+// < > " \ ^ ` { | }) percent-encoded. Go's server hands over the query as the
 // client sent it, so only what the client escaped is escaped.
 func appendLinkSafe(dst []byte, s string) []byte {
 	const hex = "0123456789ABCDEF"

@@ -114,6 +114,7 @@ func TestPagingLink(t *testing.T) {
 		{public, "/plants?limit=1", "https://api.example.com/v1/plants?limit=1&after=" + cursor1},
 		{ta, "/plants?x=a%20b&limit=1&y&after=" + plants.KeyOf(plants.Plant{Name: "A", ID: "a"}).Cursor() + "&z=%3C", "/plants?x=a%20b&limit=1&y&z=%3C&after=" + cursor1},
 		{ta, "/plants?limit=01&tag=%E2%9C%93", "/plants?limit=01&tag=%E2%9C%93&after=" + cursor1},
+		{ta, "/plants?limit=1&q=\"{a|b}\"^`\\", "/plants?limit=1&q=%22%7Ba%7Cb%7D%22%5E%60%5C&after=" + cursor1}, // sent unescaped, escaped in the Link
 		{ta, "/plants?limit=0", ""},
 		{ta, "/plants", ""},
 		{ta, "/plants?after=" + cursor1, ""},
