@@ -28,13 +28,16 @@ func TestLinkBase(t *testing.T) {
 // TestPagingServe walks the sample catalog page by page through the whole
 // service (real keys and token, -public-url set): each next link is
 // absolute on -public-url, keeps the caller's other parameters, and the
-// pages together are the full list; the last page has no Link.
+// pages together are the full list; the last page has no Link. A bad
+// after is refused only after the credential and its scope: 401, 403,
+// then 400.
 func TestPagingServe(t *testing.T) {
 	dir := t.TempDir()
 	cli(t, "keygen", "-alg", "ES256", "-out", filepath.Join(dir, "issuer"))
-	token := cli(t, "token", "-key", filepath.Join(dir, "issuer.key"), "-sub", "dave", "-groups", "botanists,gardeners")
+	token := cli(t, "token", "-key", filepath.Join(dir, "issuer.key"), "-sub", "dave", "-groups", "botanists,gardeners", "-scope", "plants:read")
+	noScope := cli(t, "token", "-key", filepath.Join(dir, "issuer.key"), "-sub", "dave", "-groups", "botanists,gardeners")
 	const public = "https://plants.example.com/api"
-	in := startServe(t, nil, "-jwt-key-file", filepath.Join(dir, "issuer.jwks.json"), "-public-url", public+"/")
+	in := startServe(t, nil, "-jwt-key-file", filepath.Join(dir, "issuer.jwks.json"), "-public-url", public+"/", "-jwt-required-scope", "plants:read")
 	waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
 	status, full, _ := get(t, in.api+"/plants", token)
 	if status != http.StatusOK {
@@ -68,5 +71,13 @@ func TestPagingServe(t *testing.T) {
 	}
 	if fmt.Sprintf("%s", got) != fmt.Sprintf("%s", want) {
 		t.Errorf("pages listed %s\nwant %s", got, want)
+	}
+	for _, tt := range []struct {
+		token string
+		want  int
+	}{{"", http.StatusUnauthorized}, {noScope, http.StatusForbidden}, {token, http.StatusBadRequest}} {
+		if status, body, _ := get(t, in.api+"/plants?after=!!", tt.token); status != tt.want {
+			t.Errorf("GET /plants?after=!! (token %t): %d %s; want %d", tt.token != "", status, body, tt.want)
+		}
 	}
 }

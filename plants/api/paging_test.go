@@ -204,4 +204,6 @@ func TestPagingBadAfter(t *testing.T) {
 	}
 	r := ta.do(t, "GET", "/plants?after=!!", hdrRefuse+": 401")
 	checkError(t, "bad after without a credential", r, 401, "")
+	r = ta.do(t, "GET", "/plants?after=!!", hdrRefuse+": 403")
+	checkError(t, "bad after without the scope", r, 403, "")
 }
