@@ -295,12 +295,7 @@ func (b *CatalogBuilder) Catalog() (*Catalog, error) {
 		}
 	}
 	if !sorted {
-		slices.SortFunc(c.entries, func(x, y entry) int {
-			if d := strings.Compare(c.str(x.name), c.str(y.name)); d != 0 {
-				return d
-			}
-			return strings.Compare(c.str(x.id), c.str(y.id))
-		})
+		slices.SortFunc(c.entries, func(x, y entry) int { return c.keyOf(x).Compare(c.keyOf(y)) })
 	}
 	return c, nil
 }

@@ -25,6 +25,9 @@ var errCatalogTooLarge = errors.New("catalog too large: over 2^31-1 plants, or i
 // str returns the part of c.text that s spans.
 func (c *Catalog) str(s span) string { return c.text[s.off : s.off+s.len] }
 
+// keyOf returns the sort key of the plant of e.
+func (c *Catalog) keyOf(e entry) Key { return Key{Name: c.str(e.name), ID: c.str(e.id)} }
+
 // at returns plant i. Its strings are parts of c's and its Readers are
 // shared with other plants: they must not be modified.
 func (c *Catalog) at(i int) Plant {

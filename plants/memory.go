@@ -316,6 +316,6 @@ func (m *merger) down(i int) {
 func (c *Catalog) after(k Key) int {
 	return sort.Search(len(c.entries), func(i int) bool {
 		e := &c.entries[i]
-		return Key{Name: c.str(e.name), ID: c.str(e.id)}.Compare(k) > 0
+		return c.keyOf(*e).Compare(k) > 0
 	})
 }
