@@ -69,8 +69,12 @@ func NewKey(t testing.TB, alg string) Key {
 		pub, k, err = ed25519.GenerateKey(rand.Reader)
 		priv = k
 	case strings.HasPrefix(alg, "HS"):
-		secret := make([]byte, 64)
-		_, err = rand.Read(secret)
+		// 64 characters of base64url, as an operator writes a secret
+		// file: random bytes could end with the newline a secret file's
+		// reader drops, 1 in 256 times.
+		raw := make([]byte, 48)
+		_, err = rand.Read(raw)
+		secret := []byte(base64.RawURLEncoding.EncodeToString(raw))
 		priv, pub = secret, secret
 	default:
 		t.Fatalf("authtest.NewKey(%q): unsupported algorithm", alg)
