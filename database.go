@@ -25,7 +25,7 @@ var errPending = errors.New("migrations pending")
 // arguments; flags may come before or after them.
 func databaseFlags(fs *flag.FlagSet, args []string, e env, stderr io.Writer) (dsn string, positional []string, err error) {
 	var c serveConfig
-	rows := settings{*serveSettings().row("database-url")}
+	rows := settingRows{*serveSettings().row("database-url")}
 	rows.define(fs, &c)
 	if _, positional, err = parseFlags(fs, args, e, rows, stderr); err != nil {
 		return "", nil, err

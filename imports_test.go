@@ -19,18 +19,19 @@ import (
 func TestImportRules(t *testing.T) {
 	const mod = "github.com/plantstore/plantstore"
 	allowed := map[string][]string{
-		"observability":             nil,
+		"observability/setting":     nil,
+		"observability":             {"observability/setting"},
 		"observability/logtest":     nil,
 		"observability/metricstest": nil,
 		"observability/spantest":    nil,
-		"auth":                      {"observability"},
+		"auth":                      {"observability", "observability/setting"},
 		"auth/authtest":             {"auth"},
-		"auth/redisstate":           {"auth"},
+		"auth/redisstate":           {"auth", "observability/setting"},
 		"auth/redisstate/redistest": nil,
 		"plants":                    nil,
 		"plants/storetest":          {"plants"},
 		"plants/api":                {"auth", "observability", "plants"},
-		"plants/postgres":           {"plants"},
+		"plants/postgres":           {"plants", "observability/setting"},
 		"plants/postgres/pgtest":    nil,
 	}
 	// Each library, and the only files (by directory/file) that may import it.
@@ -94,8 +95,17 @@ func TestImportRules(t *testing.T) {
 
 // TestDomainLinksNoEdge checks, on the compiled dependency graph, that the
 // domain and its PostgreSQL adapter (all that "plantstore migrate" and
-// "import" need) link neither gin nor the JWT libraries nor auth.
+// "import" need) link neither gin nor the JWT libraries nor auth, and that
+// the leaf every package may import, observability/setting, links the
+// standard library alone.
 func TestDomainLinksNoEdge(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "./observability/setting").Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./observability/setting: %v", err)
+	}
+	if deps := strings.Fields(string(out)); len(deps) != 1 {
+		t.Errorf("observability/setting links %v; want the standard library alone", deps)
+	}
 	for _, pkg := range []string{"./plants", "./plants/postgres"} {
 		out, err := exec.Command("go", "list", "-deps", pkg).Output()
 		if err != nil {

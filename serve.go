@@ -248,7 +248,7 @@ func openShared(bg *background, cfg serveConfig, reg prometheus.Registerer, log 
 		Log: log, Registerer: reg,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("-redis-url: %w", err)
+		return nil, cfg.refused(err)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -264,11 +264,7 @@ func openShared(bg *background, cfg serveConfig, reg prometheus.Registerer, log 
 // verifier. What the file says wrong is a usage error naming its line; a
 // setting the file's issuers took from the flags is named as its flag.
 func openIssuersFile(bg *background, cfg serveConfig, opts auth.Options, src auth.SourceOptions, vf verification) (verification, error) {
-	var fe *auth.FileError
 	f, err := auth.LoadIssuersFile(bg.ctx, cfg.IssuersFile, src)
-	if errors.As(err, &fe) {
-		return vf, usagef("serve: -jwt-issuers-file: %v", err)
-	}
 	if err != nil {
 		return vf, cfg.refused(err)
 	}
@@ -277,10 +273,7 @@ func openIssuersFile(bg *background, cfg serveConfig, opts auth.Options, src aut
 	go func() { f.Wait(); close(done) }()
 	bg.wait(done)
 	if vf.verifier, err = auth.NewVerifier(opts, f.Issuers()...); err != nil {
-		if errors.As(f.Explain(err), &fe) {
-			return vf, usagef("serve: -jwt-issuers-file: %v", fe)
-		}
-		return vf, cfg.refused(err)
+		return vf, cfg.refused(f.Explain(err))
 	}
 	return vf, nil
 }

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 
 	"github.com/plantstore/plantstore/observability"
+	"github.com/plantstore/plantstore/observability/setting"
 )
 
 // MTLSMode is whether an issuer's tokens may be bound to the client's TLS
@@ -51,13 +52,13 @@ func checkCertHeader(name string) (string, error) {
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return "", configErr("", settingCertHeader, "%q is not an HTTP header name", name)
+			return "", setting.Errorf("client_cert_header", "%q is not an HTTP header name", name)
 		}
 	}
 	key := textproto.CanonicalMIMEHeaderKey(name)
 	switch key {
 	case "Authorization", "Dpop", "Host", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Cookie":
-		return "", configErr("", settingCertHeader, "%s carries something else than a client certificate", name)
+		return "", setting.Errorf("client_cert_header", "%s carries something else than a client certificate", name)
 	}
 	return key, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/observability/setting"
 )
 
 // certOptions are Options that read the client certificate from
@@ -109,14 +110,14 @@ func TestCertificateBinding(t *testing.T) {
 func TestMTLSConfig(t *testing.T) {
 	keys := authtest.KeySet(authtest.NewKey(t, "ES256"))
 	_, err := auth.NewVerifier(auth.Options{}, auth.Issuer{Name: "a", Config: auth.Config{Issuer: "https://a", MTLS: auth.MTLSRequired}, Keys: keys})
-	var ce *auth.ConfigError
-	if !errors.As(err, &ce) || ce.Field != "mtls" || ce.Issuer != "a" {
-		t.Errorf("mtls required without a header: %v; want an mtls *ConfigError of issuer a", err)
+	var ce *setting.Error
+	if !errors.As(err, &ce) || ce.Key != "mtls" || ce.Issuer != "a" {
+		t.Errorf("mtls required without a header: %v; want an mtls *setting.Error of issuer a", err)
 	}
 	for _, name := range []string{"X Client Cert", "Authorization", "dpop", "X-Forwarded-For", "a:b"} {
 		_, err := auth.NewVerifier(auth.Options{ClientCertHeader: name}, auth.Issuer{Keys: keys})
-		if !errors.As(err, &ce) || ce.Field != "client_cert_header" {
-			t.Errorf("ClientCertHeader %q: %v; want a client_cert_header *ConfigError", name, err)
+		if !errors.As(err, &ce) || ce.Key != "client_cert_header" {
+			t.Errorf("ClientCertHeader %q: %v; want a client_cert_header *setting.Error", name, err)
 		}
 	}
 	for _, tt := range []struct {

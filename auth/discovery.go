@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+
+	"github.com/plantstore/plantstore/observability/setting"
 )
 
 // Errors of OIDC discovery.
@@ -33,7 +35,7 @@ func Discover(ctx context.Context, client *http.Client, issuer string, maxBytes 
 	if client == nil {
 		client = http.DefaultClient
 	}
-	where := RedactURL(issuer)
+	where := setting.RedactURL(issuer)
 	if _, err := parseHTTPURL(issuer); err != nil {
 		return "", fmt.Errorf("discover %s: issuer: %w", where, err)
 	}
@@ -50,7 +52,7 @@ func Discover(ctx context.Context, client *http.Client, issuer string, maxBytes 
 		return "", fmt.Errorf("discover %s: %w", where, jsonError(err))
 	}
 	if meta.Issuer != issuer {
-		return "", fmt.Errorf("discover %s: %w: document names %q", where, ErrDiscoveryIssuer, RedactURL(meta.Issuer))
+		return "", fmt.Errorf("discover %s: %w: document names %q", where, ErrDiscoveryIssuer, setting.RedactURL(meta.Issuer))
 	}
 	if meta.JWKSURI == "" {
 		return "", fmt.Errorf("discover %s: %w", where, ErrNoJWKSURI)
@@ -80,7 +82,7 @@ func parseHTTPURL(s string) (*url.URL, error) {
 // than maxBytes. Error messages carry the status or the transport error,
 // never the body, and name u with its secrets redacted ([RedactURL]).
 func getDocument(ctx context.Context, client *http.Client, u, accept string, maxBytes int64) ([]byte, error) {
-	where := RedactURL(u)
+	where := setting.RedactURL(u)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: not a valid URL", where)
@@ -107,25 +109,4 @@ func getDocument(ctx context.Context, client *http.Client, u, accept string, max
 		return nil, fmt.Errorf("GET %s: %w", where, err)
 	}
 	return b, nil
-}
-
-// RedactURL returns s with the secrets a URL may carry replaced by
-// "xxxxx": the password of its userinfo and its query string, as in
-// https://user:xxxxx@idp.example.com/jwks?xxxxx. The user name stays, so
-// that an error about it (a role the database does not know) names it.
-// The fragment is dropped. A string that does not parse as a URL is
-// returned as "xxxxx" whole.
-func RedactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "xxxxx"
-	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	if u.RawQuery != "" || u.ForceQuery {
-		u.RawQuery, u.ForceQuery = "xxxxx", false
-	}
-	u.Fragment, u.RawFragment = "", ""
-	return u.String()
 }

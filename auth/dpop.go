@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/plantstore/plantstore/observability/setting"
 )
 
 // DPoPMode is how an issuer's tokens are sender-constrained (RFC 9449).
@@ -50,11 +52,11 @@ func checkDPoPAlgorithms(algs []string) ([]string, error) {
 	for _, a := range algs {
 		switch {
 		case strings.EqualFold(a, "none"):
-			return nil, configErr("", settingDPoPAlgs, `algorithm "none" is never allowed`)
+			return nil, setting.Errorf("dpop_algorithms", `algorithm "none" is never allowed`)
 		case strings.HasPrefix(a, "HS"):
-			return nil, configErr("", settingDPoPAlgs, "%q is an HMAC: a proof is signed by the client's own key pair, want an asymmetric algorithm (%s)", a, strings.Join(known, ", "))
+			return nil, setting.Errorf("dpop_algorithms", "%q is an HMAC: a proof is signed by the client's own key pair, want an asymmetric algorithm (%s)", a, strings.Join(known, ", "))
 		case !slices.Contains(known, a):
-			return nil, configErr("", settingDPoPAlgs, "unknown algorithm %q (want some of %s)", a, strings.Join(known, ", "))
+			return nil, setting.Errorf("dpop_algorithms", "unknown algorithm %q (want some of %s)", a, strings.Join(known, ", "))
 		case !slices.Contains(clean, a):
 			clean = append(clean, a)
 		}

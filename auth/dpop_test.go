@@ -25,6 +25,7 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/observability/setting"
 )
 
 // dpopServer is a loopback server with the service's middleware around
@@ -498,9 +499,9 @@ func TestDPoPAlgorithmsOption(t *testing.T) {
 	}
 	for _, algs := range [][]string{{"ES256", "none"}, {"HS256"}, {"ES256", "HS512"}, {"RS1"}, {"es256"}} {
 		_, err := auth.NewVerifier(auth.Options{DPoPAlgorithms: algs}, auth.Issuer{Keys: authtest.KeySet(issuer)})
-		var ce *auth.ConfigError
-		if !errors.As(err, &ce) || ce.Field != "dpop_algorithms" {
-			t.Errorf("NewVerifier with DPoPAlgorithms %q = %v; want a dpop_algorithms *ConfigError", algs, err)
+		var ce *setting.Error
+		if !errors.As(err, &ce) || ce.Key != "dpop_algorithms" {
+			t.Errorf("NewVerifier with DPoPAlgorithms %q = %v; want a dpop_algorithms *setting.Error", algs, err)
 		}
 	}
 }

@@ -34,7 +34,7 @@ const maxHMACSecrets = 16
 // again. Errors name the file, never the secret. m, if not nil, counts the
 // keys in plantstore_jwks_keys.
 func LoadHMACSecret(path string, m *Metrics) (*KeyFile, error) {
-	return loadFile(path, settingHMACSecretFile, readHMACSecrets, m)
+	return loadFile(path, true, readHMACSecrets, m)
 }
 
 // ReadHMACSecret returns the secret of the HMAC secret file at path, by

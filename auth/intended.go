@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/plantstore/plantstore/observability/setting"
 )
 
 // The rules of this file say whether a token was meant for this resource
@@ -54,7 +56,7 @@ func (c Config) MintType() string {
 // checkIntended checks and normalises the fields of c that say which
 // tokens are meant for this resource: TokenTypes in normalType form, nil
 // for any, without repeats; no blank client; no negative duration.
-func (c Config) checkIntended() (Config, error) {
+func (c Config) checkIntended() (Config, *setting.Error) {
 	var types []string
 	anyType := false
 	for _, raw := range c.TokenTypes {
@@ -66,26 +68,26 @@ func (c Config) checkIntended() (Config, error) {
 				types = append(types, t)
 			}
 		case otherJWT(t):
-			return c, configErr("", settingTokenTypes, "%q names another kind of JWT than an access token, which is always refused", raw)
+			return c, setting.Errorf("token_types", "%q names another kind of JWT than an access token, which is always refused", raw)
 		default:
-			return c, configErr("", settingTokenTypes, "unknown token type %q: want any, or at+jwt and jwt", raw)
+			return c, setting.Errorf("token_types", "unknown token type %q: want any, or at+jwt and jwt", raw)
 		}
 	}
 	if anyType && len(types) > 0 {
-		return c, configErr("", settingTokenTypes, "any already takes %s: list any alone, or the types", strings.Join(types, " and "))
+		return c, setting.Errorf("token_types", "any already takes %s: list any alone, or the types", strings.Join(types, " and "))
 	}
 	c.TokenTypes = types
 	for _, id := range c.Clients {
 		if strings.TrimSpace(id) == "" {
-			return c, configErr("", settingClients, "blank client: a list of blanks would accept no one")
+			return c, setting.Errorf("clients", "blank client: a list of blanks would accept no one")
 		}
 	}
 	c.Clients = slices.Clone(c.Clients)
 	if c.MaxLifetime < 0 {
-		return c, configErr("", settingMaxLifetime, "negative duration %s", c.MaxLifetime)
+		return c, setting.Errorf("max_lifetime", "negative duration %s", c.MaxLifetime)
 	}
 	if c.MaxStale < 0 {
-		return c, configErr("", settingMaxStale, "negative duration %s", c.MaxStale)
+		return c, setting.Errorf("max_stale", "negative duration %s", c.MaxStale)
 	}
 	return c, nil
 }

@@ -16,10 +16,12 @@ import (
 
 	"go.uber.org/zap"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/plantstore/plantstore/observability/setting"
 )
 
 // IssuerConfig is one issuer of an issuers file, as written.
-// Its fields are the settings of one issuer ([Settings]).
+// Its fields are the settings of one issuer.
 type IssuerConfig struct {
 	// Name qualifies the issuer's callers: 1 to 32 of [a-z0-9-], unique.
 	Name string `yaml:"name"`
@@ -45,25 +47,6 @@ type IssuerConfig struct {
 	MaxStale    time.Duration `yaml:"max_stale"`
 }
 
-// A FileError is a problem with an issuers file, at a line of it (0 when
-// it concerns the whole file).
-type FileError struct {
-	File string
-	Line int
-	Err  error
-}
-
-// Error returns "FILE:LINE: problem".
-func (e *FileError) Error() string {
-	if e.Line > 0 {
-		return e.File + ":" + strconv.Itoa(e.Line) + ": " + e.Err.Error()
-	}
-	return e.File + ": " + e.Err.Error()
-}
-
-// Unwrap returns e.Err.
-func (e *FileError) Unwrap() error { return e.Err }
-
 // IssuersFile is the issuers of an issuers file with their key sources
 // open ([OpenSource]). Use it from one goroutine (the service's main
 // loop).
@@ -86,11 +69,11 @@ type builtIssuer struct {
 // LoadIssuersFile reads the issuers file at path, checks its issuers as
 // [Verifier.SetIssuers] will (but for their keys), and opens each one's
 // key source; the sources' loops run until ctx is done. Errors name the
-// file and, when they concern one place, its line: a *FileError for what
-// the file says (unknown keys, repeated names, a bad value), or the error
-// of a key file that cannot be read. A *[ConfigError] of a setting the
-// file left to o (a required scope) is returned as it is, for the caller
-// to name where that came from.
+// file and, when they concern one place, its line: a *[setting.Error]
+// with its File set for what the file says (unknown keys, repeated names,
+// a bad value) or a key file that cannot be read. A *setting.Error of a
+// setting the file left to o (a required scope) is returned without a
+// File, for the caller to name where that came from.
 func LoadIssuersFile(ctx context.Context, path string, o SourceOptions) (*IssuersFile, error) {
 	if o.Log == nil {
 		o.Log = zap.NewNop()
@@ -127,7 +110,8 @@ func issuersOf(built []builtIssuer) []Issuer {
 }
 
 // Explain returns err, an error of [NewVerifier] or [Verifier.SetIssuers]
-// for f's issuers, as a *FileError at the line of the setting at fault.
+// for f's issuers, as a *setting.Error at the file's line of the setting
+// at fault.
 // An error of a setting that is no issuer's, or that an issuer took from
 // [SourceOptions], is returned as it is.
 func (f *IssuersFile) Explain(err error) error {
@@ -195,9 +179,9 @@ func (f *IssuersFile) closeNew(built, others []builtIssuer) {
 // whose name, issuer and key source are the same (their files read
 // again), and new ones for the others.
 func (f *IssuersFile) build(cfgs []IssuerConfig, index *fileIndex, old []builtIssuer) ([]builtIssuer, error) {
-	issuers, err := index.issuers(cfgs, f.opts)
+	issuers, err := index.issuers(f.path, cfgs, f.opts)
 	if err != nil {
-		return nil, index.explain(f.path, err)
+		return nil, err
 	}
 	var built []builtIssuer
 	for i, c := range cfgs {
@@ -225,20 +209,16 @@ func (f *IssuersFile) build(cfgs []IssuerConfig, index *fileIndex, old []builtIs
 }
 
 // sourceError returns err, the error of opening the key source of the
-// issuer at position i named name, at that issuer: a *ConfigError of one
-// of its settings at the line of that setting, anything else (a key file
-// that cannot be read) at the issuer's line.
+// issuer at position i named name, at that issuer: a *setting.Error of
+// one of its settings at the line of that setting, anything else (a key
+// file that cannot be read) at the issuer's line. A setting every issuer
+// shares (a refresh period) is the caller's to place.
 func (x fileIndex) sourceError(path string, i int, name string, err error) error {
-	var ce *ConfigError
-	if errors.As(err, &ce) {
-		// A setting of the issuer's names it; one every issuer shares (a
-		// refresh period) is the caller's to place.
-		if ce.Issuer != "" {
-			ce.index = i + 1
-		}
-		return x.explain(path, ce)
+	var se *setting.Error
+	if errors.As(err, &se) {
+		return x.explain(path, se)
 	}
-	return &FileError{File: path, Line: x.issuer(i), Err: fmt.Errorf("issuer %s: %w", name, err)}
+	return &setting.Error{File: path, Line: x.issuer(i), Issuer: name, Err: err}
 }
 
 // readIssuersFile decodes an issuers file, strictly (no unknown key, no
@@ -246,7 +226,7 @@ func (x fileIndex) sourceError(path string, i int, name string, err error) error
 func readIssuersFile(path string) ([]IssuerConfig, fileIndex, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fileIndex{}, &FileError{File: path, Err: pathCause(err)}
+		return nil, fileIndex{}, &setting.Error{File: path, Err: pathCause(err)}
 	}
 	if err := checkRoot(path, data); err != nil {
 		return nil, fileIndex{}, err
@@ -279,16 +259,16 @@ func checkRoot(path string, data []byte) error {
 	const want = `want "issuers:" at the top, with the issuers as a list under it`
 	switch {
 	case top.Kind == yaml.SequenceNode:
-		return &FileError{File: path, Line: top.Line, Err: errors.New("the file is a list; " + want)}
+		return &setting.Error{File: path, Line: top.Line, Err: errors.New("the file is a list; " + want)}
 	case top.Kind != yaml.MappingNode:
-		return &FileError{File: path, Line: top.Line, Err: errors.New("the file is not a mapping; " + want)}
+		return &setting.Error{File: path, Line: top.Line, Err: errors.New("the file is not a mapping; " + want)}
 	}
 	for i := 0; i+1 < len(top.Content); i += 2 {
 		if top.Content[i].Value == "issuers" {
 			return nil
 		}
 	}
-	return &FileError{File: path, Line: top.Line, Err: fmt.Errorf("no key \"issuers\" (the file starts with %q); %s", top.Content[0].Value, want)}
+	return &setting.Error{File: path, Line: top.Line, Err: fmt.Errorf("no key \"issuers\" (the file starts with %q); %s", top.Content[0].Value, want)}
 }
 
 // yamlType matches the YAML decoder's message for a value of the wrong
@@ -304,11 +284,11 @@ var (
 // yamlLine matches the line prefix of the YAML decoder's messages.
 var yamlLine = regexp.MustCompile(`^line (\d+): (.*)$`)
 
-// yamlError turns an error of the YAML decoder into a *FileError at the
+// yamlError turns an error of the YAML decoder into a *setting.Error at the
 // line it names, in this file's words.
 func yamlError(path string, err error) error {
 	if errors.Is(err, io.EOF) {
-		return &FileError{File: path, Err: errors.New(`empty file: want "issuers:" with at least one issuer`)}
+		return &setting.Error{File: path, Err: errors.New(`empty file: want "issuers:" with at least one issuer`)}
 	}
 	var te *yaml.TypeError
 	msgs := []string{strings.TrimPrefix(err.Error(), "yaml: ")}
@@ -319,9 +299,9 @@ func yamlError(path string, err error) error {
 	if m == nil {
 		if m2 := regexp.MustCompile(`line (\d+)`).FindStringSubmatch(msgs[0]); m2 != nil {
 			n, _ := strconv.Atoi(m2[1])
-			return &FileError{File: path, Line: n, Err: errors.New(strings.TrimSpace(msgs[0]))}
+			return &setting.Error{File: path, Line: n, Err: errors.New(strings.TrimSpace(msgs[0]))}
 		}
-		return &FileError{File: path, Err: errors.New(msgs[0])}
+		return &setting.Error{File: path, Err: errors.New(msgs[0])}
 	}
 	n, _ := strconv.Atoi(m[1])
 	msg := m[2]
@@ -342,12 +322,11 @@ func yamlError(path string, err error) error {
 	case len(msgs) > 2:
 		msg += fmt.Sprintf(" (and %d more problems)", len(msgs)-1)
 	}
-	return &FileError{File: path, Line: n, Err: errors.New(msg)}
+	return &setting.Error{File: path, Line: n, Err: errors.New(msg)}
 }
 
 // fileIndex finds the lines of an issuers file's issuers and of their
-// settings, by the issuer's position, which is also its position in the
-// list the file gives the verifier: the issuer index of a *ConfigError.
+// settings, by the issuer's position in the file or by its name.
 type fileIndex struct {
 	nodes []*yaml.Node // the mapping node of each issuer
 	// inherited are, for each issuer, the settings it took from
@@ -370,64 +349,86 @@ func newFileIndex(root *yaml.Node) fileIndex {
 }
 
 // issuers returns the issuers cfgs describe, before their keys are open:
-// each with a name, at most one key source, DPoP and mTLS modes that
-// parse, the required scope and the modes of o where it names none, and all of
-// them checked as [Verifier.SetIssuers] checks them. It records in x what
-// each issuer took from o. Errors are *ConfigError with the issuer's
-// position.
-func (x *fileIndex) issuers(cfgs []IssuerConfig, o SourceOptions) ([]Issuer, error) {
+// each with a name of its own, at most one key source, DPoP and mTLS modes
+// that parse, the required scope and the modes of o where it names none,
+// and all of them checked as [Verifier.SetIssuers] checks them. It records
+// in x what each issuer took from o. The errors of what the file says
+// are placed at their lines.
+func (x *fileIndex) issuers(path string, cfgs []IssuerConfig, o SourceOptions) ([]Issuer, error) {
 	out := make([]Issuer, len(cfgs))
 	x.inherited = make([][]string, len(cfgs))
+	at := func(i int, e *setting.Error) error {
+		e.File, e.Line = path, x.key(i, e.Key)
+		if e.Line == 0 {
+			e.Line = x.issuer(i)
+		}
+		return e
+	}
+	first := map[string]int{}
 	for i, c := range cfgs {
-		at := func(e *ConfigError) error {
-			e.index = i + 1
-			return e
-		}
 		if c.Name == "" {
-			return nil, at(configErr("", settingName, "no name: each issuer of the file has one"))
+			return nil, at(i, setting.Errorf("name", "no name: each issuer of the file has one"))
 		}
-		if named := c.KeySource.named(); len(named) > 1 {
-			return nil, at(configErr(c.Name, named[1], "set at most one of %s", andList(KeySources())))
+		if err := CheckIssuerName(c.Name); err != nil {
+			return nil, at(i, &setting.Error{Key: "name", Err: err})
+		}
+		if j, dup := first[c.Name]; dup {
+			return nil, at(i, setting.Errorf("name", "issuer name %q appears twice (first at line %d)", c.Name, x.key(j, "name")))
+		}
+		first[c.Name] = i
+	}
+	for i, c := range cfgs {
+		// The second of the sources named is at fault: a key or secret
+		// file, never the JWKS URL, which comes first.
+		switch named := c.KeySource.named(); {
+		case len(named) < 2:
+		case named[1] == "key_file":
+			return nil, at(i, issuerError(c.Name, "key_file", "set at most one of %s", andList(KeySources())))
+		default:
+			return nil, at(i, issuerError(c.Name, "hmac_secret_file", "set at most one of %s", andList(KeySources())))
 		}
 		cfg := Config{
 			Issuer: c.Issuer, Audiences: c.Audiences, Algorithms: c.Algorithms,
 			GroupsClaim: c.GroupsClaim, RequiredScope: c.RequiredScope, DPoP: o.DPoP, MTLS: o.MTLS,
 			TokenTypes: c.TokenTypes, Clients: c.Clients, MaxLifetime: c.MaxLifetime, MaxStale: c.MaxStale,
 		}
-		for _, m := range []struct {
-			field setting
-			raw   string
-			mode  *BindingMode
-		}{{settingDPoP, c.DPoP, &cfg.DPoP}, {settingMTLS, c.MTLS, &cfg.MTLS}} {
-			if m.raw == "" {
-				x.inherited[i] = append(x.inherited[i], string(m.field))
-				continue
-			}
-			mode, err := ParseBindingMode(m.raw)
-			if err != nil {
-				return nil, at(configErr(c.Name, m.field, "%w", err))
-			}
-			*m.mode = mode
+		if c.DPoP == "" {
+			x.inherited[i] = append(x.inherited[i], "dpop")
+		} else if mode, err := ParseBindingMode(c.DPoP); err != nil {
+			return nil, at(i, issuerError(c.Name, "dpop", "%w", err))
+		} else {
+			cfg.DPoP = mode
+		}
+		if c.MTLS == "" {
+			x.inherited[i] = append(x.inherited[i], "mtls")
+		} else if mode, err := ParseBindingMode(c.MTLS); err != nil {
+			return nil, at(i, issuerError(c.Name, "mtls", "%w", err))
+		} else {
+			cfg.MTLS = mode
 		}
 		if c.RequiredScope == "" && o.RequiredScope != "" {
 			cfg.RequiredScope = o.RequiredScope
-			x.inherited[i] = append(x.inherited[i], string(settingRequiredScope))
+			x.inherited[i] = append(x.inherited[i], "required_scope")
 		}
 		// The rules of tokens meant for this resource: the flags' where
 		// the issuer does not name them.
-		inherit := func(s setting, set bool, take func()) {
-			if set && x.key(i, string(s)) == 0 {
+		inherit := func(key string, set bool, take func()) {
+			if set && x.key(i, key) == 0 {
 				take()
-				x.inherited[i] = append(x.inherited[i], string(s))
+				x.inherited[i] = append(x.inherited[i], key)
 			}
 		}
-		inherit(settingTokenTypes, len(o.TokenTypes) > 0, func() { cfg.TokenTypes = o.TokenTypes })
-		inherit(settingClients, len(o.Clients) > 0, func() { cfg.Clients = o.Clients })
-		inherit(settingMaxLifetime, o.MaxLifetime != 0, func() { cfg.MaxLifetime = o.MaxLifetime })
-		inherit(settingMaxStale, o.MaxStale != 0, func() { cfg.MaxStale = o.MaxStale })
+		inherit("token_types", len(o.TokenTypes) > 0, func() { cfg.TokenTypes = o.TokenTypes })
+		inherit("clients", len(o.Clients) > 0, func() { cfg.Clients = o.Clients })
+		inherit("max_lifetime", o.MaxLifetime != 0, func() { cfg.MaxLifetime = o.MaxLifetime })
+		inherit("max_stale", o.MaxStale != 0, func() { cfg.MaxStale = o.MaxStale })
 		out[i] = Issuer{Name: c.Name, Config: cfg}
 	}
-	return checkIssuers(out...)
+	issuers, err := CheckIssuers(out...)
+	if err != nil {
+		return nil, x.explain(path, err)
+	}
+	return issuers, nil
 }
 
 // andList joins items as "a, b and c".
@@ -460,37 +461,45 @@ func (x fileIndex) key(i int, key string) int {
 	return 0
 }
 
-// explain places err, when it is a *ConfigError of the file's issuers, at
-// the line of the setting at fault, or else of its issuer; a value that
-// must be unique also names the line where it came first. An error of a
+// named returns the position of the issuer named name, -1 for none.
+func (x fileIndex) named(name string) int {
+	for i, n := range x.nodes {
+		c := n.Content
+		for k := 0; k+1 < len(c); k += 2 {
+			if c[k].Value == "name" && c[k+1].Value == name {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// explain places err, when it is a *setting.Error of one of the file's
+// issuers (which it names), at the line of the setting at fault, or else
+// of its issuer, and the list's own settings at the file. An error of a
 // setting that is no issuer's, or of one the issuer took from
 // SourceOptions, is not the file's: it is returned as it is, for the
 // caller to name its flag.
 func (x fileIndex) explain(path string, err error) error {
-	var ce *ConfigError
-	if !errors.As(err, &ce) {
+	var se *setting.Error
+	if !errors.As(err, &se) || se.File != "" {
 		return err
 	}
-	i := ce.index - 1
-	if i < 0 {
-		if ce.Field == string(settingIssuers) {
-			return &FileError{File: path, Err: err}
-		}
+	placed := *se
+	placed.File = path
+	i := x.named(se.Issuer)
+	switch {
+	case se.Issuer == "" && se.Key == "issuers":
+		return &placed
+	case se.Issuer == "" || i < 0:
 		return err
 	}
-	line := x.key(i, ce.Field)
-	if line == 0 && slices.Contains(x.inherited[i], ce.Field) {
+	placed.Line = x.key(i, se.Key)
+	if placed.Line == 0 && slices.Contains(x.inherited[i], se.Key) {
 		return err
 	}
-	if line == 0 {
-		line = x.issuer(i)
+	if placed.Line == 0 {
+		placed.Line = x.issuer(i)
 	}
-	if ce.first > 0 {
-		first := x.key(ce.first-1, ce.Field)
-		if first == 0 {
-			first = x.issuer(ce.first - 1)
-		}
-		err = fmt.Errorf("%w (first at line %d)", err, first)
-	}
-	return &FileError{File: path, Line: line, Err: err}
+	return &placed
 }

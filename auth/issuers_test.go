@@ -21,6 +21,7 @@ import (
 	"github.com/plantstore/plantstore/auth/authtest"
 	"github.com/plantstore/plantstore/observability"
 	"github.com/plantstore/plantstore/observability/metricstest"
+	"github.com/plantstore/plantstore/observability/setting"
 )
 
 // writeIssuers writes an issuers file and returns its path.
@@ -87,9 +88,9 @@ func TestLoadIssuersFileErrors(t *testing.T) {
 				_, err = auth.NewVerifier(auth.Options{}, f.Issuers()...)
 				err = f.Explain(err)
 			}
-			var fe *auth.FileError
-			if !errors.As(err, &fe) {
-				t.Fatalf("load %q = %v; want a *FileError", tt.yaml, err)
+			var fe *setting.Error
+			if !errors.As(err, &fe) || fe.File == "" {
+				t.Fatalf("load %q = %v; want a *setting.Error of the file", tt.yaml, err)
 			}
 			if fe.File != path || fe.Line != tt.line || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("load %q = %q (line %d); want line %d and %q", tt.yaml, err, fe.Line, tt.line, tt.want)
@@ -481,22 +482,21 @@ func TestIssuersFileDefaults(t *testing.T) {
 }
 
 // TestIssuersFileSettingsFromOptions: a bad value an issuer took from
-// SourceOptions (the flags) is returned as the *ConfigError of that
-// setting, for the caller to name its flag, not as a line of the file;
+// SourceOptions (the flags) is returned as the *setting.Error of that
+// setting, for the caller to name its flag, not at a line of the file;
 // the same value written in the file is the file's, at its line.
 func TestIssuersFileSettingsFromOptions(t *testing.T) {
 	keys := authtest.WriteJWKS(t, authtest.NewKey(t, "ES256"))
 	o := auth.SourceOptions{RequiredScope: "two words"}
 	inherits := writeIssuers(t, "issuers:\n  - name: staff\n    issuer: https://a\n    key_file: "+keys+"\n")
 	_, err := auth.LoadIssuersFile(t.Context(), inherits, o)
-	var ce *auth.ConfigError
-	var fe *auth.FileError
-	if !errors.As(err, &ce) || ce.Field != "required_scope" || errors.As(err, &fe) {
-		t.Errorf("a bad scope from the options = %v; want the required_scope *ConfigError, not a *FileError", err)
+	var ce *setting.Error
+	if !errors.As(err, &ce) || ce.Key != "required_scope" || ce.File != "" {
+		t.Errorf("a bad scope from the options = %v; want the required_scope *setting.Error, not one of the file", err)
 	}
 	own := writeIssuers(t, "issuers:\n  - name: staff\n    issuer: https://a\n    key_file: "+keys+"\n    required_scope: two words\n")
-	if _, err := auth.LoadIssuersFile(t.Context(), own, o); !errors.As(err, &fe) || fe.Line != 5 {
-		t.Errorf("a bad scope of the file = %v; want a *FileError at line 5", err)
+	if _, err := auth.LoadIssuersFile(t.Context(), own, o); !errors.As(err, &ce) || ce.File != own || ce.Line != 5 {
+		t.Errorf("a bad scope of the file = %v; want a *setting.Error of the file at line 5", err)
 	}
 
 	// The rules of tokens meant for this resource: an issuer that leaves

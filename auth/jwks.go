@@ -15,6 +15,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 	"go.uber.org/zap"
+
+	"github.com/plantstore/plantstore/observability/setting"
 )
 
 // Defaults of [JWKSOptions].
@@ -132,7 +134,7 @@ var _ Keys = (*JWKS)(nil)
 // stop the service from starting (see [JWKS.Ready]). It returns an error
 // only for bad options: no URL and no issuer, a URL or issuer that is not
 // an absolute http or https URL or a negative refresh period (a
-// *[ConfigError]), or another negative duration or size. A nil log logs
+// *[setting.Error]), or another negative duration or size. A nil log logs
 // nothing; a nil m records nothing.
 func NewJWKS(ctx context.Context, opts JWKSOptions, log *zap.Logger, m *Metrics) (*JWKS, error) {
 	return newJWKS(ctx, opts, log, m, time.Now)
@@ -158,9 +160,9 @@ func newJWKS(ctx context.Context, opts JWKSOptions, log *zap.Logger, m *Metrics,
 		now:     now,
 	}
 	if opts.URL != "" {
-		j.source = RedactURL(opts.URL)
+		j.source = setting.RedactURL(opts.URL)
 	} else {
-		j.source = RedactURL(opts.Issuer)
+		j.source = setting.RedactURL(opts.Issuer)
 	}
 	if j.client == nil {
 		j.client = &http.Client{Timeout: opts.Timeout, CheckRedirect: checkRedirect}
@@ -178,31 +180,28 @@ func (o *JWKSOptions) setDefaults() error {
 	switch {
 	case o.URL != "":
 		if _, err := parseHTTPURL(o.URL); err != nil {
-			return &ConfigError{Issuer: o.Name, Field: string(settingJWKSURL), Err: err}
+			return &setting.Error{Issuer: o.Name, Key: "jwks_url", Err: err}
 		}
 	case o.Issuer != "":
 		if _, err := parseHTTPURL(o.Issuer); err != nil {
-			return &ConfigError{Issuer: o.Name, Field: string(settingIssuer), Err: fmt.Errorf("OIDC discovery: %w", err)}
+			return &setting.Error{Issuer: o.Name, Key: "issuer", Err: fmt.Errorf("OIDC discovery: %w", err)}
 		}
 	default:
 		return errors.New("jwks: no URL and no issuer")
 	}
 	// The refresh periods are the caller's settings; the other durations
 	// are tuning that only tests change.
-	for _, d := range []struct {
-		field setting
-		v     *time.Duration
-		def   time.Duration
-	}{
-		{settingRefresh, &o.Refresh, DefaultJWKSRefresh},
-		{settingMinRefresh, &o.MinRefresh, DefaultJWKSMinRefresh},
-	} {
-		if *d.v < 0 {
-			return configErr("", d.field, "negative duration %v", *d.v)
-		}
-		if *d.v == 0 {
-			*d.v = d.def
-		}
+	if o.Refresh < 0 {
+		return setting.Errorf("refresh", "negative duration %v", o.Refresh)
+	}
+	if o.MinRefresh < 0 {
+		return setting.Errorf("min_refresh", "negative duration %v", o.MinRefresh)
+	}
+	if o.Refresh == 0 {
+		o.Refresh = DefaultJWKSRefresh
+	}
+	if o.MinRefresh == 0 {
+		o.MinRefresh = DefaultJWKSMinRefresh
 	}
 	for _, d := range []struct {
 		name string
@@ -410,10 +409,10 @@ func (j *JWKS) fetchURL(ctx context.Context, u string) ([]Key, error) {
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("JWKS from %s: %w", RedactURL(u), err)
+		return nil, fmt.Errorf("JWKS from %s: %w", setting.RedactURL(u), err)
 	}
 	if !NewKeySet(keys).fitsAny(j.opts.Algorithms) {
-		return nil, fmt.Errorf("JWKS from %s: no key for the allowed algorithms %s", RedactURL(u), strings.Join(j.opts.Algorithms, ","))
+		return nil, fmt.Errorf("JWKS from %s: no key for the allowed algorithms %s", setting.RedactURL(u), strings.Join(j.opts.Algorithms, ","))
 	}
 	return keys, nil
 }

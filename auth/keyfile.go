@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/plantstore/plantstore/observability/setting"
 )
 
 // KeyFile is a key source read from a file: a key file ([LoadKeyFile]) or
@@ -22,11 +24,11 @@ import (
 // reads it again, and [KeyFile.Watch] does so whenever it changes. It is
 // safe for concurrent use.
 type KeyFile struct {
-	path    string
-	setting setting // settingKeyFile or settingHMACSecretFile
-	read    func(path string) (keys []Key, digest [sha256.Size]byte, err error)
-	m       *Metrics
-	mu      sync.Mutex // serializes Reload
+	path string
+	hmac bool // an HMAC secret file rather than a key file
+	read func(path string) (keys []Key, digest [sha256.Size]byte, err error)
+	m    *Metrics
+	mu   sync.Mutex // serializes Reload
 	// digest is the SHA-256 of what the keys were read from, so that a
 	// read of the same bytes changes nothing (under mu).
 	digest [sha256.Size]byte
@@ -50,15 +52,15 @@ var _ Keys = (*KeyFile)(nil)
 // The error names the file and the problem, never key material. m, if not
 // nil, counts the keys in plantstore_jwks_keys.
 func LoadKeyFile(path string, m *Metrics) (*KeyFile, error) {
-	return loadFile(path, settingKeyFile, readKeyFile, m)
+	return loadFile(path, false, readKeyFile, m)
 }
 
-func loadFile(path string, s setting, read func(string) ([]Key, [sha256.Size]byte, error), m *Metrics) (*KeyFile, error) {
+func loadFile(path string, hmac bool, read func(string) ([]Key, [sha256.Size]byte, error), m *Metrics) (*KeyFile, error) {
 	keys, digest, err := read(path)
 	if err != nil {
-		return nil, fmt.Errorf("load %s %s: %w", kindOf(s), path, err)
+		return nil, fmt.Errorf("load %s %s: %w", kindOf(hmac), path, err)
 	}
-	f := &KeyFile{path: path, setting: s, read: read, m: m, digest: digest}
+	f := &KeyFile{path: path, hmac: hmac, read: read, m: m, digest: digest}
 	f.keys.Store(NewKeySet(keys))
 	m.AddKeys(len(keys))
 	return f, nil
@@ -75,7 +77,7 @@ func (f *KeyFile) Reload() (changed bool, err error) {
 	keys, digest, err := f.read(f.path)
 	if err != nil {
 		f.m.KeyFileReload(RefreshFailure)
-		return false, fmt.Errorf("reload %s %s: %w", kindOf(f.setting), f.path, err)
+		return false, fmt.Errorf("reload %s %s: %w", kindOf(f.hmac), f.path, err)
 	}
 	if digest == f.digest {
 		return false, nil
@@ -97,11 +99,26 @@ func (f *KeyFile) Key(_ context.Context, kid, alg string) (Key, error) {
 }
 
 // String names the file: "key file PATH" or "hmac secret file PATH".
-func (f *KeyFile) String() string { return kindOf(f.setting) + " " + f.path }
+func (f *KeyFile) String() string { return kindOf(f.hmac) + " " + f.path }
 
-// kindOf is how messages name the file of setting s: "key file" for
-// key_file.
-func kindOf(s setting) string { return strings.ReplaceAll(string(s), "_", " ") }
+// kindOf is how messages name a key file, or with hmac an HMAC secret
+// file.
+func kindOf(hmac bool) string {
+	if hmac {
+		return "hmac secret file"
+	}
+	return "key file"
+}
+
+// unfit returns the refusal of f when none of its keys fits algs, citing
+// f's own setting.
+func (f *KeyFile) unfit(algs []string) *setting.Error {
+	err := fmt.Errorf("%s has no key for the allowed algorithms %s", f, strings.Join(algs, ","))
+	if f.hmac {
+		return &setting.Error{Key: "hmac_secret_file", Err: err}
+	}
+	return &setting.Error{Key: "key_file", Err: err}
+}
 
 func readKeyFile(path string) ([]Key, [sha256.Size]byte, error) {
 	fh, err := os.Open(path)

@@ -9,6 +9,8 @@ import (
 	"crypto/rsa"
 	"errors"
 	"strings"
+
+	"github.com/plantstore/plantstore/observability/setting"
 )
 
 // Errors a key lookup returns. The Verifier maps them to failure reasons.
@@ -152,11 +154,12 @@ func (s *KeySet) fitsAny(algs []string) bool {
 	return false
 }
 
-// checkStatic returns a *ConfigError naming the first part of k whose keys
-// are known now (a key set, a key file, an HMAC secret file) and of which
-// no key fits any of algs: such a source could never verify a token. It
-// cites the file's own setting, or, for a key set, the algorithms.
-func checkStatic(k Keys, algs []string) *ConfigError {
+// checkStatic returns the *setting.Error naming the first part of k whose
+// keys are known now (a key set, a key file, an HMAC secret file) and of
+// which no key fits any of algs: such a source could never verify a
+// token. It cites the file's own setting, or, for a key set, the
+// algorithms.
+func checkStatic(k Keys, algs []string) *setting.Error {
 	var parts []Keys
 	if m, ok := k.(multiKeys); ok {
 		parts = m
@@ -164,24 +167,16 @@ func checkStatic(k Keys, algs []string) *ConfigError {
 		parts = []Keys{k}
 	}
 	for _, p := range parts {
-		var (
-			ks    *KeySet
-			name  string
-			field setting
-		)
 		switch s := p.(type) {
 		case *KeySet:
-			if s == nil {
-				continue // no set yet: nothing to judge
+			// A set not made yet has nothing to judge.
+			if s != nil && !s.fitsAny(algs) {
+				return setting.Errorf("algorithms", "key set has no key for the allowed algorithms %s", strings.Join(algs, ","))
 			}
-			ks, name, field = s, "key set", settingAlgorithms
 		case *KeyFile:
-			ks, name, field = s.keys.Load(), s.String(), s.setting
-		default:
-			continue
-		}
-		if !ks.fitsAny(algs) {
-			return configErr("", field, "%s has no key for the allowed algorithms %s", name, strings.Join(algs, ","))
+			if !s.keys.Load().fitsAny(algs) {
+				return s.unfit(algs)
+			}
 		}
 	}
 	return nil

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/plantstore/plantstore/observability/setting"
 )
 
 // DefaultNonceLifetime is how long a DPoP server nonce is accepted.
@@ -118,11 +120,11 @@ func LoadNonces(path string, lifetime time.Duration) (*Nonces, error) {
 		lifetime = DefaultNonceLifetime
 	}
 	if lifetime < minNonceLifetime {
-		return nil, configErr("", settingDPoPNonceLifetime, "%v: want at least %v", lifetime, minNonceLifetime)
+		return nil, setting.Errorf("dpop_nonce_lifetime", "%v: want at least %v", lifetime, minNonceLifetime)
 	}
 	secret, err := readNonceKey(path)
 	if err != nil {
-		return nil, configErr("", settingDPoPNonceKeyFile, "%v", err)
+		return nil, setting.Errorf("dpop_nonce_key_file", "%v", err)
 	}
 	n := &Nonces{path: path, lifetime: lifetime, step: int64(lifetime / nonceSteps)}
 	n.keys.Store(&nonceKeys{cur: newNonceKey(secret)})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/observability/setting"
 )
 
 // nonceKeyFile writes a fresh random nonce key of n bytes (and a trailing
@@ -314,9 +315,9 @@ func TestLoadNonces(t *testing.T) {
 		{"a lifetime under 4s", nonceKeyFile(t, dir, "good.key", 32), 3 * time.Second, "dpop_nonce_lifetime"},
 	} {
 		_, err := auth.LoadNonces(tt.path, tt.lifetime)
-		var ce *auth.ConfigError
-		if !errors.As(err, &ce) || ce.Field != tt.field || strings.Contains(err.Error(), "too short\n") {
-			t.Errorf("%s: %v; want a ConfigError of %s", tt.name, err, tt.field)
+		var ce *setting.Error
+		if !errors.As(err, &ce) || ce.Key != tt.field || strings.Contains(err.Error(), "too short\n") {
+			t.Errorf("%s: %v; want a *setting.Error of %s", tt.name, err, tt.field)
 		}
 	}
 	if n := loadNonces(t, nonceKeyFile(t, dir, "ok.key", 32), 0); n.Lifetime() != auth.DefaultNonceLifetime {

@@ -21,12 +21,11 @@ type KeySource struct {
 }
 
 // named returns the settings ks sets, in the order of [KeySources].
-func (ks KeySource) named() []setting {
-	var out []setting
+func (ks KeySource) named() []string {
+	var out []string
 	for _, s := range []struct {
-		key   setting
-		value string
-	}{{settingJWKSURL, ks.JWKSURL}, {settingKeyFile, ks.KeyFile}, {settingHMACSecretFile, ks.HMACSecretFile}} {
+		key, value string
+	}{{"jwks_url", ks.JWKSURL}, {"key_file", ks.KeyFile}, {"hmac_secret_file", ks.HMACSecretFile}} {
 		if s.value != "" {
 			out = append(out, s.key)
 		}
@@ -75,7 +74,7 @@ type Source struct {
 // unnamed one) whose Config is c: each file ks names, then its JWKS URL,
 // or, when ks names neither, OIDC discovery of c.Issuer. The files come
 // first, so a kid they know costs no fetch. Its metrics record under the
-// issuer's name. It returns a *[ConfigError] for a setting the issuer's
+// issuer's name. It returns a *[setting.Error] for a setting the issuer's
 // rules refuse (as [NewVerifier] would, before anything is fetched) or
 // the JWKS refuses (a URL that is not http or https, a negative refresh
 // period), the error of a file that cannot be read, and an error when
@@ -83,7 +82,7 @@ type Source struct {
 func OpenSource(ctx context.Context, name string, c Config, ks KeySource, o SourceOptions) (*Source, error) {
 	// The issuer's rules first: nothing is fetched for an issuer that
 	// NewVerifier would refuse.
-	if _, err := checkIssuers(Issuer{Name: name, Config: c}); err != nil {
+	if _, err := CheckIssuers(Issuer{Name: name, Config: c}); err != nil {
 		return nil, err
 	}
 	log := o.Log
@@ -148,6 +147,14 @@ func OpenSource(ctx context.Context, name string, c Config, ks KeySource, o Sour
 		close(s.done)
 	}()
 	return s, nil
+}
+
+// KeySources returns the settings that name where an issuer's keys come
+// from, the fields of [KeySource]: a JWKS URL, a key file, an HMAC secret
+// file. An issuer that sets none of them discovers its keys from its
+// issuer (OIDC discovery).
+func KeySources() []string {
+	return []string{"jwks_url", "key_file", "hmac_secret_file"}
 }
 
 // Keys returns the keys of s, to verify with.

@@ -11,6 +11,7 @@ import (
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
 	"github.com/plantstore/plantstore/observability/metricstest"
+	"github.com/plantstore/plantstore/observability/setting"
 )
 
 // TestOpenSource opens the flags' combination of a key file and a JWKS:
@@ -57,7 +58,7 @@ func TestOpenSource(t *testing.T) {
 	}
 }
 
-// TestOpenSourceErrors: a setting the JWKS refuses is the *ConfigError
+// TestOpenSourceErrors: a setting the JWKS refuses is the *setting.Error
 // of that setting (the discovery issuer, when no key source is set); a
 // key file that cannot be read is not a setting's refusal; no source at
 // all is an error.
@@ -67,7 +68,7 @@ func TestOpenSourceErrors(t *testing.T) {
 		name      string
 		iss       string
 		ks        auth.KeySource
-		wantField string // "" for an error that is no *ConfigError
+		wantField string // "" for an error that is no *setting.Error
 	}{
 		{"JWKS URL not http", "", auth.KeySource{JWKSURL: "ftp://idp.example/jwks"}, "jwks_url"},
 		{"issuer to discover not a URL", "plantstore", auth.KeySource{}, "issuer"},
@@ -79,15 +80,15 @@ func TestOpenSourceErrors(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			src, err := auth.OpenSource(ctx, "", auth.Config{Issuer: tt.iss}, tt.ks, auth.SourceOptions{})
-			var ce *auth.ConfigError
+			var ce *setting.Error
 			switch {
 			case err == nil:
 				src.Close()
 				t.Fatalf("OpenSource(%q, %+v) = nil error", tt.iss, tt.ks)
-			case tt.wantField != "" && (!errors.As(err, &ce) || ce.Field != tt.wantField):
-				t.Errorf("OpenSource(%q, %+v) = %v; want a *ConfigError of %s", tt.iss, tt.ks, err, tt.wantField)
+			case tt.wantField != "" && (!errors.As(err, &ce) || ce.Key != tt.wantField):
+				t.Errorf("OpenSource(%q, %+v) = %v; want a *setting.Error of %s", tt.iss, tt.ks, err, tt.wantField)
 			case tt.wantField == "" && errors.As(err, &ce):
-				t.Errorf("OpenSource(%q, %+v) = %v; want an error that is no *ConfigError", tt.iss, tt.ks, err)
+				t.Errorf("OpenSource(%q, %+v) = %v; want an error that is no *setting.Error", tt.iss, tt.ks, err)
 			}
 		})
 	}

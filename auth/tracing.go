@@ -8,6 +8,8 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/plantstore/plantstore/observability/setting"
 )
 
 // tracerName names the tracer of the key source spans.
@@ -37,7 +39,7 @@ func traceRequest(req *http.Request) trace.Span {
 	if span.IsRecording() {
 		span.SetAttributes(
 			semconv.HTTPRequestMethodKey.String(req.Method),
-			semconv.URLFull(RedactURL(req.URL.String())),
+			semconv.URLFull(setting.RedactURL(req.URL.String())),
 			semconv.ServerAddress(req.URL.Hostname()),
 		)
 	}

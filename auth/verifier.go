@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/plantstore/plantstore/observability/setting"
 )
 
 // Defaults of [Options].
@@ -86,7 +88,7 @@ type Options struct {
 	// Leeway is the clock skew allowed on exp, nbf and iat.
 	Leeway time.Duration
 	// MaxGroups is the most groups a token may carry; more is refused with
-	// [ReasonTooManyGroups]. 0 means [DefaultMaxGroups].
+	// [ReasonTooManyGroups]. 0 or less means [DefaultMaxGroups].
 	MaxGroups int
 	// CacheBytes bounds the memory of the verified-token cache, everything
 	// it holds counted. 0 means [DefaultCacheBytes]; a negative value turns
@@ -192,8 +194,8 @@ type issuer struct {
 
 // NewVerifier returns a Verifier for the given issuers, which must be
 // either exactly one unnamed issuer or one or more named ones with
-// distinct names and distinct iss values. It returns a *[ConfigError] for
-// a negative leeway, MaxGroups or DPoPWindow, DPoPAlgorithms with "none",
+// distinct names and distinct iss values. It returns a *[setting.Error] for
+// a negative leeway or DPoPWindow, DPoPAlgorithms with "none",
 // an HMAC or an unknown algorithm, a PublicURL that is not an http or
 // https URL without user, query or fragment, a ClientCertHeader that is
 // not a header name (or names a header read for something else), and for
@@ -201,19 +203,16 @@ type issuer struct {
 // [Verifier.SetIssuers] refuses.
 func NewVerifier(o Options, issuers ...Issuer) (*Verifier, error) {
 	if o.Leeway < 0 {
-		return nil, configErr("", settingLeeway, "negative duration %s", o.Leeway)
+		return nil, setting.Errorf("leeway", "negative duration %s", o.Leeway)
 	}
-	if o.MaxGroups < 0 {
-		return nil, configErr("", settingMaxGroups, "negative number %d", o.MaxGroups)
-	}
-	if o.MaxGroups == 0 {
+	if o.MaxGroups <= 0 {
 		o.MaxGroups = DefaultMaxGroups
 	}
 	if o.CacheBytes == 0 {
 		o.CacheBytes = DefaultCacheBytes
 	}
 	if o.DPoPWindow < 0 {
-		return nil, configErr("", settingDPoPWindow, "negative duration %s", o.DPoPWindow)
+		return nil, setting.Errorf("dpop_window", "negative duration %s", o.DPoPWindow)
 	}
 	if o.DPoPWindow == 0 {
 		o.DPoPWindow = DefaultDPoPWindow
@@ -224,7 +223,7 @@ func NewVerifier(o Options, issuers ...Issuer) (*Verifier, error) {
 	}
 	o.DPoPAlgorithms = algs
 	if u := o.PublicURL; u != nil && (u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "") {
-		return nil, configErr("", settingPublicURL, "want an http or https URL without user, query or fragment")
+		return nil, setting.Errorf("public_url", "want an http or https URL without user, query or fragment")
 	}
 	if o.ClientCertHeader, err = checkCertHeader(o.ClientCertHeader); err != nil {
 		return nil, err
@@ -257,27 +256,22 @@ func NewVerifier(o Options, issuers ...Issuer) (*Verifier, error) {
 // secret file) of which at least one fits the issuer's algorithms, and,
 // with MaxStale, fetched keys whose refresh period (with its jitter) and
 // fetch timeout fit within it; MTLS required only with a ClientCertHeader. Each refusal of a setting is a
-// *[ConfigError].
+// *[setting.Error].
 func (v *Verifier) SetIssuers(issuers ...Issuer) error {
-	checked, err := checkIssuers(issuers...)
+	checked, err := CheckIssuers(issuers...)
 	if err != nil {
 		return err
 	}
-	for i, is := range checked {
+	for _, is := range checked {
 		if is.Config.MTLS == MTLSRequired && v.opts.ClientCertHeader == "" {
-			e := configErr(is.Name, settingMTLS, "required refuses every token while no client certificate header is configured")
-			e.index = i + 1
-			return e
+			return issuerError(is.Name, "mtls", "required refuses every token while no client certificate header is configured")
 		}
 	}
 	old := v.issuers.Load()
 	t := &issuerTable{byIss: make(map[string]*issuer, len(checked))}
-	for i, is := range checked {
+	for _, is := range checked {
 		n, err := v.newIssuer(is, old)
 		if err != nil {
-			if ce, ok := err.(*ConfigError); ok {
-				ce.index = i + 1
-			}
 			return err
 		}
 		if is.Name == "" {
@@ -298,62 +292,67 @@ func (v *Verifier) SetIssuers(issuers ...Issuer) error {
 	return nil
 }
 
-// checkIssuers applies the rules of [Verifier.SetIssuers] but those of
+// CheckIssuers applies the rules of [Verifier.SetIssuers] but those of
 // the keys, and returns the issuers with their Configs' defaults filled
-// in. Its *ConfigError values carry the position of the issuer at fault,
-// which the issuers file maps to its lines; the file applies these rules
-// before it opens any key source.
-func checkIssuers(issuers ...Issuer) ([]Issuer, error) {
+// in: what a caller checks before it opens any key source. The rules of
+// the list come first (names, each unique, and the unnamed issuer
+// alone), then each issuer's own, in order; so the refusal of a setting
+// of one issuer names it by its name, unique by then.
+func CheckIssuers(issuers ...Issuer) ([]Issuer, error) {
 	if len(issuers) == 0 {
-		return nil, configErr("", settingIssuers, "no issuer")
+		return nil, setting.Errorf("issuers", "no issuer")
 	}
-	at := func(i int, e *ConfigError) error {
-		e.index = i + 1
-		return e
-	}
-	out := make([]Issuer, len(issuers))
-	names, isses := make(map[string]int, len(issuers)), make(map[string]int, len(issuers))
-	for i, is := range issuers {
+	names := make(map[string]bool, len(issuers))
+	for _, is := range issuers {
 		if is.Name == "" && len(issuers) > 1 {
-			return nil, at(i, configErr("", settingName, "the unnamed issuer cannot be combined with others"))
+			return nil, setting.Errorf("name", "the unnamed issuer cannot be combined with others")
 		}
 		if is.Name != "" {
-			if err := checkIssuerName(is.Name); err != nil {
-				return nil, at(i, &ConfigError{Field: string(settingName), Err: err})
+			if err := CheckIssuerName(is.Name); err != nil {
+				return nil, &setting.Error{Key: "name", Err: err}
 			}
 		}
-		if j, dup := names[is.Name]; dup {
-			e := configErr("", settingName, "issuer name %q appears twice", is.Name)
-			e.first = j + 1
-			return nil, at(i, e)
+		if names[is.Name] {
+			return nil, setting.Errorf("name", "issuer name %q appears twice", is.Name)
 		}
-		names[is.Name] = i
+		names[is.Name] = true
+	}
+	out := make([]Issuer, len(issuers))
+	isses := make(map[string]int, len(issuers))
+	for i, is := range issuers {
 		iss := is.Config.Issuer
 		if err := checkIssuerURL(iss); err != nil {
-			return nil, at(i, &ConfigError{Issuer: is.Name, Field: string(settingIssuer), Err: err})
+			return nil, &setting.Error{Issuer: is.Name, Key: "issuer", Err: err}
 		}
 		if is.Name != "" {
 			if iss == "" {
-				return nil, at(i, configErr(is.Name, settingIssuer, "no iss value"))
+				return nil, issuerError(is.Name, "issuer", "no iss value")
 			}
 			if j, dup := isses[iss]; dup {
-				return nil, at(i, configErr(is.Name, settingIssuer, "iss %q is also that of issuer %s", iss, issuers[j].Name))
+				return nil, issuerError(is.Name, "issuer", "iss %q is also that of issuer %s", iss, issuers[j].Name)
 			}
 			isses[iss] = i
 		}
 		c, err := is.Config.check()
 		if err != nil {
-			ce := err.(*ConfigError)
-			ce.Issuer = is.Name
-			return nil, at(i, ce)
+			err.Issuer = is.Name
+			return nil, err
 		}
 		out[i] = Issuer{Name: is.Name, Config: c, Keys: is.Keys}
 	}
 	return out, nil
 }
 
-// checkIssuerName returns why name cannot name an issuer, or nil.
-func checkIssuerName(name string) error {
+// issuerError returns the *setting.Error of the setting key of the issuer
+// named name ("" for the unnamed one).
+func issuerError(name, key, format string, a ...any) *setting.Error {
+	e := setting.Errorf(key, format, a...)
+	e.Issuer = name
+	return e
+}
+
+// CheckIssuerName returns why name cannot name an issuer, or nil.
+func CheckIssuerName(name string) error {
 	if len(name) < 1 || len(name) > 32 || strings.Trim(name, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
 		return fmt.Errorf("issuer name %q: want 1 to 32 of a-z, 0-9 and -", name)
 	}
@@ -468,7 +467,7 @@ func (v *Verifier) newIssuer(is Issuer, old *issuerTable) (*issuer, error) {
 // check returns c with its defaults filled in (the default algorithms, in
 // order and without repeats; groups at "groups"), or the *ConfigError of
 // the rule of [Verifier.SetIssuers] it breaks.
-func (c Config) check() (Config, error) {
+func (c Config) check() (Config, *setting.Error) {
 	known := DefaultAlgorithms()
 	algs := c.Algorithms
 	if len(algs) == 0 {
@@ -477,10 +476,10 @@ func (c Config) check() (Config, error) {
 	clean := make([]string, 0, len(algs))
 	for _, a := range algs {
 		if strings.EqualFold(a, "none") {
-			return c, configErr("", settingAlgorithms, `algorithm "none" is never allowed`)
+			return c, setting.Errorf("algorithms", `algorithm "none" is never allowed`)
 		}
 		if !slices.Contains(known, a) {
-			return c, configErr("", settingAlgorithms, "unknown algorithm %q (want some of %s)", a, strings.Join(known, ", "))
+			return c, setting.Errorf("algorithms", "unknown algorithm %q (want some of %s)", a, strings.Join(known, ", "))
 		}
 		if !slices.Contains(clean, a) {
 			clean = append(clean, a)
@@ -489,7 +488,7 @@ func (c Config) check() (Config, error) {
 	c.Algorithms = clean
 	for _, a := range c.Audiences {
 		if strings.TrimSpace(a) == "" {
-			return c, configErr("", settingAudiences, "blank audience: a list of blanks would check nothing")
+			return c, setting.Errorf("audiences", "blank audience: a list of blanks would check nothing")
 		}
 	}
 	c.Audiences = slices.Clone(c.Audiences)
@@ -497,10 +496,10 @@ func (c Config) check() (Config, error) {
 		c.GroupsClaim = defaultGroupsClaim
 	}
 	if _, err := claimPath(c.GroupsClaim); err != nil {
-		return c, &ConfigError{Field: string(settingGroupsClaim), Err: err}
+		return c, &setting.Error{Key: "groups_claim", Err: err}
 	}
 	if c.RequiredScope != "" && !isScopeToken(c.RequiredScope) {
-		return c, configErr("", settingRequiredScope, "%q is not a single scope token", c.RequiredScope)
+		return c, setting.Errorf("required_scope", "%q is not a single scope token", c.RequiredScope)
 	}
 	return c.checkIntended()
 }

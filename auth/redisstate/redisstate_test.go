@@ -362,24 +362,6 @@ func TestPaused(t *testing.T) {
 	waitUp(t, a)
 }
 
-// TestURL: only redis:// and rediss:// URLs, and no refusal shows a
-// password.
-func TestURL(t *testing.T) {
-	for _, s := range []string{"redis://127.0.0.1:6379/0", "rediss://user:pw@redis.example.com:6380/2", "redis://:pw@localhost"} {
-		if _, err := redisstate.ParseURL(s); err != nil {
-			t.Errorf("%s: %v", s, err)
-		}
-	}
-	for _, s := range []string{"http://127.0.0.1:6379", "unix:///run/redis.sock", "127.0.0.1:6379", "redis://", "redis://u:sekrit@host/notanumber"} {
-		_, err := redisstate.ParseURL(s)
-		if !errors.Is(err, redisstate.ErrURL) {
-			t.Errorf("%s: %v; want ErrURL", s, err)
-		} else if strings.Contains(err.Error(), "sekrit") {
-			t.Errorf("%s: %v shows the password", s, err)
-		}
-	}
-}
-
 // TestStartDown: a State whose Redis does not answer at start is down,
 // never an error, and comes up once Redis does.
 func TestStartDown(t *testing.T) {
