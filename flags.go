@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/plantstore/plantstore/auth"
-	"github.com/plantstore/plantstore/observability"
+	"github.com/plantstore/plantstore/auth/edge"
 	"github.com/plantstore/plantstore/plants/api"
 )
 
@@ -483,7 +483,7 @@ func (f addrFlag) Set(s string) error {
 func (addrFlag) Type() string { return "host:port" }
 
 // prefixesFlag is a comma list of CIDR prefixes or addresses, read by
-// observability.ParseTrustedProxies.
+// edge.ParseTrustedProxies.
 type prefixesFlag struct{ p *[]netip.Prefix }
 
 func (f prefixesFlag) String() string {
@@ -498,7 +498,7 @@ func (f prefixesFlag) String() string {
 }
 
 func (f prefixesFlag) Set(s string) error {
-	p, err := observability.ParseTrustedProxies(s)
+	p, err := edge.ParseTrustedProxies(s)
 	if err != nil {
 		return err
 	}

@@ -20,11 +20,12 @@ func TestImportRules(t *testing.T) {
 	const mod = "github.com/plantstore/plantstore"
 	allowed := map[string][]string{
 		"observability/setting":     nil,
-		"observability":             {"observability/setting"},
+		"auth/edge":                 nil,
+		"observability":             {"auth/edge", "observability/setting"},
 		"observability/logtest":     nil,
 		"observability/metricstest": nil,
 		"observability/spantest":    nil,
-		"auth":                      {"observability", "observability/setting"},
+		"auth":                      {"auth/edge", "observability", "observability/setting"},
 		"auth/authtest":             {"auth"},
 		"auth/redisstate":           {"auth", "observability/setting"},
 		"auth/redisstate/redistest": nil,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/edge"
 )
 
 // certAttacks are the rows of TestKnownAttacks about certificate-bound
@@ -38,7 +39,7 @@ func certAttacks(t *testing.T, key authtest.Key, keys auth.Keys) []attack {
 	boundTo := func(x5t any) string {
 		return "Bearer " + authtest.Token(t, key, nil, authtest.Claims(map[string]any{"cnf": map[string]any{"x5t#S256": x5t}}))
 	}
-	bound := boundTo(auth.CertificateThumbprint(client.DER))
+	bound := boundTo(edge.CertificateThumbprint(client.DER))
 	sum := sha256.Sum256(client.DER)
 	pemSum := sha256.Sum256(client.PEM)
 	spki := sha256.Sum256(client.Cert.RawSubjectPublicKeyInfo)

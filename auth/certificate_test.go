@@ -13,6 +13,7 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/edge"
 	"github.com/plantstore/plantstore/observability/setting"
 )
 
@@ -55,7 +56,7 @@ func TestCertificateBinding(t *testing.T) {
 	ca := authtest.NewCA(t)
 	cert, other := ca.Issue(t, "client"), ca.Issue(t, "other")
 	jkt := client.Thumbprint(t)
-	x5t := auth.CertificateThumbprint(cert.DER)
+	x5t := edge.CertificateThumbprint(cert.DER)
 	srv := newDPoPServer(t, issuer, auth.DPoPOptional, certOptions())
 	both := authtest.Token(t, issuer, nil, authtest.Claims(map[string]any{"cnf": map[string]any{"jkt": jkt, "x5t#S256": x5t}}))
 	certOnly := authtest.Token(t, issuer, nil, authtest.Claims(map[string]any{"cnf": map[string]any{"x5t#S256": x5t}}))
@@ -147,48 +148,6 @@ func TestMTLSConfig(t *testing.T) {
 	}
 }
 
-// TestParseClientCertificate reads both header forms and refuses what
-// is not one certificate, without the header's text in the error.
-func TestParseClientCertificate(t *testing.T) {
-	ca := authtest.NewCA(t)
-	cert := ca.Issue(t, "client")
-	for _, tt := range []struct {
-		name   string
-		values []string
-		want   error // nil: the certificate
-	}{
-		{"escaped PEM", []string{cert.Escaped()}, nil},
-		{"XFCC", []string{cert.XFCC()}, nil},
-		{"XFCC, Cert unquoted, key in lower case", []string{"By=x;cert=" + cert.Escaped()}, nil},
-		{"XFCC, spaces around the element", []string{"By=x, " + cert.XFCC() + " "}, nil},
-		{"XFCC, quoted value with an escaped quote", []string{`Subject="a\"b";Cert="` + cert.Escaped() + `"`}, nil},
-		{"none", nil, auth.ErrNoCertificate},
-		{"empty", []string{""}, auth.ErrNoCertificate},
-		{"XFCC without Cert", []string{"By=x;Hash=00"}, auth.ErrNoCertificate},
-		{"XFCC, trailing comma", []string{cert.XFCC() + ","}, auth.ErrCertHeader},
-		{"XFCC, a pair without =", []string{"By;Cert=" + cert.Escaped()}, auth.ErrCertHeader},
-		{"XFCC, a quote inside an unquoted value", []string{`Cert=a"b`}, auth.ErrCertHeader},
-		{"PEM as it is (nothing to unescape)", []string{string(cert.PEM)}, nil},
-		{"bad escape", []string{"-----BEGIN%2"}, auth.ErrCertHeader},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := auth.ParseClientCertificate(tt.values)
-			if tt.want == nil {
-				if err != nil || auth.CertificateThumbprint(got.Raw) != auth.CertificateThumbprint(cert.DER) {
-					t.Fatalf("ParseClientCertificate = %v; want the certificate", err)
-				}
-				return
-			}
-			if !errors.Is(err, tt.want) {
-				t.Fatalf("ParseClientCertificate = %v; want %v", err, tt.want)
-			}
-			if strings.Contains(err.Error(), "BEGIN") || strings.Contains(err.Error(), "By=") {
-				t.Errorf("error %q carries the header's text", err)
-			}
-		})
-	}
-}
-
 // BenchmarkCertBinding is what a certificate-bound token costs beside a
 // bearer token, both ES256 and cached after the first request, both with
 // the certificate header (nginx's escaped PEM, about 1 KiB) from a
@@ -204,7 +163,7 @@ func BenchmarkCertBinding(b *testing.B) {
 	cert := authtest.NewCA(b).Issue(b, "client")
 	v := newVerifierOpts(b, certOptions(), auth.Config{}, authtest.KeySet(issuer))
 	bearer := authtest.Token(b, issuer, nil, authtest.Claims(nil))
-	bound := authtest.Token(b, issuer, nil, authtest.Claims(map[string]any{"cnf": map[string]any{"x5t#S256": auth.CertificateThumbprint(cert.DER)}}))
+	bound := authtest.Token(b, issuer, nil, authtest.Claims(map[string]any{"cnf": map[string]any{"x5t#S256": edge.CertificateThumbprint(cert.DER)}}))
 	escaped := cert.Escaped()
 	request := func(token string) *http.Request {
 		req := httptest.NewRequest("GET", "/plants?limit=10", nil)

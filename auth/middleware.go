@@ -88,7 +88,7 @@ func isDPoPRequest(h http.Header) bool {
 // §7.1); for a request without a credential, Bearer unless every issuer
 // requires DPoP. It names the resource metadata (RFC 9728 §5.1), where a
 // client finds whether DPoP is accepted. The pieces come from the closed
-// Reason set, the configuration or a host that observability.Origin
+// Reason set, the configuration or a host that edge.Origin
 // checked, so nothing needs escaping.
 func (v *Verifier) challenges(r *http.Request, e *Error) []string {
 	md := `, resource_metadata="` + v.MetadataURL(r) + `"`

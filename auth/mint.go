@@ -20,6 +20,8 @@ import (
 
 	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/plantstore/plantstore/auth/edge"
 )
 
 // MintClaims are the claims of a token made by [Mint]. Empty fields are
@@ -123,7 +125,7 @@ func Mint(key crypto.PrivateKey, alg string, c MintClaims) (string, error) {
 			cnf = map[string]any{}
 			claims["cnf"] = cnf
 		}
-		cnf["x5t#S256"] = CertificateThumbprint(c.BoundToCert)
+		cnf["x5t#S256"] = edge.CertificateThumbprint(c.BoundToCert)
 	}
 	if len(c.Groups) > 0 {
 		path, err := claimPath(c.GroupsClaim)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/plantstore/plantstore/auth/edge"
 	"github.com/plantstore/plantstore/observability/setting"
 )
 
@@ -157,7 +158,7 @@ type Verifier struct {
 	admitter Admitter
 	replays  *replayCache
 	// certs are the thumbprints of the client certificates seen lately.
-	certs *certCache
+	certs *edge.CertCache
 	// now is the clock of every time check; tests replace it.
 	now func() time.Time
 }
@@ -228,7 +229,7 @@ func NewVerifier(o Options, issuers ...Issuer) (*Verifier, error) {
 	if o.ClientCertHeader, err = checkCertHeader(o.ClientCertHeader); err != nil {
 		return nil, err
 	}
-	v := &Verifier{opts: o, now: time.Now, cache: newTokenCache(o.CacheBytes), replays: newReplayCache(replayCacheEntries), certs: newCertCache()}
+	v := &Verifier{opts: o, now: time.Now, cache: newTokenCache(o.CacheBytes), replays: newReplayCache(replayCacheEntries), certs: edge.NewCertCache()}
 	v.admitter = newLocalAdmitter(o.RateLimit, v.replays)
 	if o.Shared != nil {
 		v.admitter = &sharedAdmitter{local: v.admitter.(*localAdmitter), shared: o.Shared}

@@ -1,4 +1,13 @@
-package observability
+// Package edge reads what the edge of trust in front of the service says
+// about a request, and decides when to believe it: the -trusted-proxies
+// list, whether a request's peer is one of them, the origin a client used
+// (X-Forwarded-Proto and X-Forwarded-Host), the client's address (the
+// rightmost X-Forwarded-For entry that is not a trusted proxy), and the
+// client certificate a gateway that terminates mutual TLS forwards
+// (Envoy's X-Forwarded-Client-Cert, or a URL-escaped PEM). It imports the
+// standard library only; auth and observability both read requests
+// through it.
+package edge
 
 import (
 	"fmt"
@@ -12,7 +21,7 @@ import (
 // list of CIDR prefixes (10.0.0.0/8, fd00::/8) or bare IP addresses (a
 // prefix of one address). Spaces around entries are ignored, a prefix with
 // host bits set is masked, and IPv4-mapped IPv6 forms are treated as IPv4.
-// An empty list returns nil, which makes [Middleware] ignore
+// An empty list returns nil, which makes [ClientIP] ignore
 // X-Forwarded-For. An empty entry, a zone or anything else that does not
 // parse is an error naming the entry.
 func ParseTrustedProxies(list string) ([]netip.Prefix, error) {
@@ -47,7 +56,7 @@ func ParseTrustedProxies(list string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-// clientIP returns the address of the client: the peer (remoteAddr without
+// ClientIP returns the address of the client: the peer (remoteAddr without
 // its port) unless the peer is a trusted proxy. Then the X-Forwarded-For
 // entries (all headers, in order, each a comma list) are walked from the
 // right, past trusted proxies, and the first untrusted entry is the client.
@@ -55,7 +64,7 @@ func ParseTrustedProxies(list string) ([]netip.Prefix, error) {
 // IP address stops the walk at the last good one. Empty entries are
 // skipped. Nothing it returns is a string that failed to parse as an
 // address, except the server-set peer address itself.
-func clientIP(remoteAddr string, xff []string, trusted []netip.Prefix) string {
+func ClientIP(remoteAddr string, xff []string, trusted []netip.Prefix) string {
 	host, ok := TrustedPeer(remoteAddr, trusted)
 	if !ok || len(xff) == 0 {
 		return host

@@ -1,4 +1,4 @@
-package auth
+package edge
 
 import (
 	"crypto/ecdsa"
@@ -44,7 +44,7 @@ func FuzzClientCertificate(f *testing.F) {
 	} {
 		f.Add(seed[0], seed[1])
 	}
-	cc := newCertCache()
+	cc := NewCertCache()
 	f.Fuzz(func(t *testing.T, a, b string) {
 		for _, values := range [][]string{{a}, {a, b}} {
 			cert, err := ParseClientCertificate(values)
@@ -56,7 +56,7 @@ func FuzzClientCertificate(f *testing.F) {
 				t.Fatalf("ParseClientCertificate(%q) = %v and no error", values, cert)
 			}
 			for range 2 {
-				x5t, ok := cc.thumbprint(values)
+				x5t, ok := cc.Thumbprint(values)
 				if ok != (err == nil) || ok && x5t != CertificateThumbprint(cert.Raw) {
 					t.Fatalf("cache on %q = %q, %v; the parser %v", values, x5t, ok, err)
 				}

@@ -1,4 +1,4 @@
-package auth
+package edge
 
 import (
 	"crypto/sha256"
@@ -8,31 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"net/http"
-	"net/textproto"
 	"net/url"
 	"strings"
 	"sync/atomic"
-
-	"github.com/plantstore/plantstore/observability"
-	"github.com/plantstore/plantstore/observability/setting"
-)
-
-// MTLSMode is whether an issuer's tokens may be bound to the client's TLS
-// certificate (RFC 8705 §3). The zero value is MTLSOptional.
-type MTLSMode = BindingMode
-
-// The certificate-binding modes.
-const (
-	// MTLSOptional accepts unbound tokens, and certificate-bound tokens
-	// (cnf.x5t#S256) that come with their certificate.
-	MTLSOptional = BindingOptional
-	// MTLSOff refuses certificate-bound tokens ([ReasonCertBound]).
-	MTLSOff = BindingOff
-	// MTLSRequired accepts certificate-bound tokens with their
-	// certificate only; any other token is refused with
-	// [ReasonCertMissing].
-	MTLSRequired = BindingRequired
 )
 
 // CertificateThumbprint returns the x5t#S256 of a certificate (RFC 8705
@@ -40,67 +18,6 @@ const (
 func CertificateThumbprint(der []byte) string {
 	sum := sha256.Sum256(der)
 	return base64.RawURLEncoding.EncodeToString(sum[:])
-}
-
-// checkCertHeader returns name as net/http keys it, or the *ConfigError of
-// a name that is no HTTP field name or is one the service reads for
-// something else.
-func checkCertHeader(name string) (string, error) {
-	if name == "" {
-		return "", nil
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return "", setting.Errorf("client_cert_header", "%q is not an HTTP header name", name)
-		}
-	}
-	key := textproto.CanonicalMIMEHeaderKey(name)
-	switch key {
-	case "Authorization", "Dpop", "Host", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Cookie":
-		return "", setting.Errorf("client_cert_header", "%s carries something else than a client certificate", name)
-	}
-	return key, nil
-}
-
-// bindCert checks the client certificate of r against the token e (RFC
-// 8705 §3): for a certificate-bound token, or for any token where its
-// issuer requires one. The certificate is read from the header the
-// gateway that terminates mutual TLS writes ([Options].ClientCertHeader),
-// on requests from a trusted proxy only; from any other peer the header
-// is not looked at. A token bound to a certificate is refused with
-// [ReasonCertBound] when no header is configured or its issuer has mTLS
-// off, [ReasonCertMissing] when the request has no certificate that
-// parses, [ReasonCertMismatch] when the certificate's thumbprint is not
-// the token's; an unbound token where the issuer requires mTLS with
-// [ReasonCertMissing]. Under the DPoP scheme (a token bound both ways)
-// the refusal's challenge is DPoP's.
-func (v *Verifier) bindCert(r *http.Request, c credential, e *cacheEntry) *Error {
-	err := v.certError(r, e)
-	if err != nil {
-		err.DPoP = c.dpop
-	}
-	return err
-}
-
-func (v *Verifier) certError(r *http.Request, e *cacheEntry) *Error {
-	switch {
-	case !e.bound.cert():
-		return invalidToken(ReasonCertMissing) // the issuer requires a bound token
-	case e.iss.cfg.MTLS == MTLSOff || v.opts.ClientCertHeader == "":
-		return invalidToken(ReasonCertBound)
-	}
-	if _, trusted := observability.TrustedPeer(r.RemoteAddr, v.opts.TrustedProxies); !trusted {
-		return invalidToken(ReasonCertMissing)
-	}
-	x5t, ok := v.certs.thumbprint(r.Header[v.opts.ClientCertHeader])
-	switch {
-	case !ok:
-		return invalidToken(ReasonCertMissing)
-	case x5t != e.bound.x5t:
-		return invalidToken(ReasonCertMismatch)
-	}
-	return nil
 }
 
 // Errors of [ParseClientCertificate].
@@ -276,13 +193,13 @@ const (
 	certCacheMaxKey = 8 << 10
 )
 
-// certCache remembers the thumbprints of the certificates recently seen,
+// A CertCache remembers the thumbprints of the certificates recently seen,
 // by their escaped PEM, so that the clients of a gateway, each sending
 // the same certificate on every request, cost one parse each rather than
 // one a request. The thumbprint is a function of the escaped PEM alone,
 // so an entry can never answer for another certificate; a certificate
 // that does not parse is not remembered. It is safe for concurrent use.
-type certCache struct {
+type CertCache struct {
 	seed  maphash.Seed
 	slots [certCacheSlots]atomic.Pointer[certMemo]
 }
@@ -291,11 +208,13 @@ type certMemo struct {
 	escaped, x5t string
 }
 
-func newCertCache() *certCache { return &certCache{seed: maphash.MakeSeed()} }
+// NewCertCache returns an empty CertCache.
+func NewCertCache() *CertCache { return &CertCache{seed: maphash.MakeSeed()} }
 
-// thumbprint returns the x5t#S256 of the client certificate in the header
-// values, and false when there is none that parses.
-func (cc *certCache) thumbprint(values []string) (string, bool) {
+// Thumbprint returns the x5t#S256 of the client certificate in the header
+// values (see [ParseClientCertificate]), and false when there is none
+// that parses.
+func (cc *CertCache) Thumbprint(values []string) (string, bool) {
 	escaped, err := escapedPEM(values)
 	if err != nil {
 		return "", false
