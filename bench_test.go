@@ -16,6 +16,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/observability"
 	"github.com/plantstore/plantstore/plants"
 )
@@ -70,7 +71,7 @@ func benchTracedEngine(tb testing.TB, catalog *plants.Catalog, logTo io.Writer, 
 	am := auth.NewMetrics(reg)
 	pm := plants.NewMetrics(reg)
 	var (
-		keys   []auth.Key
+		verify []keys.Key
 		tokens = map[string]string{}
 	)
 	for _, alg := range algs {
@@ -78,11 +79,11 @@ func benchTracedEngine(tb testing.TB, catalog *plants.Catalog, logTo io.Writer, 
 		if err != nil {
 			tb.Fatal(err)
 		}
-		kid, err := auth.Thumbprint(priv.Public())
+		kid, err := keys.Thumbprint(priv.Public())
 		if err != nil {
 			tb.Fatal(err)
 		}
-		keys = append(keys, auth.Key{ID: kid, Algorithm: alg, Public: priv.Public()})
+		verify = append(verify, keys.Key{ID: kid, Algorithm: alg, Public: priv.Public()})
 		tokens[alg] = benchToken(tb, priv, alg, "alice", "gardeners")
 	}
 	cfg := auth.Config{
@@ -90,7 +91,7 @@ func benchTracedEngine(tb testing.TB, catalog *plants.Catalog, logTo io.Writer, 
 		Audiences:     []string{"plantstore"},
 		RequiredScope: "plants:read",
 	}
-	v, err := auth.NewVerifier(auth.Options{Leeway: 30 * time.Second}, auth.Issuer{Config: cfg, Keys: auth.NewKeySet(keys)})
+	v, err := auth.NewVerifier(auth.Options{Leeway: 30 * time.Second}, auth.Issuer{Config: cfg, Keys: keys.NewKeySet(verify)})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/auth/redisstate"
 	"github.com/plantstore/plantstore/observability/setting"
 	"github.com/plantstore/plantstore/plants/api"
@@ -33,7 +34,7 @@ type serveConfig struct {
 	// JWT is the policy of the unnamed issuer the -jwt-* flags define,
 	// and Keys where its keys come from.
 	JWT  auth.Config
-	Keys auth.KeySource
+	Keys keys.KeySource
 	// Verify holds what every issuer shares; CacheBytes (0 turns the
 	// cache off), PublicURL and TrustedProxies join it in
 	// verifierOptions.
@@ -167,9 +168,9 @@ func serveSettings() settingRows {
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.Verify.DPoPWindow} }},
 		{flag: "jwks-max-stale", key: "max_stale", issuer: fileDefault, help: "how long fetched keys keep verifying when no fetch succeeds (then 401 keys_unavailable and /readyz 503), for the -jwt-* issuer and the issuers of -jwt-issuers-file that say nothing; keys are then refreshed at least every half of it; keys read from files are not bounded; 0 keeps the last good keys for as long as fetches fail",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.JWT.MaxStale} }},
-		{flag: "jwks-min-refresh", key: "min_refresh", def: auth.DefaultJWKSMinRefresh.String(), help: "minimum time between JWKS fetches for unknown kids",
+		{flag: "jwks-min-refresh", key: "min_refresh", def: keys.DefaultJWKSMinRefresh.String(), help: "minimum time between JWKS fetches for unknown kids",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.JWKSMinRefresh} }},
-		{flag: "jwks-refresh", key: "refresh", def: auth.DefaultJWKSRefresh.String(), help: "JWKS background refresh period (with jitter)",
+		{flag: "jwks-refresh", key: "refresh", def: keys.DefaultJWKSRefresh.String(), help: "JWKS background refresh period (with jitter)",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.JWKSRefresh} }},
 		{flag: "jwt-algorithms", key: "algorithms", issuer: flagIssuer, help: "allowed algorithms, comma list (default: " + strings.Join(auth.DefaultAlgorithms(), ",") + ")",
 			value: func(c *serveConfig) flag.Value { return listFlag{items: &c.JWT.Algorithms} }},
@@ -261,9 +262,9 @@ func (t settingRows) define(fs *flag.FlagSet, c *serveConfig) {
 }
 
 // keySource reports whether the row names where the -jwt-* issuer's keys
-// come from (auth.KeySources).
+// come from (keys.KeySources).
 func (s settingRow) keySource() bool {
-	return s.issuer != everyIssuer && slices.Contains(auth.KeySources(), s.key)
+	return s.issuer != everyIssuer && slices.Contains(keys.KeySources(), s.key)
 }
 
 // parseServeFlags reads the serve settings from args and their PLANTSTORE_*
@@ -352,7 +353,7 @@ func (c *serveConfig) issuers() error {
 // keySources refuses a start with no key source: -jwt-issuer to discover,
 // a key source of the -jwt-* issuer, an issuers file or -dev.
 func (c *serveConfig) keySources() error {
-	if c.IssuersFile != "" || c.JWT.Issuer != "" || c.Dev || c.Keys != (auth.KeySource{}) {
+	if c.IssuersFile != "" || c.JWT.Issuer != "" || c.Dev || c.Keys != (keys.KeySource{}) {
 		return nil
 	}
 	names := []string{"-jwt-issuer (OIDC discovery)"}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/plants"
 )
 
@@ -25,17 +26,17 @@ type devSetup struct {
 
 // newDevKey returns the ephemeral Ed25519 key of -dev and the key set that
 // verifies it.
-func newDevKey(m *auth.Metrics) (crypto.Signer, *auth.KeySet, error) {
+func newDevKey(m *auth.Metrics) (crypto.Signer, *keys.KeySet, error) {
 	key, _, err := auth.GenerateKey("EdDSA")
 	if err != nil {
 		return nil, nil, err
 	}
-	kid, err := auth.Thumbprint(key.Public())
+	kid, err := keys.Thumbprint(key.Public())
 	if err != nil {
 		return nil, nil, err
 	}
 	m.AddKeys(1)
-	return key, auth.NewKeySet([]auth.Key{{ID: kid, Algorithm: "EdDSA", Public: key.Public()}}), nil
+	return key, keys.NewKeySet([]keys.Key{{ID: kid, Algorithm: "EdDSA", Public: key.Public()}}), nil
 }
 
 // printDevBanner prints, for each sample user, a curl line with a fresh

@@ -550,7 +550,7 @@ func TestDocsIssuersExamples(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(t.Context())
-		f, err := auth.LoadIssuersFile(ctx, path, auth.SourceOptions{})
+		f, err := auth.LoadIssuersFile(ctx, path, auth.FileOptions{})
 		if err != nil {
 			cancel()
 			t.Errorf("example %d: %v\n%s", i+1, err, b[1])

@@ -25,8 +25,9 @@ func TestImportRules(t *testing.T) {
 		"observability/logtest":     nil,
 		"observability/metricstest": nil,
 		"observability/spantest":    nil,
-		"auth":                      {"auth/edge", "observability", "observability/setting"},
-		"auth/authtest":             {"auth"},
+		"auth/keys":                 {"observability/setting"},
+		"auth":                      {"auth/edge", "auth/keys", "observability", "observability/setting"},
+		"auth/authtest":             {"auth/keys"},
 		"auth/redisstate":           {"auth", "observability/setting"},
 		"auth/redisstate/redistest": nil,
 		"plants":                    nil,
@@ -44,7 +45,7 @@ func TestImportRules(t *testing.T) {
 		"github.com/jackc/pgx/v5":      func(dir, _ string) bool { return strings.HasPrefix(dir, "plants/postgres") },
 		"github.com/pressly/goose/v3":  func(dir, _ string) bool { return dir == "plants/postgres" },
 		"github.com/golang-jwt/jwt/v5": func(dir, _ string) bool { return dir == "auth" || dir == "auth/authtest" },
-		"github.com/MicahParks/jwkset": func(dir, _ string) bool { return dir == "auth" || dir == "auth/authtest" },
+		"github.com/MicahParks/jwkset": func(dir, _ string) bool { return dir == "auth" || dir == "auth/keys" || dir == "auth/authtest" },
 		// The OpenTelemetry SDK and its exporters are set up in one place;
 		// the packages that make spans use the API only.
 		"go.opentelemetry.io/otel/sdk": func(dir, _ string) bool { return dir == "observability" || dir == "observability/spantest" },

@@ -15,6 +15,7 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/plants"
 )
 
@@ -244,7 +245,7 @@ func TestIssuersFileUsage(t *testing.T) {
 // metrics' issuer label: a reader of "default" or "unknown" is well
 // formed, and no caller can ever hold it.
 func TestIssuerNameRules(t *testing.T) {
-	keys := auth.NewKeySet([]auth.Key{{ID: "k", Public: []byte(strings.Repeat("s", 32))}})
+	keys := keys.NewKeySet([]keys.Key{{ID: "k", Public: []byte(strings.Repeat("s", 32))}})
 	corpus := []string{
 		"staff", "a", "0", "-", "a-b-c", "x9", strings.Repeat("a", 32), strings.Repeat("a", 33), "",
 		"Staff", "st aff", "staff!", "staff@x", "st:aff", "stäff", "st\x00aff", "st.aff", "st_aff",

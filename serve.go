@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/auth/redisstate"
 	"github.com/plantstore/plantstore/observability"
 	"github.com/plantstore/plantstore/plants"
@@ -175,7 +176,7 @@ type verification struct {
 	metrics  *auth.Metrics
 	// source is the -jwt-* issuer's key source; nil with -dev or an
 	// issuers file.
-	source *auth.Source
+	source *keys.Source
 	// issuers is the issuers file; nil without -jwt-issuers-file.
 	issuers *auth.IssuersFile
 	// devKey signs the -dev banner's tokens; nil without -dev.
@@ -206,31 +207,35 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 	if opts.Shared, err = openShared(bg, cfg, reg, log); err != nil {
 		return vf, err
 	}
-	src := auth.SourceOptions{
+	src := keys.SourceOptions{
 		Refresh: cfg.JWKSRefresh, MinRefresh: cfg.JWKSMinRefresh,
-		RequiredScope: cfg.JWT.RequiredScope, DPoP: cfg.JWT.DPoP, MTLS: cfg.JWT.MTLS,
-		TokenTypes: cfg.JWT.TokenTypes, Clients: cfg.JWT.Clients,
-		MaxLifetime: cfg.JWT.MaxLifetime, MaxStale: cfg.JWT.MaxStale,
-		Log: log, Metrics: vf.metrics, TracerProvider: tracing.Provider(),
+		Log: log, TracerProvider: tracing.Provider(),
 	}
 	if cfg.IssuersFile != "" {
-		return openIssuersFile(bg, cfg, opts, src, vf)
+		return openIssuersFile(bg, cfg, opts, auth.FileOptions{Defaults: cfg.JWT, Sources: src, Metrics: vf.metrics}, vf)
 	}
-	var keys auth.Keys
+	var ks keys.Keys
 	if cfg.Dev {
-		var set *auth.KeySet
+		var set *keys.KeySet
 		if vf.devKey, set, err = newDevKey(vf.metrics); err != nil {
 			return vf, fmt.Errorf("dev key: %w", err)
 		}
-		keys = set
+		ks = set
 	} else {
-		if vf.source, err = auth.OpenSource(bg.ctx, "", cfg.JWT, cfg.Keys, src); err != nil {
+		// The issuer's rules first: nothing is fetched for an issuer that
+		// the verifier would refuse.
+		checked, err := auth.CheckIssuers(auth.Issuer{Config: cfg.JWT})
+		if err != nil {
+			return vf, cfg.refused(err)
+		}
+		src.Issuer, src.Algorithms, src.Metrics = cfg.JWT.Issuer, checked[0].Config.Algorithms, vf.metrics.ForIssuer("")
+		if vf.source, err = keys.OpenSource(bg.ctx, cfg.Keys, src); err != nil {
 			return vf, cfg.refused(err)
 		}
 		bg.wait(vf.source.Done())
-		keys = vf.source.Keys()
+		ks = vf.source.Keys()
 	}
-	if vf.verifier, err = auth.NewVerifier(opts, auth.Issuer{Config: cfg.JWT, Keys: keys}); err != nil {
+	if vf.verifier, err = auth.NewVerifier(opts, auth.Issuer{Config: cfg.JWT, Keys: ks}); err != nil {
 		return vf, cfg.refused(err)
 	}
 	return vf, nil
@@ -263,8 +268,8 @@ func openShared(bg *background, cfg serveConfig, reg prometheus.Registerer, log 
 // openIssuersFile builds the issuers of -jwt-issuers-file and their
 // verifier. What the file says wrong is a usage error naming its line; a
 // setting the file's issuers took from the flags is named as its flag.
-func openIssuersFile(bg *background, cfg serveConfig, opts auth.Options, src auth.SourceOptions, vf verification) (verification, error) {
-	f, err := auth.LoadIssuersFile(bg.ctx, cfg.IssuersFile, src)
+func openIssuersFile(bg *background, cfg serveConfig, opts auth.Options, fo auth.FileOptions, vf verification) (verification, error) {
+	f, err := auth.LoadIssuersFile(bg.ctx, cfg.IssuersFile, fo)
 	if err != nil {
 		return vf, cfg.refused(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/keys"
 )
 
 // mintToken implements "plantstore token": it signs a JWT with a private
@@ -57,7 +58,7 @@ func mintToken(args []string, stdout, stderr io.Writer) error {
 	}
 	var key any
 	if secretPath != "" {
-		secret, err := auth.ReadHMACSecret(secretPath)
+		secret, err := keys.ReadHMACSecret(secretPath)
 		if err != nil {
 			return fmt.Errorf("token: %w", err)
 		}
@@ -245,7 +246,7 @@ func keygen(args []string, stdout, stderr io.Writer) error {
 		_ = os.Remove(out + ".key")
 		return fmt.Errorf("keygen: %w", err)
 	}
-	kid, err := auth.Thumbprint(priv.Public())
+	kid, err := keys.Thumbprint(priv.Public())
 	if err != nil {
 		return fmt.Errorf("keygen: %w", err)
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/plantstore/plantstore/auth/keys"
 )
 
 // maxCredential is the largest Authorization header, and so the largest
@@ -156,7 +158,7 @@ func (v *Verifier) verify(ctx context.Context, token string) (*cacheEntry, *Erro
 	if v.cache != nil {
 		h = v.cache.hashOf(token)
 		if e := v.cache.get(token, h); e != nil && e.live() {
-			if now := v.now(); e.validAt(now, v.opts.Leeway) && e.iss.fresh(now) {
+			if now := v.now(); e.validAt(now, v.opts.Leeway) && e.iss.fresh.Fresh(now) {
 				return e, nil
 			}
 		}
@@ -294,7 +296,7 @@ func (is *issuer) key(ctx context.Context, t *jwt.Token) (any, error) {
 	k, err := is.lookup.Key(ctx, kid, alg)
 	switch {
 	case err == nil:
-	case errors.Is(err, ErrUnknownKey), errors.Is(err, ErrAmbiguousKey), errors.Is(err, ErrKeyMismatch):
+	case errors.Is(err, keys.ErrUnknownKey), errors.Is(err, keys.ErrAmbiguousKey), errors.Is(err, keys.ErrKeyMismatch):
 		return nil, invalidToken(ReasonUnknownKey)
 	default:
 		return nil, invalidToken(ReasonKeysUnavailable)

@@ -10,6 +10,8 @@ import (
 	"unsafe"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/plantstore/plantstore/auth/keys"
 )
 
 // cacheFixture is a verifier with a controlled clock over one EdDSA key,
@@ -27,11 +29,11 @@ func newCacheFixture(t testing.TB, o Options) *cacheFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kid, err := Thumbprint(priv.Public())
+	kid, err := keys.Thumbprint(priv.Public())
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := NewVerifier(o, Issuer{Keys: NewKeySet([]Key{{ID: kid, Public: priv.Public()}})})
+	v, err := NewVerifier(o, Issuer{Keys: keys.NewKeySet([]keys.Key{{ID: kid, Public: priv.Public()}})})
 	if err != nil {
 		t.Fatal(err)
 	}

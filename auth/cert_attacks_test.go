@@ -13,6 +13,7 @@ import (
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
 	"github.com/plantstore/plantstore/auth/edge"
+	"github.com/plantstore/plantstore/auth/keys"
 )
 
 // certAttacks are the rows of TestKnownAttacks about certificate-bound
@@ -20,14 +21,14 @@ import (
 // with another, through a peer that may not vouch for one, or with a
 // header that tries to make the service read another certificate than
 // the one the gateway verified.
-func certAttacks(t *testing.T, key authtest.Key, keys auth.Keys) []attack {
+func certAttacks(t *testing.T, key authtest.Key, ks keys.Keys) []attack {
 	ca := authtest.NewCA(t)
 	client, other := ca.Issue(t, "client"), ca.Issue(t, "other")
 	trusted := func(mode auth.MTLSMode, proxies string) *apiServer {
 		o := verifierOptions
 		o.ClientCertHeader = "X-Client-Cert"
 		o.TrustedProxies = []netip.Prefix{netip.MustParsePrefix(proxies)}
-		srv := serveVerifier(t, newVerifierOpts(t, o, auth.Config{MTLS: mode}, keys))
+		srv := serveVerifier(t, newVerifierOpts(t, o, auth.Config{MTLS: mode}, ks))
 		return &srv
 	}
 	certSrv := trusted(auth.MTLSOptional, "127.0.0.0/8")

@@ -109,14 +109,14 @@ func TestCertificateBinding(t *testing.T) {
 // metadata says certificate-bound tokens are accepted exactly when some
 // are.
 func TestMTLSConfig(t *testing.T) {
-	keys := authtest.KeySet(authtest.NewKey(t, "ES256"))
-	_, err := auth.NewVerifier(auth.Options{}, auth.Issuer{Name: "a", Config: auth.Config{Issuer: "https://a", MTLS: auth.MTLSRequired}, Keys: keys})
+	ks := authtest.KeySet(authtest.NewKey(t, "ES256"))
+	_, err := auth.NewVerifier(auth.Options{}, auth.Issuer{Name: "a", Config: auth.Config{Issuer: "https://a", MTLS: auth.MTLSRequired}, Keys: ks})
 	var ce *setting.Error
 	if !errors.As(err, &ce) || ce.Key != "mtls" || ce.Issuer != "a" {
 		t.Errorf("mtls required without a header: %v; want an mtls *setting.Error of issuer a", err)
 	}
 	for _, name := range []string{"X Client Cert", "Authorization", "dpop", "X-Forwarded-For", "a:b"} {
-		_, err := auth.NewVerifier(auth.Options{ClientCertHeader: name}, auth.Issuer{Keys: keys})
+		_, err := auth.NewVerifier(auth.Options{ClientCertHeader: name}, auth.Issuer{Keys: ks})
 		if !errors.As(err, &ce) || ce.Key != "client_cert_header" {
 			t.Errorf("ClientCertHeader %q: %v; want a client_cert_header *setting.Error", name, err)
 		}
@@ -135,7 +135,7 @@ func TestMTLSConfig(t *testing.T) {
 		var issuers []auth.Issuer
 		for i, m := range tt.modes {
 			name := string(rune('a' + i))
-			issuers = append(issuers, auth.Issuer{Name: name, Config: auth.Config{Issuer: "https://" + name, MTLS: m}, Keys: keys})
+			issuers = append(issuers, auth.Issuer{Name: name, Config: auth.Config{Issuer: "https://" + name, MTLS: m}, Keys: ks})
 		}
 		v, err := auth.NewVerifier(auth.Options{ClientCertHeader: tt.header}, issuers...)
 		if err != nil {

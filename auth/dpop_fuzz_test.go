@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/plantstore/plantstore/auth/keys"
 )
 
 // FuzzDPoPProof feeds any string to the DPoP proof checks (parseProof,
@@ -33,7 +35,7 @@ func FuzzDPoPProof(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	jkt, err := Thumbprint(&key.PublicKey)
+	jkt, err := keys.Thumbprint(&key.PublicKey)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -141,11 +143,11 @@ func FuzzDPoPProof(f *testing.F) {
 		if _, ok := members["crit"]; ok {
 			t.Fatalf("accepted %q with a crit header", proof)
 		}
-		k, skip := decodeJWK(header.JWK)
-		if skip != nil {
-			t.Fatalf("accepted %q with an unusable jwk: %s", proof, skip.Reason)
+		k, err := keyOfJWK(t, header.JWK, header.Alg)
+		if err != nil {
+			t.Fatalf("accepted %q with a jwk that a key file could not hold: %v", proof, err)
 		}
-		tp, err := Thumbprint(k.Public)
+		tp, err := keys.Thumbprint(k.Public)
 		switch {
 		case err != nil || tp != jkt:
 			t.Fatalf("accepted %q with a jwk of thumbprint %q, want %q", proof, tp, jkt)
@@ -162,4 +164,18 @@ func FuzzDPoPProof(f *testing.F) {
 			t.Fatalf("accepted %q with htu %q", proof, claims.HTU)
 		}
 	})
+}
+
+// keyOfJWK reads raw as the one key of a key file, by the rules a JWKS is
+// read by (keys.LoadKeyFile), and returns it for alg.
+func keyOfJWK(t *testing.T, raw json.RawMessage, alg string) (keys.Key, error) {
+	path := filepath.Join(t.TempDir(), "jwks.json")
+	if err := os.WriteFile(path, []byte(`{"keys":[`+string(raw)+`]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := keys.LoadKeyFile(path, nil)
+	if err != nil {
+		return keys.Key{}, err
+	}
+	return f.Key(t.Context(), "", alg)
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/observability/setting"
 )
 
@@ -96,7 +97,7 @@ func dpopResponse(t testing.TB, method, url, authz string, proofs ...string) *ht
 // its thumbprint), with the claims over.
 func boundTo(t testing.TB, issuer authtest.Key, pub any, over map[string]any) string {
 	t.Helper()
-	jkt, err := auth.Thumbprint(pub)
+	jkt, err := keys.Thumbprint(pub)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +158,7 @@ func TestDPoPAttacks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	weak := authtest.Key{Alg: "RS256", Private: weakPriv, Verify: auth.Key{Public: &weakPriv.PublicKey}}
+	weak := authtest.Key{Alg: "RS256", Private: weakPriv, Verify: keys.Key{Public: &weakPriv.PublicKey}}
 	privateJWK := func() map[string]any {
 		j := map[string]any{}
 		b, _ := json.Marshal(client.JWK(t))
@@ -653,10 +654,10 @@ func TestDPoPPublicURL(t *testing.T) {
 // without a public URL, for each mix of issuer DPoP modes.
 func TestResourceMetadata(t *testing.T) {
 	key := authtest.NewKey(t, "ES256")
-	keys := authtest.KeySet(key)
-	jwks, _ := newSrcJWKS(t, auth.JWKSOptions{URL: authtest.NewServer(t, authtest.JWKS(t, key)).URL})
+	ks := authtest.KeySet(key)
+	jwks, _ := newSrcJWKS(t, keys.JWKSOptions{URL: authtest.NewServer(t, authtest.JWKS(t, key)).URL})
 	named := func(name, iss, scope string, mode auth.DPoPMode) auth.Issuer {
-		return auth.Issuer{Name: name, Config: auth.Config{Issuer: iss, RequiredScope: scope, DPoP: mode}, Keys: keys}
+		return auth.Issuer{Name: name, Config: auth.Config{Issuer: iss, RequiredScope: scope, DPoP: mode}, Keys: ks}
 	}
 	public, _ := url.Parse("https://gw.example.com/garden/")
 	tests := []struct {
@@ -670,7 +671,7 @@ func TestResourceMetadata(t *testing.T) {
 	}{
 		{
 			name:    "flags issuer, no public URL",
-			issuers: []auth.Issuer{{Config: auth.Config{Issuer: "https://idp.example", RequiredScope: "plants:read"}, Keys: keys}},
+			issuers: []auth.Issuer{{Config: auth.Config{Issuer: "https://idp.example", RequiredScope: "plants:read"}, Keys: ks}},
 			host:    "plants.internal:8080",
 			want: auth.ResourceMetadata{Resource: "http://plants.internal:8080", AuthorizationServers: []string{"https://idp.example"},
 				ScopesSupported: []string{"plants:read"}, BearerMethodsSupported: []string{"header"}, DPoPSigningAlgValuesSupported: auth.DefaultDPoPAlgorithms()},
@@ -678,7 +679,7 @@ func TestResourceMetadata(t *testing.T) {
 		},
 		{
 			name:    "forwarded by an untrusted peer: ignored",
-			issuers: []auth.Issuer{{Keys: keys}},
+			issuers: []auth.Issuer{{Keys: ks}},
 			host:    "plants.internal",
 			forward: map[string]string{"X-Forwarded-Proto": "https", "X-Forwarded-Host": "evil.example"},
 			want:    auth.ResourceMetadata{Resource: "http://plants.internal", BearerMethodsSupported: []string{"header"}, DPoPSigningAlgValuesSupported: auth.DefaultDPoPAlgorithms()},
@@ -687,7 +688,7 @@ func TestResourceMetadata(t *testing.T) {
 		{
 			name:    "forwarded by a trusted proxy",
 			opts:    auth.Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}},
-			issuers: []auth.Issuer{{Keys: keys, Config: auth.Config{DPoP: auth.DPoPOff}}},
+			issuers: []auth.Issuer{{Keys: ks, Config: auth.Config{DPoP: auth.DPoPOff}}},
 			host:    "plants.internal",
 			forward: map[string]string{"X-Forwarded-Proto": "https", "X-Forwarded-Host": "API.example.com, other"},
 			want:    auth.ResourceMetadata{Resource: "https://api.example.com", BearerMethodsSupported: []string{"header"}},
@@ -696,7 +697,7 @@ func TestResourceMetadata(t *testing.T) {
 		{
 			name:    "a forwarded host that needs quoting is not believed",
 			opts:    auth.Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}},
-			issuers: []auth.Issuer{{Keys: keys, Config: auth.Config{DPoP: auth.DPoPOff}}},
+			issuers: []auth.Issuer{{Keys: ks, Config: auth.Config{DPoP: auth.DPoPOff}}},
 			host:    "plants.internal",
 			forward: map[string]string{"X-Forwarded-Host": `a"b`},
 			want:    auth.ResourceMetadata{Resource: "http://plants.internal", BearerMethodsSupported: []string{"header"}},
@@ -715,7 +716,7 @@ func TestResourceMetadata(t *testing.T) {
 		{
 			name: "token policies of the issuers that enforce one",
 			issuers: []auth.Issuer{
-				{Name: "staff", Config: auth.Config{Issuer: "https://sso/staff", TokenTypes: []string{"AT+JWT"}, Clients: []string{"plants-web"}, MaxLifetime: 90 * time.Minute}, Keys: keys},
+				{Name: "staff", Config: auth.Config{Issuer: "https://sso/staff", TokenTypes: []string{"AT+JWT"}, Clients: []string{"plants-web"}, MaxLifetime: 90 * time.Minute}, Keys: ks},
 				named("apps", "https://sso/apps", "", auth.DPoPOptional),
 				{Name: "svc", Config: auth.Config{Issuer: "https://sso/svc", MaxStale: 24 * time.Hour}, Keys: jwks},
 			},

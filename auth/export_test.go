@@ -4,8 +4,6 @@ import (
 	"context"
 	"slices"
 	"time"
-
-	"go.uber.org/zap"
 )
 
 // SetReplayLimits gives v a DPoP replay cache of size entries, so that
@@ -50,9 +48,3 @@ func (v *Verifier) Issuers() []Issuer {
 // SetClock makes v read the time from now, for tests that move it. Call it
 // before v verifies anything.
 func SetClock(v *Verifier, now func() time.Time) { v.now = now }
-
-// NewJWKSClock is [NewJWKS] with its fetches timed by now, for tests that
-// move the clock past MaxStale or MinRefresh.
-func NewJWKSClock(ctx context.Context, opts JWKSOptions, log *zap.Logger, m *Metrics, now func() time.Time) (*JWKS, error) {
-	return newJWKS(ctx, opts, log, m, now)
-}

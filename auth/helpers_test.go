@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/observability/metricstest"
 )
 
@@ -27,15 +28,15 @@ var verifierOptions = auth.Options{}
 
 // newVerifier returns a Verifier of one unnamed issuer with cfg and keys,
 // failing the test on a configuration error.
-func newVerifier(t testing.TB, cfg auth.Config, keys auth.Keys) *auth.Verifier {
+func newVerifier(t testing.TB, cfg auth.Config, ks keys.Keys) *auth.Verifier {
 	t.Helper()
-	return newVerifierOpts(t, verifierOptions, cfg, keys)
+	return newVerifierOpts(t, verifierOptions, cfg, ks)
 }
 
 // newVerifierOpts is newVerifier with Options.
-func newVerifierOpts(t testing.TB, o auth.Options, cfg auth.Config, keys auth.Keys) *auth.Verifier {
+func newVerifierOpts(t testing.TB, o auth.Options, cfg auth.Config, ks keys.Keys) *auth.Verifier {
 	t.Helper()
-	v, err := auth.NewVerifier(o, auth.Issuer{Config: cfg, Keys: keys})
+	v, err := auth.NewVerifier(o, auth.Issuer{Config: cfg, Keys: ks})
 	if err != nil {
 		t.Fatalf("NewVerifier(%+v): %v", cfg, err)
 	}
@@ -70,11 +71,11 @@ func failures(t testing.TB, reg *prometheus.Registry) map[auth.Reason]float64 {
 // fixedKeys is a Keys that answers every lookup with the same key and
 // error, whatever the kid and alg, like a careless key source would.
 type fixedKeys struct {
-	key auth.Key
+	key keys.Key
 	err error
 }
 
-func (f fixedKeys) Key(_ context.Context, _, _ string) (auth.Key, error) {
+func (f fixedKeys) Key(_ context.Context, _, _ string) (keys.Key, error) {
 	return f.key, f.err
 }
 
@@ -115,3 +116,15 @@ func (c *testClock) Now() time.Time { return time.Unix(0, c.ns.Load()) }
 
 // Add moves the clock by d.
 func (c *testClock) Add(d time.Duration) { c.ns.Add(int64(d)) }
+
+// newSrcJWKS starts a JWKS for opts on the test's context, with metrics on
+// a fresh registry.
+func newSrcJWKS(t testing.TB, opts keys.JWKSOptions) (*keys.JWKS, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	j, err := keys.NewJWKS(t.Context(), opts, nil, auth.NewMetrics(reg))
+	if err != nil {
+		t.Fatalf("NewJWKS(%+v): %v", opts, err)
+	}
+	return j, reg
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"regexp"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/observability/setting"
 )
 
@@ -29,9 +31,9 @@ type IssuerConfig struct {
 	// OIDC discovery reads when no key source is set.
 	Issuer string `yaml:"issuer"`
 	// KeySource is where the keys come from; at most one may be set.
-	KeySource `yaml:",inline"`
+	keys.KeySource `yaml:",inline"`
 	// The rest is the issuer's Config; RequiredScope, DPoP, MTLS and the
-	// four below, when left out, are those of [SourceOptions].
+	// four below, when left out, are those of [FileOptions].Defaults.
 	Audiences     []string `yaml:"audiences"`
 	Algorithms    []string `yaml:"algorithms"`
 	GroupsClaim   string   `yaml:"groups_claim"`
@@ -47,13 +49,27 @@ type IssuerConfig struct {
 	MaxStale    time.Duration `yaml:"max_stale"`
 }
 
+// FileOptions are what the issuers of an issuers file share.
+type FileOptions struct {
+	// Defaults are the settings of the issuers that leave them out: its
+	// RequiredScope, DPoP, MTLS, TokenTypes, Clients, MaxLifetime and
+	// MaxStale (the -jwt-* flags').
+	Defaults Config
+	// Sources are the options of every issuer's key source; each issuer
+	// adds its name, iss and algorithms.
+	Sources keys.SourceOptions
+	// Metrics records for every issuer, under its name; nil records
+	// nothing.
+	Metrics *Metrics
+}
+
 // IssuersFile is the issuers of an issuers file with their key sources
-// open ([OpenSource]). Use it from one goroutine (the service's main
+// open ([keys.OpenSource]). Use it from one goroutine (the service's main
 // loop).
 type IssuersFile struct {
 	path  string
 	ctx   context.Context
-	opts  SourceOptions
+	opts  FileOptions
 	built []builtIssuer
 	index fileIndex
 	loops sync.WaitGroup // every source ever opened
@@ -63,7 +79,7 @@ type IssuersFile struct {
 type builtIssuer struct {
 	cfg    IssuerConfig
 	issuer Issuer
-	source *Source
+	source *keys.Source
 }
 
 // LoadIssuersFile reads the issuers file at path, checks its issuers as
@@ -74,9 +90,9 @@ type builtIssuer struct {
 // a bad value) or a key file that cannot be read. A *setting.Error of a
 // setting the file left to o (a required scope) is returned without a
 // File, for the caller to name where that came from.
-func LoadIssuersFile(ctx context.Context, path string, o SourceOptions) (*IssuersFile, error) {
-	if o.Log == nil {
-		o.Log = zap.NewNop()
+func LoadIssuersFile(ctx context.Context, path string, o FileOptions) (*IssuersFile, error) {
+	if o.Sources.Log == nil {
+		o.Sources.Log = zap.NewNop()
 	}
 	f := &IssuersFile{path: path, ctx: ctx, opts: o}
 	cfgs, index, err := readIssuersFile(path)
@@ -113,7 +129,7 @@ func issuersOf(built []builtIssuer) []Issuer {
 // for f's issuers, as a *setting.Error at the file's line of the setting
 // at fault.
 // An error of a setting that is no issuer's, or that an issuer took from
-// [SourceOptions], is returned as it is.
+// the defaults, is returned as it is.
 func (f *IssuersFile) Explain(err error) error {
 	return f.index.explain(f.path, err)
 }
@@ -179,7 +195,7 @@ func (f *IssuersFile) closeNew(built, others []builtIssuer) {
 // whose name, issuer and key source are the same (their files read
 // again), and new ones for the others.
 func (f *IssuersFile) build(cfgs []IssuerConfig, index *fileIndex, old []builtIssuer) ([]builtIssuer, error) {
-	issuers, err := index.issuers(f.path, cfgs, f.opts)
+	issuers, err := index.issuers(f.path, cfgs, f.opts.Defaults)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +207,7 @@ func (f *IssuersFile) build(cfgs []IssuerConfig, index *fileIndex, old []builtIs
 		}); j >= 0 {
 			b.source = old[j].source
 			b.source.Reload()
-		} else if b.source, err = OpenSource(f.ctx, c.Name, b.issuer.Config, c.KeySource, f.opts); err != nil {
+		} else if b.source, err = keys.OpenSource(f.ctx, c.KeySource, f.sourceOptions(b.issuer)); err != nil {
 			f.closeNew(built, old)
 			return nil, index.sourceError(f.path, i, c.Name, err)
 		}
@@ -206,6 +222,14 @@ func (f *IssuersFile) build(cfgs []IssuerConfig, index *fileIndex, old []builtIs
 		built = append(built, b)
 	}
 	return built, nil
+}
+
+// sourceOptions are the options of the key source of is.
+func (f *IssuersFile) sourceOptions(is Issuer) keys.SourceOptions {
+	o := f.opts.Sources
+	o.Name, o.Issuer, o.Algorithms = is.Name, is.Config.Issuer, is.Config.Algorithms
+	o.Metrics = f.opts.Metrics.ForIssuer(is.Name)
+	return o
 }
 
 // sourceError returns err, the error of opening the key source of the
@@ -226,7 +250,11 @@ func (x fileIndex) sourceError(path string, i int, name string, err error) error
 func readIssuersFile(path string) ([]IssuerConfig, fileIndex, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fileIndex{}, &setting.Error{File: path, Err: pathCause(err)}
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the message names the file already
+		}
+		return nil, fileIndex{}, &setting.Error{File: path, Err: err}
 	}
 	if err := checkRoot(path, data); err != nil {
 		return nil, fileIndex{}, err
@@ -329,8 +357,8 @@ func yamlError(path string, err error) error {
 // settings, by the issuer's position in the file or by its name.
 type fileIndex struct {
 	nodes []*yaml.Node // the mapping node of each issuer
-	// inherited are, for each issuer, the settings it took from
-	// SourceOptions: an error in one of them is not the file's.
+	// inherited are, for each issuer, the settings it took from the
+	// defaults: an error in one of them is not the file's.
 	inherited [][]string
 }
 
@@ -354,7 +382,7 @@ func newFileIndex(root *yaml.Node) fileIndex {
 // and all of them checked as [Verifier.SetIssuers] checks them. It records
 // in x what each issuer took from o. The errors of what the file says
 // are placed at their lines.
-func (x *fileIndex) issuers(path string, cfgs []IssuerConfig, o SourceOptions) ([]Issuer, error) {
+func (x *fileIndex) issuers(path string, cfgs []IssuerConfig, o Config) ([]Issuer, error) {
 	out := make([]Issuer, len(cfgs))
 	x.inherited = make([][]string, len(cfgs))
 	at := func(i int, e *setting.Error) error {
@@ -380,12 +408,12 @@ func (x *fileIndex) issuers(path string, cfgs []IssuerConfig, o SourceOptions) (
 	for i, c := range cfgs {
 		// The second of the sources named is at fault: a key or secret
 		// file, never the JWKS URL, which comes first.
-		switch named := c.KeySource.named(); {
+		switch named := c.KeySource.Named(); {
 		case len(named) < 2:
 		case named[1] == "key_file":
-			return nil, at(i, issuerError(c.Name, "key_file", "set at most one of %s", andList(KeySources())))
+			return nil, at(i, issuerError(c.Name, "key_file", "set at most one of %s", andList(keys.KeySources())))
 		default:
-			return nil, at(i, issuerError(c.Name, "hmac_secret_file", "set at most one of %s", andList(KeySources())))
+			return nil, at(i, issuerError(c.Name, "hmac_secret_file", "set at most one of %s", andList(keys.KeySources())))
 		}
 		cfg := Config{
 			Issuer: c.Issuer, Audiences: c.Audiences, Algorithms: c.Algorithms,
@@ -477,8 +505,8 @@ func (x fileIndex) named(name string) int {
 // explain places err, when it is a *setting.Error of one of the file's
 // issuers (which it names), at the line of the setting at fault, or else
 // of its issuer, and the list's own settings at the file. An error of a
-// setting that is no issuer's, or of one the issuer took from
-// SourceOptions, is not the file's: it is returned as it is, for the
+// setting that is no issuer's, or of one the issuer took from the
+// defaults, is not the file's: it is returned as it is, for the
 // caller to name its flag.
 func (x fileIndex) explain(path string, err error) error {
 	var se *setting.Error

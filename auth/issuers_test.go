@@ -1,6 +1,7 @@
 package auth_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -19,7 +20,9 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/observability"
+	"github.com/plantstore/plantstore/observability/logtest"
 	"github.com/plantstore/plantstore/observability/metricstest"
 	"github.com/plantstore/plantstore/observability/setting"
 )
@@ -83,7 +86,7 @@ func TestLoadIssuersFileErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := writeIssuers(t, tt.yaml)
-			f, err := auth.LoadIssuersFile(t.Context(), path, auth.SourceOptions{})
+			f, err := auth.LoadIssuersFile(t.Context(), path, auth.FileOptions{})
 			if err == nil {
 				_, err = auth.NewVerifier(auth.Options{}, f.Issuers()...)
 				err = f.Explain(err)
@@ -143,7 +146,7 @@ func newTwoIssuers(t testing.TB) *twoIssuers {
     audiences: [plantstore]
 `, staffIss, ti.staffSrv.URL, custIss, ti.custSrv.URL))
 	ti.m = auth.NewMetrics(ti.reg)
-	f, err := auth.LoadIssuersFile(t.Context(), ti.path, auth.SourceOptions{MinRefresh: time.Millisecond, Metrics: ti.m})
+	f, err := auth.LoadIssuersFile(t.Context(), ti.path, auth.FileOptions{Sources: keys.SourceOptions{MinRefresh: time.Millisecond}, Metrics: ti.m})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +154,7 @@ func newTwoIssuers(t testing.TB) *twoIssuers {
 	if ti.v, err = auth.NewVerifier(auth.Options{}, f.Issuers()...); err != nil {
 		t.Fatal(err)
 	}
-	srcWait(t, "both issuers' keys", func() bool { return ti.v.Ready() == nil })
+	authtest.WaitFor(t, "both issuers' keys", func() bool { return ti.v.Ready() == nil })
 	return ti
 }
 
@@ -286,7 +289,7 @@ func TestIssuerJWKSDown(t *testing.T) {
 	down := authtest.NewServer(t, nil)
 	down.Set(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })
 	path := writeIssuers(t, fmt.Sprintf("issuers:\n  - name: staff\n    issuer: %s\n    jwks_url: %s\n  - name: partners\n    issuer: https://partners.example\n    jwks_url: %s\n", staffIss, ti.staffSrv.URL, down.URL))
-	f, err := auth.LoadIssuersFile(t.Context(), path, auth.SourceOptions{})
+	f, err := auth.LoadIssuersFile(t.Context(), path, auth.FileOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +297,7 @@ func TestIssuerJWKSDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srcWait(t, "the staff keys", func() bool {
+	authtest.WaitFor(t, "the staff keys", func() bool {
 		err := v.Ready()
 		return err != nil && !strings.Contains(err.Error(), "issuer staff")
 	})
@@ -313,7 +316,7 @@ func TestIssuerRotation(t *testing.T) {
 	tok := ti.token(t, next, custIss, "bob", nil)
 	// The new kid is fetched on sight, once the last fetch is older than
 	// the (1 ms) minimum refresh.
-	srcWait(t, "the new key to verify", func() bool { _, err := ti.v.Verify(t.Context(), tok); return err == nil })
+	authtest.WaitFor(t, "the new key to verify", func() bool { _, err := ti.v.Verify(t.Context(), tok); return err == nil })
 	if n := ti.staffSrv.Hits.Load(); n != staffHits {
 		t.Errorf("staff's JWKS got %d requests when customers rotated; want none", n-staffHits)
 	}
@@ -369,7 +372,7 @@ func TestIssuersReloadUnderLoad(t *testing.T) {
 		if err != nil || fmt.Sprint(added) != "[customers]" || len(removed) != 0 {
 			t.Fatalf("round %d: reload with customers = %v, %v, %v", round, added, removed, err)
 		}
-		srcWait(t, "the customers keys", func() bool { _, err := ti.v.Verify(t.Context(), custTok); return err == nil })
+		authtest.WaitFor(t, "the customers keys", func() bool { _, err := ti.v.Verify(t.Context(), custTok); return err == nil })
 	}
 	// A bad file is refused; the last good issuers keep serving.
 	if err := os.WriteFile(ti.path, []byte("issuers:\n  - name: staff\n    bogus: 1\n"), 0o644); err != nil {
@@ -394,10 +397,10 @@ func TestIssuersReloadUnderLoad(t *testing.T) {
 // them.
 func TestIssuersReloadKeepsMetrics(t *testing.T) {
 	ti := newTwoIssuers(t)
-	keys := func() map[string]float64 {
+	ks := func() map[string]float64 {
 		return metricstest.ByLabel(t, ti.reg, "plantstore_jwks_keys", "issuer")
 	}
-	if got := keys(); got["customers"] != 1 || got["staff"] != 1 {
+	if got := ks(); got["customers"] != 1 || got["staff"] != 1 {
 		t.Fatalf("plantstore_jwks_keys before the reloads = %v; want 1 for each issuer", got)
 	}
 	original, err := os.ReadFile(ti.path)
@@ -417,8 +420,8 @@ func TestIssuersReloadKeepsMetrics(t *testing.T) {
 	if _, _, err := ti.f.Reload(apply); err != nil {
 		t.Fatal(err)
 	}
-	srcWait(t, "the new customers source's keys", func() bool { return ti.v.Ready() == nil })
-	if got := keys(); got["customers"] != 1 || got["staff"] != 1 {
+	authtest.WaitFor(t, "the new customers source's keys", func() bool { return ti.v.Ready() == nil })
+	if got := ks(); got["customers"] != 1 || got["staff"] != 1 {
 		t.Errorf("plantstore_jwks_keys after the customers issuer changed = %v; want 1 for each issuer", got)
 	}
 
@@ -427,7 +430,7 @@ func TestIssuersReloadKeepsMetrics(t *testing.T) {
 	if _, _, err := ti.f.Reload(func([]auth.Issuer) error { return errors.New("refused") }); err == nil {
 		t.Fatal("a reload whose apply fails succeeded")
 	}
-	if got := keys(); got["customers"] != 1 || got["staff"] != 1 {
+	if got := ks(); got["customers"] != 1 || got["staff"] != 1 {
 		t.Errorf("plantstore_jwks_keys after a refused reload = %v; want 1 for each issuer", got)
 	}
 
@@ -439,7 +442,7 @@ func TestIssuersReloadKeepsMetrics(t *testing.T) {
 	if _, removed, err := ti.f.Reload(apply); err != nil || fmt.Sprint(removed) != "[customers]" {
 		t.Fatalf("reload without customers = %v, %v", removed, err)
 	}
-	if got := keys(); got["staff"] != 1 {
+	if got := ks(); got["staff"] != 1 {
 		t.Errorf("plantstore_jwks_keys after the customers issuer was removed = %v; want staff's 1", got)
 	} else if _, ok := got["customers"]; ok {
 		t.Errorf("plantstore_jwks_keys after the customers issuer was removed = %v; want no customers series", got)
@@ -447,10 +450,10 @@ func TestIssuersReloadKeepsMetrics(t *testing.T) {
 }
 
 // TestIssuersFileDefaults: an issuer that names no required_scope, dpop
-// or mtls takes those of SourceOptions (the -jwt-required-scope,
+// or mtls takes those of the defaults (the -jwt-required-scope,
 // -jwt-dpop and -jwt-mtls flags); one that names them keeps its own.
 func TestIssuersFileDefaults(t *testing.T) {
-	keys := authtest.WriteJWKS(t, authtest.NewKey(t, "ES256"))
+	ks := authtest.WriteJWKS(t, authtest.NewKey(t, "ES256"))
 	path := writeIssuers(t, fmt.Sprintf(`issuers:
   - name: plain
     issuer: https://plain.example
@@ -461,8 +464,8 @@ func TestIssuersFileDefaults(t *testing.T) {
     required_scope: shop:read
     dpop: required
     mtls: required
-`, keys))
-	f, err := auth.LoadIssuersFile(t.Context(), path, auth.SourceOptions{RequiredScope: "plants:read", DPoP: auth.DPoPOff, MTLS: auth.MTLSOff})
+`, ks))
+	f, err := auth.LoadIssuersFile(t.Context(), path, auth.FileOptions{Defaults: auth.Config{RequiredScope: "plants:read", DPoP: auth.DPoPOff, MTLS: auth.MTLSOff}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -482,19 +485,19 @@ func TestIssuersFileDefaults(t *testing.T) {
 }
 
 // TestIssuersFileSettingsFromOptions: a bad value an issuer took from
-// SourceOptions (the flags) is returned as the *setting.Error of that
+// defaults (the flags) is returned as the *setting.Error of that
 // setting, for the caller to name its flag, not at a line of the file;
 // the same value written in the file is the file's, at its line.
 func TestIssuersFileSettingsFromOptions(t *testing.T) {
-	keys := authtest.WriteJWKS(t, authtest.NewKey(t, "ES256"))
-	o := auth.SourceOptions{RequiredScope: "two words"}
-	inherits := writeIssuers(t, "issuers:\n  - name: staff\n    issuer: https://a\n    key_file: "+keys+"\n")
+	ks := authtest.WriteJWKS(t, authtest.NewKey(t, "ES256"))
+	o := auth.FileOptions{Defaults: auth.Config{RequiredScope: "two words"}}
+	inherits := writeIssuers(t, "issuers:\n  - name: staff\n    issuer: https://a\n    key_file: "+ks+"\n")
 	_, err := auth.LoadIssuersFile(t.Context(), inherits, o)
 	var ce *setting.Error
 	if !errors.As(err, &ce) || ce.Key != "required_scope" || ce.File != "" {
 		t.Errorf("a bad scope from the options = %v; want the required_scope *setting.Error, not one of the file", err)
 	}
-	own := writeIssuers(t, "issuers:\n  - name: staff\n    issuer: https://a\n    key_file: "+keys+"\n    required_scope: two words\n")
+	own := writeIssuers(t, "issuers:\n  - name: staff\n    issuer: https://a\n    key_file: "+ks+"\n    required_scope: two words\n")
 	if _, err := auth.LoadIssuersFile(t.Context(), own, o); !errors.As(err, &ce) || ce.File != own || ce.Line != 5 {
 		t.Errorf("a bad scope of the file = %v; want a *setting.Error of the file at line 5", err)
 	}
@@ -502,9 +505,9 @@ func TestIssuersFileSettingsFromOptions(t *testing.T) {
 	// The rules of tokens meant for this resource: an issuer that leaves
 	// one out takes the options', one that names it (even as off) keeps
 	// its own.
-	o = auth.SourceOptions{TokenTypes: []string{"at+jwt"}, Clients: []string{"web"}, MaxLifetime: time.Hour, MaxStale: 24 * time.Hour}
-	both := writeIssuers(t, "issuers:\n  - name: staff\n    issuer: https://a\n    key_file: "+keys+
-		"\n  - name: shop\n    issuer: https://b\n    key_file: "+keys+"\n    token_types: [any]\n    clients: [app]\n    max_lifetime: 0s\n    max_stale: 0s\n")
+	o = auth.FileOptions{Defaults: auth.Config{TokenTypes: []string{"at+jwt"}, Clients: []string{"web"}, MaxLifetime: time.Hour, MaxStale: 24 * time.Hour}}
+	both := writeIssuers(t, "issuers:\n  - name: staff\n    issuer: https://a\n    key_file: "+ks+
+		"\n  - name: shop\n    issuer: https://b\n    key_file: "+ks+"\n    token_types: [any]\n    clients: [app]\n    max_lifetime: 0s\n    max_stale: 0s\n")
 	f, err := auth.LoadIssuersFile(t.Context(), both, o)
 	if err != nil {
 		t.Fatal(err)
@@ -513,8 +516,8 @@ func TestIssuersFileSettingsFromOptions(t *testing.T) {
 	for _, is := range f.Issuers() {
 		got[is.Name] = is.Config
 	}
-	if c := got["staff"]; !slices.Equal(c.TokenTypes, o.TokenTypes) || !slices.Equal(c.Clients, o.Clients) || c.MaxLifetime != o.MaxLifetime || c.MaxStale != o.MaxStale {
-		t.Errorf("staff, which names none of the four = %+v; want the options' %+v", c, o)
+	if c, d := got["staff"], o.Defaults; !slices.Equal(c.TokenTypes, d.TokenTypes) || !slices.Equal(c.Clients, d.Clients) || c.MaxLifetime != d.MaxLifetime || c.MaxStale != d.MaxStale {
+		t.Errorf("staff, which names none of the four = %+v; want the defaults' %+v", c, d)
 	}
 	if c := got["shop"]; len(c.TokenTypes) != 0 || !slices.Equal(c.Clients, []string{"app"}) || c.MaxLifetime != 0 || c.MaxStale != 0 {
 		t.Errorf("shop, which names all four (token_types any) = %+v; want its own", c)
@@ -639,7 +642,7 @@ func TestIssuersReloadsUnderLoad(t *testing.T) {
 		}
 		// Some verifications between two reloads, so that each set of
 		// issuers serves.
-		srcWait(t, "verifications after the reload", func() bool { return verified.Load() > before+8 })
+		authtest.WaitFor(t, "verifications after the reload", func() bool { return verified.Load() > before+8 })
 	}
 	close(stop)
 	wg.Wait()
@@ -692,5 +695,41 @@ func TestIssuersReloadTokenRules(t *testing.T) {
 	}
 	if err := ti.v.Ready(); err != nil {
 		t.Errorf("Ready() after the reload = %v; want nil (keys confirmed just now)", err)
+	}
+}
+
+// TestIssuersFileWatchesKeyFiles: the key file of an issuer of
+// -jwt-issuers-file is watched as well.
+func TestIssuersFileWatchesKeyFiles(t *testing.T) {
+	a, b := authtest.NewKey(t, "ES256"), authtest.NewKey(t, "ES256")
+	vol := authtest.NewVolume(t, map[string][]byte{"jwks.json": authtest.JWKS(t, a)})
+	logs := &logtest.Buffer{}
+	log, _, err := observability.NewLogger(logs, "info", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const iss = "https://partners.example"
+	path := writeIssuers(t, fmt.Sprintf("issuers:\n  - name: partners\n    issuer: %s\n    key_file: %s\n", iss, vol.Path("jwks.json")))
+	ctx, cancel := context.WithCancel(context.Background())
+	f, err := auth.LoadIssuersFile(ctx, path, auth.FileOptions{Sources: keys.SourceOptions{Log: log}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		f.Wait()
+	})
+	v, err := auth.NewVerifier(auth.Options{}, f.Issuers()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokB := authtest.Token(t, b, nil, authtest.Claims(map[string]any{"iss": iss}))
+	vol.Update(t, map[string][]byte{"jwks.json": authtest.JWKS(t, b)})
+	line := logs.WaitLine(t, "for the issuer's new keys", func(l map[string]any) bool { return l["msg"] == "keys reloaded" })
+	if line["issuer"] != "partners" {
+		t.Errorf("keys reloaded line = %v; want issuer partners", line)
+	}
+	if _, err := v.Verify(t.Context(), tokB); err != nil {
+		t.Errorf("token of the issuer's new key: %v", err)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/plantstore/plantstore/auth/keys"
 )
 
 // Metrics are the auth package's Prometheus metrics, labelled by issuer: the
@@ -36,14 +38,6 @@ type sharedMetrics struct {
 	// verifier is the Verifier whose caches the fill gauges read.
 	verifier atomic.Pointer[Verifier]
 }
-
-// Results of a JWKS fetch or a key file reload, the values of the result
-// label of plantstore_jwks_refreshes_total and
-// plantstore_key_file_reloads_total.
-const (
-	RefreshSuccess = "success"
-	RefreshFailure = "failure"
-)
 
 // Values of the issuer label that are no issuer's name.
 const (
@@ -102,16 +96,17 @@ func (m *Metrics) start(label string) {
 		m.failures.WithLabelValues(label, string(r))
 	}
 	if label != IssuerUnknown {
-		m.refreshes.WithLabelValues(label, RefreshSuccess)
-		m.refreshes.WithLabelValues(label, RefreshFailure)
-		m.reloads.WithLabelValues(label, RefreshSuccess)
-		m.reloads.WithLabelValues(label, RefreshFailure)
+		m.refreshes.WithLabelValues(label, keys.RefreshSuccess)
+		m.refreshes.WithLabelValues(label, keys.RefreshFailure)
+		m.reloads.WithLabelValues(label, keys.RefreshSuccess)
+		m.reloads.WithLabelValues(label, keys.RefreshFailure)
 		m.keys.WithLabelValues(label)
 	}
 }
 
 // ForIssuer returns the metrics that the key sources of the issuer named
-// name ("" for the unnamed one) record through, with its series started.
+// name ("" for the unnamed one) record through (a [keys.Recorder]), with
+// its series started.
 func (m *Metrics) ForIssuer(name string) *Metrics {
 	if m == nil {
 		return nil
@@ -133,10 +128,10 @@ func (m *Metrics) Forget(name string) {
 	for _, r := range Reasons() {
 		m.failures.DeleteLabelValues(label, string(r))
 	}
-	m.refreshes.DeleteLabelValues(label, RefreshSuccess)
-	m.refreshes.DeleteLabelValues(label, RefreshFailure)
-	m.reloads.DeleteLabelValues(label, RefreshSuccess)
-	m.reloads.DeleteLabelValues(label, RefreshFailure)
+	m.refreshes.DeleteLabelValues(label, keys.RefreshSuccess)
+	m.refreshes.DeleteLabelValues(label, keys.RefreshFailure)
+	m.reloads.DeleteLabelValues(label, keys.RefreshSuccess)
+	m.reloads.DeleteLabelValues(label, keys.RefreshFailure)
 }
 
 // issuerLabel is the issuer label of the issuer named name, when a request

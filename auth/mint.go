@@ -22,6 +22,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/plantstore/plantstore/auth/edge"
+	"github.com/plantstore/plantstore/auth/keys"
 )
 
 // MintClaims are the claims of a token made by [Mint]. Empty fields are
@@ -113,7 +114,7 @@ func Mint(key crypto.PrivateKey, alg string, c MintClaims) (string, error) {
 		claims["nbf"] = c.NotBefore.Unix()
 	}
 	if c.BoundTo != nil {
-		jkt, err := Thumbprint(c.BoundTo)
+		jkt, err := keys.Thumbprint(c.BoundTo)
 		if err != nil {
 			return "", fmt.Errorf("mint token: bound key: %w", err)
 		}
@@ -151,7 +152,7 @@ func Mint(key crypto.PrivateKey, alg string, c MintClaims) (string, error) {
 	kid := c.KeyID
 	if kid == "" {
 		if s, ok := key.(crypto.Signer); ok {
-			tp, err := Thumbprint(s.Public())
+			tp, err := keys.Thumbprint(s.Public())
 			if err != nil {
 				return "", fmt.Errorf("mint token: %w", err)
 			}
@@ -225,16 +226,16 @@ func fitsPrivate(key crypto.PrivateKey, alg string) error {
 	ok := false
 	switch k := key.(type) {
 	case *rsa.PrivateKey:
-		ok = Key{Public: &k.PublicKey}.Fits(alg)
+		ok = keys.Key{Public: &k.PublicKey}.Fits(alg)
 	case *ecdsa.PrivateKey:
-		ok = Key{Public: &k.PublicKey}.Fits(alg)
+		ok = keys.Key{Public: &k.PublicKey}.Fits(alg)
 	case ed25519.PrivateKey:
-		ok = Key{Public: k.Public()}.Fits(alg) && len(k) == ed25519.PrivateKeySize
+		ok = keys.Key{Public: k.Public()}.Fits(alg) && len(k) == ed25519.PrivateKeySize
 	case []byte:
 		if len(k) == 0 {
 			return errors.New("empty HMAC secret")
 		}
-		ok = Key{Public: k}.Fits(alg)
+		ok = keys.Key{Public: k}.Fits(alg)
 	default:
 		return fmt.Errorf("unsupported key type %T", key)
 	}
@@ -277,7 +278,7 @@ func GenerateKey(alg string) (priv crypto.Signer, jwks []byte, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("generate key: %w", err)
 	}
-	kid, err := Thumbprint(priv.Public())
+	kid, err := keys.Thumbprint(priv.Public())
 	if err != nil {
 		return nil, nil, fmt.Errorf("generate key: %w", err)
 	}

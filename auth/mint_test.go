@@ -21,6 +21,7 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/keys"
 )
 
 // decodeSegment returns the JSON object in segment i of token.
@@ -55,7 +56,7 @@ func TestMintVerify(t *testing.T) {
 				Audiences:     []string{"plantstore"},
 				Algorithms:    []string{alg},
 				RequiredScope: "plants:read",
-			}, auth.NewKeySet([]auth.Key{vk}))
+			}, keys.NewKeySet([]keys.Key{vk}))
 
 			token, err := auth.Mint(k.Private, alg, auth.MintClaims{
 				Subject:  "alice",
@@ -256,7 +257,7 @@ func TestGenerateKey(t *testing.T) {
 			if m.D != "" || m.P != "" || m.K != "" || strings.Contains(string(jwks), `"d"`) {
 				t.Errorf("GenerateKey(%q) JWKS %s holds private material", tt.alg, jwks)
 			}
-			kid, err := auth.Thumbprint(priv.Public())
+			kid, err := keys.Thumbprint(priv.Public())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -268,7 +269,7 @@ func TestGenerateKey(t *testing.T) {
 			}
 
 			// A token minted with the key verifies against the published set.
-			v := newVerifier(t, auth.Config{}, auth.NewKeySet([]auth.Key{{ID: m.KID, Algorithm: string(m.ALG), Public: jwk.Key()}}))
+			v := newVerifier(t, auth.Config{}, keys.NewKeySet([]keys.Key{{ID: m.KID, Algorithm: string(m.ALG), Public: jwk.Key()}}))
 			token, err := auth.Mint(priv, tt.alg, auth.MintClaims{Subject: "alice", TTL: time.Minute})
 			if err != nil {
 				t.Fatal(err)

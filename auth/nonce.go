@@ -6,8 +6,11 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash"
+	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"sync"
@@ -33,6 +36,9 @@ const minNonceLifetime = nonceSteps * time.Second
 // of it after it was issued. It is accepted one step early too, so that a
 // replica whose clock is a little behind the one that issued it agrees.
 const nonceSteps = 4
+
+// maxNonceKeyFile bounds the key file read: a key is a few dozen bytes.
+const maxNonceKeyFile = 64 << 10
 
 // nonceMACBytes is how much of the HMAC-SHA256 a nonce carries: 128 bits,
 // which no one guesses within a lifetime.
@@ -138,12 +144,19 @@ func readNonceKey(path string) ([]byte, error) {
 	}
 	fh, err := os.Open(path)
 	if err != nil {
-		return fail(pathCause(err))
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the message names the file already
+		}
+		return fail(err)
 	}
 	defer fh.Close()
-	b, err := readLimited(fh, defaultMaxBytes)
-	if err != nil {
+	b, err := io.ReadAll(io.LimitReader(fh, maxNonceKeyFile+1))
+	switch {
+	case err != nil:
 		return fail(err)
+	case len(b) > maxNonceKeyFile:
+		return fail(fmt.Errorf("over %d bytes", maxNonceKeyFile))
 	}
 	secret := bytes.TrimSuffix(b, []byte("\n"))
 	if len(secret) < MinNonceKey {

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/plantstore/plantstore/auth/keys"
 )
 
 // maxProof bounds a DPoP header: a proof is a few hundred bytes, its jwk
@@ -32,7 +34,7 @@ const maxJTI = 256
 // §3.3), over it a signature costs more to verify than the service lets a
 // caller spend.
 const (
-	minProofRSABytes = minRSABits / 8
+	minProofRSABytes = keys.MinRSABits / 8
 	maxProofRSABytes = 4096 / 8
 )
 
@@ -418,7 +420,7 @@ func (k *proofJWK) read(raw []byte, alg string) bool {
 		case "d", "p", "q", "dp", "dq", "qi", "oth", "k", "x5u", "x5c", "x5t", "x5t#S256":
 			return false
 		default:
-			if jwkMemberInOtherCase(name) {
+			if _, ok := keys.OtherCase(string(name)); ok {
 				return false
 			}
 		}
@@ -439,7 +441,7 @@ func (k *proofJWK) read(raw []byte, alg string) bool {
 		size := (k.curve.Params().BitSize + 7) / 8
 		k.a, k.aRaw, ok1 = decodeMember(x, size, size)
 		k.b, k.bRaw, ok2 = decodeMember(y, size, size)
-	case string(t) == "OKP" && edDSA(alg):
+	case string(t) == "OKP" && keys.EdDSA(alg):
 		k.kty = "OKP"
 		if k.crv, ok = jsonText(crv); !ok || string(k.crv) != "Ed25519" {
 			return false
@@ -475,23 +477,6 @@ func decodeMember(raw []byte, min, max int) (text, value []byte, ok bool) {
 	return text, value[:n], true
 }
 
-// jwkMemberInOtherCase reports whether name is a member of RFC 7517 and
-// 7518 in another case, as strings.EqualFold finds them.
-func jwkMemberInOtherCase(name []byte) bool {
-	// Unicode folds two non-ASCII letters into ASCII ones (U+017F to s,
-	// U+212A to k), so a name of up to 3 bytes a letter may fold into one
-	// of 8.
-	if len(name) > 3*8 {
-		return false
-	}
-	for _, reg := range jwkMembers {
-		if string(name) != reg && strings.EqualFold(string(name), reg) {
-			return true
-		}
-	}
-	return false
-}
-
 // rsaSane reports whether the n and e of an RSA key are unsigned integers
 // in as few octets as they take (RFC 7518 §2), n of 2048 bits or more
 // (decoding bounded it to 4096), e odd, from 3 to 2^31-1; it sets k.e.
@@ -520,7 +505,7 @@ func proofJWKUse(use, kalg, kid, ops []byte, alg string) bool {
 		}
 	}
 	if kalg != nil {
-		if a, ok := jsonText(kalg); !ok || string(a) != alg && !(edDSA(string(a)) && edDSA(alg)) {
+		if a, ok := jsonText(kalg); !ok || string(a) != alg && !(keys.EdDSA(string(a)) && keys.EdDSA(alg)) {
 			return false
 		}
 	}

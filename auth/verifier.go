@@ -13,6 +13,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/plantstore/plantstore/auth/edge"
+	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/observability/setting"
 )
 
@@ -81,7 +82,7 @@ type Issuer struct {
 	// Config is the policy.
 	Config Config
 	// Keys finds the verification keys.
-	Keys Keys
+	Keys keys.Keys
 }
 
 // Options are the settings a [Verifier] applies to every issuer.
@@ -177,14 +178,14 @@ type issuerTable struct {
 type issuer struct {
 	name       string
 	cfg        Config
-	keys       Keys
+	keys       keys.Keys
 	parser     *jwt.Parser
 	groupsPath []string
 	// lookup finds keys: keys, with its fetched parts held to MaxStale.
-	lookup Keys
-	// fetched are the parts of keys that fetch their keys, when MaxStale
-	// bounds how old their last confirmation may be; nil otherwise.
-	fetched []*JWKS
+	lookup keys.Keys
+	// fresh says whether the fetched parts of keys were confirmed within
+	// MaxStale; nil when nothing bounds their age.
+	fresh *keys.Freshness
 	// gen is the generation of keys, or nil when keys does not count its
 	// changes (then its tokens are never cached).
 	gen func() uint64
@@ -419,7 +420,7 @@ func (v *Verifier) newIssuer(is Issuer, old *issuerTable) (*issuer, error) {
 		return nil, errors.New("no key source")
 	}
 	cfg := is.Config
-	if err := checkStatic(is.Keys, cfg.Algorithms); err != nil {
+	if err := keys.CheckStatic(is.Keys, cfg.Algorithms); err != nil {
 		err.Issuer = is.Name
 		return nil, err
 	}
@@ -456,12 +457,14 @@ func (v *Verifier) newIssuer(is Issuer, old *issuerTable) (*issuer, error) {
 		keys:       is.Keys,
 		parser:     jwt.NewParser(opts...),
 		groupsPath: path,
-		lookup:     is.Keys,
 	}
-	if gen, ok := generationOf(is.Keys); ok {
+	if gen, ok := keys.Generation(is.Keys); ok {
 		n.gen = gen
 	}
-	n.holdFresh(v)
+	// The fetched keys held to MaxStale, on v's clock; a JWKS refreshes at
+	// least every MaxStale/2, so that while the identity provider answers
+	// its keys never go stale.
+	n.lookup, n.fresh = keys.HoldFresh(is.Keys, cfg.MaxStale, func() time.Time { return v.now() })
 	return n, nil
 }
 
@@ -526,9 +529,9 @@ func (v *Verifier) Ready() error {
 	var errs []error
 	now := v.now()
 	for _, is := range v.issuers.Load().all {
-		err := keysReady(is.keys)
+		err := keys.Ready(is.keys)
 		if err == nil {
-			err = is.staleness(now)
+			err = is.fresh.Err(now)
 		}
 		if err != nil {
 			if is.name != "" {
@@ -538,21 +541,4 @@ func (v *Verifier) Ready() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// keysReady returns the first error of the parts of k that say whether
-// they are ready.
-func keysReady(k Keys) error {
-	if m, ok := k.(multiKeys); ok {
-		for _, part := range m {
-			if err := keysReady(part); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if r, ok := k.(interface{ Ready() error }); ok {
-		return r.Ready()
-	}
-	return nil
 }

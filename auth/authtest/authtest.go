@@ -26,7 +26,7 @@ import (
 	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/keys"
 )
 
 // Key is a signing key and the verification key that matches it.
@@ -37,7 +37,7 @@ type Key struct {
 	// ed25519.PrivateKey or an HMAC secret ([]byte).
 	Private crypto.PrivateKey
 	// Verify is the key a verifier finds; its ID is the kid tokens carry.
-	Verify auth.Key
+	Verify keys.Key
 }
 
 // NewKey returns a fresh key for alg (RS*, PS*, ES256/384/512, EdDSA,
@@ -84,11 +84,11 @@ func NewKey(t testing.TB, alg string) Key {
 	}
 	kid := "hmac"
 	if _, ok := pub.([]byte); !ok {
-		if kid, err = auth.Thumbprint(pub); err != nil {
+		if kid, err = keys.Thumbprint(pub); err != nil {
 			t.Fatalf("Thumbprint(%T): %v", pub, err)
 		}
 	}
-	return Key{Alg: alg, Private: priv, Verify: auth.Key{ID: kid, Public: pub}}
+	return Key{Alg: alg, Private: priv, Verify: keys.Key{ID: kid, Public: pub}}
 }
 
 // NewKeyID is NewKey with the kid given.
@@ -112,12 +112,12 @@ func (k Key) JWK(t testing.TB) jwkset.JWKMarshal {
 }
 
 // KeySet returns a KeySet of the keys' verification halves.
-func KeySet(keys ...Key) *auth.KeySet {
-	ks := make([]auth.Key, len(keys))
-	for i, k := range keys {
-		ks[i] = k.Verify
+func KeySet(ks ...Key) *keys.KeySet {
+	verify := make([]keys.Key, len(ks))
+	for i, k := range ks {
+		verify[i] = k.Verify
 	}
-	return auth.NewKeySet(ks)
+	return keys.NewKeySet(verify)
 }
 
 // JWKS returns the JWK Set document of the keys' public halves.
@@ -265,7 +265,7 @@ func (s *Server) Accept() string {
 // token bound to k carries as cnf.jkt.
 func (k Key) Thumbprint(t testing.TB) string {
 	t.Helper()
-	tp, err := auth.Thumbprint(k.Verify.Public)
+	tp, err := keys.Thumbprint(k.Verify.Public)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,4 +306,17 @@ func Proof(t testing.TB, k Key, method, uri, token string, header, claims map[st
 	h := map[string]any{"typ": "dpop+jwt", "jwk": jwkMap, "kid": nil}
 	maps.Copy(h, header)
 	return TokenAlg(t, k, k.Alg, h, c)
+}
+
+// WaitFor polls cond until it holds, failing t after 10s: for what a key
+// source's loops do in the background (a first fetch, a reload).
+func WaitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }

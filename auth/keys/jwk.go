@@ -1,4 +1,4 @@
-package auth
+package keys
 
 import (
 	"bytes"
@@ -19,9 +19,9 @@ const (
 	// defaultMaxBytes is the largest JWKS, discovery or key file document
 	// accepted when no other limit is configured.
 	defaultMaxBytes int64 = 1 << 20
-	// minRSABits is the smallest RSA modulus accepted for a verification
+	// MinRSABits is the smallest RSA modulus accepted for a verification
 	// key (RFC 7518 §3.3 requires 2048 bits or more).
-	minRSABits = 2048
+	MinRSABits = 2048
 )
 
 var (
@@ -89,7 +89,7 @@ func jsonError(err error) error {
 // the curve, x5c matching the key, registered kty/use/key_ops). The rules of
 // this service come on top: keys for encryption, symmetric keys (an HMAC
 // secret comes only from the secret file), keys carrying private material,
-// keys whose alg their type cannot serve and RSA keys under [minRSABits]
+// keys whose alg their type cannot serve and RSA keys under [MinRSABits]
 // are skipped.
 func decodeJWKS(doc []byte) ([]Key, []skippedKey, error) {
 	var set struct {
@@ -133,10 +133,8 @@ func decodeJWK(raw json.RawMessage) (Key, *skippedKey) {
 		return Key{}, &skippedKey{Reason: "not a JWK: " + jsonError(err).Error(), Warn: true}
 	}
 	for name := range members {
-		for _, reg := range jwkMembers {
-			if name != reg && strings.EqualFold(name, reg) {
-				return Key{}, &skippedKey{Reason: fmt.Sprintf("member %q is %q in another case", name, reg), Warn: true}
-			}
+		if reg, ok := OtherCase(name); ok {
+			return Key{}, &skippedKey{Reason: fmt.Sprintf("member %q is %q in another case", name, reg), Warn: true}
 		}
 	}
 	var m jwkset.JWKMarshal
@@ -172,8 +170,8 @@ func decodeJWK(raw json.RawMessage) (Key, *skippedKey) {
 	k := Key{ID: m.KID, Algorithm: string(m.ALG)}
 	switch pub := jwk.Key().(type) {
 	case *rsa.PublicKey:
-		if bits := pub.N.BitLen(); bits < minRSABits {
-			return skip(true, "RSA key of %d bits, want at least %d", bits, minRSABits)
+		if bits := pub.N.BitLen(); bits < MinRSABits {
+			return skip(true, "RSA key of %d bits, want at least %d", bits, MinRSABits)
 		}
 		if pub.E < 3 || pub.E%2 == 0 {
 			return skip(true, "RSA public exponent out of range")
@@ -197,8 +195,27 @@ func decodeJWK(raw json.RawMessage) (Key, *skippedKey) {
 var jwkMembers = []string{"kty", "use", "key_ops", "alg", "kid", "x5u", "x5c", "x5t", "x5t#S256",
 	"crv", "x", "y", "d", "n", "e", "p", "q", "dp", "dq", "qi", "oth", "r", "t", "k"}
 
+// OtherCase returns the member of RFC 7517 and 7518 that name is written
+// in another case of, as strings.EqualFold finds them, and false when it
+// is none. JWK member names are case-sensitive: such a name must neither
+// stand in for the member nor pass as another one, so it refuses the key.
+func OtherCase(name string) (string, bool) {
+	// Unicode folds two non-ASCII letters into ASCII ones (U+017F to s,
+	// U+212A to k), so a name of up to 3 bytes a letter may fold into one
+	// of 8.
+	if len(name) > 3*8 {
+		return "", false
+	}
+	for _, reg := range jwkMembers {
+		if name != reg && strings.EqualFold(name, reg) {
+			return reg, true
+		}
+	}
+	return "", false
+}
+
 // asymmetricJWSAlg reports whether alg is a public-key JWS algorithm this
-// service verifies, Ed25519 included as EdDSA (see edDSA). Key.Fits goes by
+// service verifies, Ed25519 included as EdDSA (see EdDSA). Key.Fits goes by
 // prefix, which would also let an RSA key pinned to an encryption alg such
 // as "RSA-OAEP" through.
 func asymmetricJWSAlg(alg string) bool {
@@ -206,7 +223,7 @@ func asymmetricJWSAlg(alg string) bool {
 	case "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512":
 		return true
 	}
-	return edDSA(alg)
+	return EdDSA(alg)
 }
 
 // jwksetReason keeps the first part of a jwkset error chain that names the

@@ -1,4 +1,4 @@
-package auth_test
+package keys_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/observability/metricstest"
 	"github.com/plantstore/plantstore/observability/setting"
 )
@@ -23,28 +24,27 @@ func TestOpenSource(t *testing.T) {
 	idp := authtest.NewServer(t, authtest.JWKS(t, remoteKey))
 	reg := prometheus.NewRegistry()
 	m := auth.NewMetrics(reg)
-	src, err := auth.OpenSource(t.Context(), "", auth.Config{}, auth.KeySource{
+	src, err := keys.OpenSource(t.Context(), keys.KeySource{
 		JWKSURL: idp.URL, KeyFile: authtest.WriteJWKS(t, fileKey),
-	}, auth.SourceOptions{Metrics: m})
+	}, keys.SourceOptions{Metrics: m.ForIssuer("")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := newVerifier(t, auth.Config{}, src.Keys())
-	srcWait(t, "the JWKS keys", func() bool { return v.Ready() == nil })
+	authtest.WaitFor(t, "the JWKS keys", func() bool { return keys.Ready(src.Keys()) == nil })
 	hits := idp.Hits.Load()
-	if _, err := v.Verify(t.Context(), authtest.Token(t, fileKey, nil, authtest.Claims(nil))); err != nil {
+	if err := srcVerify(t, src.Keys(), authtest.Token(t, fileKey, nil, authtest.Claims(nil))); err != nil {
 		t.Errorf("token of the key file: %v", err)
 	}
 	if n := idp.Hits.Load(); n != hits {
 		t.Errorf("a kid of the key file cost %d JWKS fetches; want none", n-hits)
 	}
-	if _, err := v.Verify(t.Context(), authtest.Token(t, remoteKey, nil, authtest.Claims(nil))); err != nil {
+	if err := srcVerify(t, src.Keys(), authtest.Token(t, remoteKey, nil, authtest.Claims(nil))); err != nil {
 		t.Errorf("token of the JWKS: %v", err)
 	}
-	keys := func() float64 {
+	count := func() float64 {
 		return metricstest.Sum(t, reg, "plantstore_jwks_keys", map[string]string{"issuer": "default"})
 	}
-	if got := keys(); got != 2 {
+	if got := count(); got != 2 {
 		t.Errorf("plantstore_jwks_keys{issuer=default} = %v with both sources; want 2", got)
 	}
 	src.Close()
@@ -53,7 +53,7 @@ func TestOpenSource(t *testing.T) {
 	default:
 		t.Error("Done is open after Close")
 	}
-	if got := keys(); got != 0 {
+	if got := count(); got != 0 {
 		t.Errorf("plantstore_jwks_keys{issuer=default} = %v after Close; want 0", got)
 	}
 }
@@ -67,19 +67,19 @@ func TestOpenSourceErrors(t *testing.T) {
 	tests := []struct {
 		name      string
 		iss       string
-		ks        auth.KeySource
+		ks        keys.KeySource
 		wantField string // "" for an error that is no *setting.Error
 	}{
-		{"JWKS URL not http", "", auth.KeySource{JWKSURL: "ftp://idp.example/jwks"}, "jwks_url"},
-		{"issuer to discover not a URL", "plantstore", auth.KeySource{}, "issuer"},
-		{"missing key file", "", auth.KeySource{KeyFile: missing}, ""},
-		{"nothing", "", auth.KeySource{}, ""},
+		{"JWKS URL not http", "", keys.KeySource{JWKSURL: "ftp://idp.example/jwks"}, "jwks_url"},
+		{"issuer to discover not a URL", "plantstore", keys.KeySource{}, "issuer"},
+		{"missing key file", "", keys.KeySource{KeyFile: missing}, ""},
+		{"nothing", "", keys.KeySource{}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
-			src, err := auth.OpenSource(ctx, "", auth.Config{Issuer: tt.iss}, tt.ks, auth.SourceOptions{})
+			src, err := keys.OpenSource(ctx, tt.ks, keys.SourceOptions{Issuer: tt.iss})
 			var ce *setting.Error
 			switch {
 			case err == nil:

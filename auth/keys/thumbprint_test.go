@@ -1,4 +1,4 @@
-package auth_test
+package keys_test
 
 import (
 	"crypto/ecdsa"
@@ -14,8 +14,8 @@ import (
 
 	"github.com/MicahParks/jwkset"
 
-	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/keys"
 )
 
 func mustB64Int(t testing.TB, s string) *big.Int {
@@ -28,7 +28,7 @@ func mustB64Int(t testing.TB, s string) *big.Int {
 }
 
 // jwksetThumbprint computes the RFC 7638 thumbprint of pub independently of
-// auth.Thumbprint: the required members come from jwkset's JWK encoding.
+// keys.Thumbprint: the required members come from jwkset's JWK encoding.
 func jwksetThumbprint(t testing.TB, pub any) string {
 	t.Helper()
 	j, err := jwkset.NewJWKFromKey(pub, jwkset.JWKOptions{})
@@ -89,7 +89,7 @@ func TestThumbprint(t *testing.T) {
 
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := auth.Thumbprint(tt.pub)
+			got, err := keys.Thumbprint(tt.pub)
 			if (err != nil) != tt.wantErr || got != tt.want {
 				t.Errorf("Thumbprint(%T) = %q, %v; want %q, error %t", tt.pub, got, err, tt.want, tt.wantErr)
 			}

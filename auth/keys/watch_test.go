@@ -1,10 +1,9 @@
-package auth_test
+package keys_test
 
 import (
 	"context"
 	"encoding/base64"
 	"encoding/hex"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -14,13 +13,14 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/observability"
 	"github.com/plantstore/plantstore/observability/logtest"
 )
 
 // watching loads a key source with load and watches it until the test
 // ends; it returns the source, its metrics and its log.
-func watching(t *testing.T, load func(*auth.Metrics) (*auth.KeyFile, error)) (*auth.KeyFile, *prometheus.Registry, *logtest.Buffer) {
+func watching(t *testing.T, load func(keys.Recorder) (*keys.KeyFile, error)) (*keys.KeyFile, *prometheus.Registry, *logtest.Buffer) {
 	t.Helper()
 	logs := &logtest.Buffer{}
 	log, _, err := observability.NewLogger(logs, "info", "json")
@@ -47,8 +47,8 @@ func watching(t *testing.T, load func(*auth.Metrics) (*auth.KeyFile, error)) (*a
 func TestKeyFileWatch(t *testing.T) {
 	a, b := authtest.NewKey(t, "ES256"), authtest.NewKey(t, "EdDSA")
 	vol := authtest.NewVolume(t, map[string][]byte{"jwks.json": authtest.JWKS(t, a)})
-	f, reg, logs := watching(t, func(m *auth.Metrics) (*auth.KeyFile, error) {
-		return auth.LoadKeyFile(vol.Path("jwks.json"), m)
+	f, reg, logs := watching(t, func(m keys.Recorder) (*keys.KeyFile, error) {
+		return keys.LoadKeyFile(vol.Path("jwks.json"), m)
 	})
 	tokA, tokB := authtest.Token(t, a, nil, authtest.Claims(nil)), authtest.Token(t, b, nil, authtest.Claims(nil))
 	if err := srcVerify(t, f, tokB); err == nil {
@@ -74,10 +74,10 @@ func TestKeyFileWatch(t *testing.T) {
 	if err := srcVerify(t, f, tokA); err == nil {
 		t.Error("token of the key removed by the last update still verifies")
 	}
-	if got := srcMetric(t, reg, "plantstore_key_file_reloads_total", auth.RefreshSuccess); got != 2 {
+	if got := srcMetric(t, reg, "plantstore_key_file_reloads_total", keys.RefreshSuccess); got != 2 {
 		t.Errorf("plantstore_key_file_reloads_total{result=success} = %v, want 2", got)
 	}
-	if got := srcMetric(t, reg, "plantstore_key_file_reloads_total", auth.RefreshFailure); got < 1 {
+	if got := srcMetric(t, reg, "plantstore_key_file_reloads_total", keys.RefreshFailure); got < 1 {
 		t.Errorf("plantstore_key_file_reloads_total{result=failure} = %v, want at least 1", got)
 	}
 	if got := srcMetric(t, reg, "plantstore_jwks_keys", ""); got != 1 {
@@ -89,7 +89,7 @@ func TestKeyFileWatch(t *testing.T) {
 func TestKeyFileWatchInPlace(t *testing.T) {
 	a, b := authtest.NewKey(t, "ES256"), authtest.NewKey(t, "ES256")
 	path := authtest.WriteJWKS(t, a)
-	f, _, logs := watching(t, func(m *auth.Metrics) (*auth.KeyFile, error) { return auth.LoadKeyFile(path, m) })
+	f, _, logs := watching(t, func(m keys.Recorder) (*keys.KeyFile, error) { return keys.LoadKeyFile(path, m) })
 	if err := os.WriteFile(path, authtest.JWKS(t, b), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestKeyFileWatchInPlace(t *testing.T) {
 func TestHMACSecretRotation(t *testing.T) {
 	older, newer := authtest.NewKeyID(t, "HS256", "2026-10"), authtest.NewKeyID(t, "HS256", "2026-11")
 	vol := authtest.NewVolume(t, map[string][]byte{"2026-10": older.Private.([]byte)})
-	f, _, logs := watching(t, func(m *auth.Metrics) (*auth.KeyFile, error) { return auth.LoadHMACSecret(vol.Dir, m) })
+	f, _, logs := watching(t, func(m keys.Recorder) (*keys.KeyFile, error) { return keys.LoadHMACSecret(vol.Dir, m) })
 	tokOld, tokNew := authtest.Token(t, older, nil, authtest.Claims(nil)), authtest.Token(t, newer, nil, authtest.Claims(nil))
 	if err := srcVerify(t, f, tokNew); err == nil {
 		t.Fatal("token of the secret not yet added verified")
@@ -139,7 +139,7 @@ func TestHMACSecretRotation(t *testing.T) {
 
 // TestKeyFileWatchStops: Watch ends with its context.
 func TestKeyFileWatchStops(t *testing.T) {
-	f, err := auth.LoadKeyFile(authtest.WriteJWKS(t, authtest.NewKey(t, "ES256")), nil)
+	f, err := keys.LoadKeyFile(authtest.WriteJWKS(t, authtest.NewKey(t, "ES256")), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,41 +150,5 @@ func TestKeyFileWatchStops(t *testing.T) {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("Watch did not stop within 10s of its context's end")
-	}
-}
-
-// TestIssuersFileWatchesKeyFiles: the key file of an issuer of
-// -jwt-issuers-file is watched as well.
-func TestIssuersFileWatchesKeyFiles(t *testing.T) {
-	a, b := authtest.NewKey(t, "ES256"), authtest.NewKey(t, "ES256")
-	vol := authtest.NewVolume(t, map[string][]byte{"jwks.json": authtest.JWKS(t, a)})
-	logs := &logtest.Buffer{}
-	log, _, err := observability.NewLogger(logs, "info", "json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	const iss = "https://partners.example"
-	path := writeIssuers(t, fmt.Sprintf("issuers:\n  - name: partners\n    issuer: %s\n    key_file: %s\n", iss, vol.Path("jwks.json")))
-	ctx, cancel := context.WithCancel(context.Background())
-	f, err := auth.LoadIssuersFile(ctx, path, auth.SourceOptions{Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		f.Wait()
-	})
-	v, err := auth.NewVerifier(auth.Options{}, f.Issuers()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokB := authtest.Token(t, b, nil, authtest.Claims(map[string]any{"iss": iss}))
-	vol.Update(t, map[string][]byte{"jwks.json": authtest.JWKS(t, b)})
-	line := logs.WaitLine(t, "for the issuer's new keys", func(l map[string]any) bool { return l["msg"] == "keys reloaded" })
-	if line["issuer"] != "partners" {
-		t.Errorf("keys reloaded line = %v; want issuer partners", line)
-	}
-	if _, err := v.Verify(t.Context(), tokB); err != nil {
-		t.Errorf("token of the issuer's new key: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package auth_test
+package keys_test
 
 import (
 	"crypto/rand"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/keys"
 )
 
 // writeSrcFile writes content to a new file in a temporary directory and
@@ -44,7 +45,7 @@ func pemPublic(t testing.TB, pub any) []byte {
 func thumbKey(t testing.TB, alg string) authtest.Key {
 	t.Helper()
 	k := authtest.NewKeyID(t, alg, "")
-	kid, err := auth.Thumbprint(k.Verify.Public)
+	kid, err := keys.Thumbprint(k.Verify.Public)
 	if err != nil {
 		t.Fatalf("Thumbprint: %v", err)
 	}
@@ -92,7 +93,7 @@ func TestLoadKeyFile(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := writeSrcFile(t, tt.content)
-			f, err := auth.LoadKeyFile(path, nil)
+			f, err := keys.LoadKeyFile(path, nil)
 			if tt.wantErr != "" {
 				if err == nil {
 					t.Fatalf("LoadKeyFile(%s) error = nil, want %q", tt.name, tt.wantErr)
@@ -114,15 +115,15 @@ func TestLoadKeyFile(t *testing.T) {
 					t.Errorf("verify %s token with kid %q: %v", k.Alg, k.Verify.ID, err)
 				}
 			}
-			if _, err := f.Key(t.Context(), "unknown", "ES256"); !errors.Is(err, auth.ErrUnknownKey) {
-				t.Errorf("Key(unknown) error = %v, want %v", err, auth.ErrUnknownKey)
+			if _, err := f.Key(t.Context(), "unknown", "ES256"); !errors.Is(err, keys.ErrUnknownKey) {
+				t.Errorf("Key(unknown) error = %v, want %v", err, keys.ErrUnknownKey)
 			}
 		})
 	}
 
 	t.Run("missing file", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "absent.pem")
-		if _, err := auth.LoadKeyFile(path, nil); err == nil || !strings.Contains(err.Error(), path) {
+		if _, err := keys.LoadKeyFile(path, nil); err == nil || !strings.Contains(err.Error(), path) {
 			t.Errorf("LoadKeyFile(%s) error = %v, want one naming the file", path, err)
 		}
 	})
@@ -132,7 +133,7 @@ func TestKeyFileReload(t *testing.T) {
 	a, b := thumbKey(t, "ES256"), thumbKey(t, "EdDSA")
 	path := writeSrcFile(t, pemPublic(t, a.Verify.Public))
 	reg := prometheus.NewRegistry()
-	f, err := auth.LoadKeyFile(path, auth.NewMetrics(reg))
+	f, err := keys.LoadKeyFile(path, auth.NewMetrics(reg))
 	if err != nil {
 		t.Fatalf("LoadKeyFile: %v", err)
 	}
@@ -181,14 +182,14 @@ func TestKeyFileReload(t *testing.T) {
 	if changed, err := f.Reload(); err != nil || changed {
 		t.Errorf("Reload of the same bytes = %v, %v; want false, nil", changed, err)
 	}
-	if got := srcMetric(t, reg, "plantstore_key_file_reloads_total", auth.RefreshSuccess); got != 2 {
+	if got := srcMetric(t, reg, "plantstore_key_file_reloads_total", keys.RefreshSuccess); got != 2 {
 		t.Errorf("plantstore_key_file_reloads_total{result=success} = %v, want 2 (the same bytes are no reload)", got)
 	}
-	if got := srcMetric(t, reg, "plantstore_key_file_reloads_total", auth.RefreshFailure); got != 3 {
+	if got := srcMetric(t, reg, "plantstore_key_file_reloads_total", keys.RefreshFailure); got != 3 {
 		t.Errorf("plantstore_key_file_reloads_total{result=failure} = %v, want 3", got)
 	}
-	if _, err := f.Key(t.Context(), a.Verify.ID, "ES256"); !errors.Is(err, auth.ErrUnknownKey) {
-		t.Errorf("Key(removed kid) after Reload error = %v, want %v", err, auth.ErrUnknownKey)
+	if _, err := f.Key(t.Context(), a.Verify.ID, "ES256"); !errors.Is(err, keys.ErrUnknownKey) {
+		t.Errorf("Key(removed kid) after Reload error = %v, want %v", err, keys.ErrUnknownKey)
 	}
 	if got := srcMetric(t, reg, "plantstore_jwks_keys", ""); got != 1 {
 		t.Errorf("plantstore_jwks_keys after removing a key = %v, want 1", got)

@@ -1,4 +1,4 @@
-package auth
+package keys
 
 import (
 	"context"
@@ -58,7 +58,7 @@ type JWKSOptions struct {
 	MaxBackoff time.Duration
 	// Algorithms are the algorithms the keys must serve: a fetched set
 	// with no key for any of them counts as a failed fetch. Empty means
-	// [DefaultAlgorithms].
+	// any: a set with a usable key serves.
 	Algorithms []string
 	// Client makes the requests. The default has Timeout as its timeout and
 	// follows redirects only to http and https URLs, never from https down
@@ -70,6 +70,9 @@ type JWKSOptions struct {
 	// Name is the issuer's name in the issuers file, for spans; "" for the
 	// unnamed issuer of the flags.
 	Name string
+	// Now is the clock of fetches: when they end, and so when one last
+	// confirmed the keys (see [HoldFresh]); nil is time.Now.
+	Now func() time.Time
 }
 
 // JWKS is a key source backed by a remote JWK Set (RFC 7517), kept fresh
@@ -80,7 +83,7 @@ type JWKSOptions struct {
 // [ErrNoKeys]. Afterwards it refreshes every Refresh (±10%); a failed
 // refresh keeps the last good keys and is retried with the same backoff,
 // never later than the next regular refresh. How long they may serve
-// unconfirmed is the verifier's to bound, per issuer ([Config.MaxStale]). A fetch fails on a transport
+// unconfirmed is the caller's to bound, per issuer ([HoldFresh]). A fetch fails on a transport
 // error, a status other than 200, a document over MaxBytes, a document
 // that is not a JWK Set, or a set without a usable key.
 //
@@ -101,14 +104,14 @@ type JWKS struct {
 	tracer trace.Tracer
 	client *http.Client
 	log    *zap.Logger
-	m      *Metrics
+	m      Recorder
 	source string // URL or issuer, for logs and errors
 
 	keys    atomic.Pointer[KeySet]
 	gen     atomic.Uint64 // see Generation
 	stopped chan struct{} // closed when the loop and its fetches have ended
 	// now is the clock of fetches: when they end, and when one last
-	// succeeded; tests replace it.
+	// succeeded (JWKSOptions.Now).
 	now func() time.Time
 	// confirmed is when the last successful fetch ended, in Unix
 	// nanoseconds by now; 0 before the first.
@@ -136,12 +139,7 @@ var _ Keys = (*JWKS)(nil)
 // an absolute http or https URL or a negative refresh period (a
 // *[setting.Error]), or another negative duration or size. A nil log logs
 // nothing; a nil m records nothing.
-func NewJWKS(ctx context.Context, opts JWKSOptions, log *zap.Logger, m *Metrics) (*JWKS, error) {
-	return newJWKS(ctx, opts, log, m, time.Now)
-}
-
-// newJWKS is NewJWKS with the clock now.
-func newJWKS(ctx context.Context, opts JWKSOptions, log *zap.Logger, m *Metrics, now func() time.Time) (*JWKS, error) {
+func NewJWKS(ctx context.Context, opts JWKSOptions, log *zap.Logger, m Recorder) (*JWKS, error) {
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
@@ -153,11 +151,11 @@ func newJWKS(ctx context.Context, opts JWKSOptions, log *zap.Logger, m *Metrics,
 		opts:    opts,
 		client:  opts.Client,
 		log:     log,
-		m:       m,
+		m:       recorderOf(m),
 		stopped: make(chan struct{}),
 		kick:    make(chan struct{}, 1),
 		jwksURL: opts.URL,
-		now:     now,
+		now:     opts.Now,
 	}
 	if opts.URL != "" {
 		j.source = setting.RedactURL(opts.URL)
@@ -228,8 +226,8 @@ func (o *JWKSOptions) setDefaults() error {
 	if o.MaxBytes == 0 {
 		o.MaxBytes = defaultMaxBytes
 	}
-	if len(o.Algorithms) == 0 {
-		o.Algorithms = DefaultAlgorithms()
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	return nil
 }
@@ -411,7 +409,7 @@ func (j *JWKS) fetchURL(ctx context.Context, u string) ([]Key, error) {
 	if err != nil {
 		return nil, fmt.Errorf("JWKS from %s: %w", setting.RedactURL(u), err)
 	}
-	if !NewKeySet(keys).fitsAny(j.opts.Algorithms) {
+	if len(j.opts.Algorithms) > 0 && !NewKeySet(keys).fitsAny(j.opts.Algorithms) {
 		return nil, fmt.Errorf("JWKS from %s: no key for the allowed algorithms %s", setting.RedactURL(u), strings.Join(j.opts.Algorithms, ","))
 	}
 	return keys, nil

@@ -1,4 +1,4 @@
-package auth
+package keys
 
 import (
 	"bytes"
@@ -33,7 +33,7 @@ const maxHMACSecrets = 16
 // keeps them away from every other algorithm. [KeyFile.Reload] reads path
 // again. Errors name the file, never the secret. m, if not nil, counts the
 // keys in plantstore_jwks_keys.
-func LoadHMACSecret(path string, m *Metrics) (*KeyFile, error) {
+func LoadHMACSecret(path string, m Recorder) (*KeyFile, error) {
 	return loadFile(path, true, readHMACSecrets, m)
 }
 

@@ -1,4 +1,4 @@
-package auth_test
+package keys_test
 
 import (
 	"context"
@@ -18,16 +18,17 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/observability"
 	"github.com/plantstore/plantstore/observability/logtest"
 )
 
-// srcVerify checks tok's signature with the key keys finds for it.
-func srcVerify(t testing.TB, keys auth.Keys, tok string) error {
+// srcVerify checks tok's signature with the key ks finds for it.
+func srcVerify(t testing.TB, ks keys.Keys, tok string) error {
 	t.Helper()
 	_, err := jwt.Parse(tok, func(tk *jwt.Token) (any, error) {
 		kid, _ := tk.Header["kid"].(string)
-		k, err := keys.Key(t.Context(), kid, tk.Method.Alg())
+		k, err := ks.Key(t.Context(), kid, tk.Method.Alg())
 		if err != nil {
 			return nil, err
 		}
@@ -38,26 +39,14 @@ func srcVerify(t testing.TB, keys auth.Keys, tok string) error {
 
 // newSrcJWKS starts a JWKS for opts on the test's context, with metrics on
 // a fresh registry.
-func newSrcJWKS(t testing.TB, opts auth.JWKSOptions) (*auth.JWKS, *prometheus.Registry) {
+func newSrcJWKS(t testing.TB, opts keys.JWKSOptions) (*keys.JWKS, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	j, err := auth.NewJWKS(t.Context(), opts, nil, auth.NewMetrics(reg))
+	j, err := keys.NewJWKS(t.Context(), opts, nil, auth.NewMetrics(reg))
 	if err != nil {
 		t.Fatalf("NewJWKS(%+v): %v", opts, err)
 	}
 	return j, reg
-}
-
-// srcWait polls cond until it holds, failing the test after 10s.
-func srcWait(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 // srcMetric returns the value of the metric name (with result label
@@ -95,26 +84,26 @@ func srcMetric(t testing.TB, reg *prometheus.Registry, name, result string) floa
 func TestNewJWKSOptions(t *testing.T) {
 	tests := []struct {
 		name    string
-		opts    auth.JWKSOptions
+		opts    keys.JWKSOptions
 		wantErr bool
 	}{
-		{name: "https URL", opts: auth.JWKSOptions{URL: "https://idp.example/jwks"}},
-		{name: "http URL", opts: auth.JWKSOptions{URL: "http://127.0.0.1:1/jwks"}},
-		{name: "issuer", opts: auth.JWKSOptions{Issuer: "https://idp.example/realms/a"}},
-		{name: "nothing", opts: auth.JWKSOptions{}, wantErr: true},
-		{name: "file URL", opts: auth.JWKSOptions{URL: "file:///etc/jwks.json"}, wantErr: true},
-		{name: "relative URL", opts: auth.JWKSOptions{URL: "/jwks"}, wantErr: true},
-		{name: "unparseable URL", opts: auth.JWKSOptions{URL: "http://[::1"}, wantErr: true},
-		{name: "ftp issuer", opts: auth.JWKSOptions{Issuer: "ftp://idp.example"}, wantErr: true},
-		{name: "negative refresh", opts: auth.JWKSOptions{URL: "https://idp.example/jwks", Refresh: -time.Second}, wantErr: true},
-		{name: "negative max bytes", opts: auth.JWKSOptions{URL: "https://idp.example/jwks", MaxBytes: -1}, wantErr: true},
-		{name: "backoff bounds swapped", opts: auth.JWKSOptions{URL: "https://idp.example/jwks", MinBackoff: time.Minute, MaxBackoff: time.Second}, wantErr: true},
+		{name: "https URL", opts: keys.JWKSOptions{URL: "https://idp.example/jwks"}},
+		{name: "http URL", opts: keys.JWKSOptions{URL: "http://127.0.0.1:1/jwks"}},
+		{name: "issuer", opts: keys.JWKSOptions{Issuer: "https://idp.example/realms/a"}},
+		{name: "nothing", opts: keys.JWKSOptions{}, wantErr: true},
+		{name: "file URL", opts: keys.JWKSOptions{URL: "file:///etc/jwks.json"}, wantErr: true},
+		{name: "relative URL", opts: keys.JWKSOptions{URL: "/jwks"}, wantErr: true},
+		{name: "unparseable URL", opts: keys.JWKSOptions{URL: "http://[::1"}, wantErr: true},
+		{name: "ftp issuer", opts: keys.JWKSOptions{Issuer: "ftp://idp.example"}, wantErr: true},
+		{name: "negative refresh", opts: keys.JWKSOptions{URL: "https://idp.example/jwks", Refresh: -time.Second}, wantErr: true},
+		{name: "negative max bytes", opts: keys.JWKSOptions{URL: "https://idp.example/jwks", MaxBytes: -1}, wantErr: true},
+		{name: "backoff bounds swapped", opts: keys.JWKSOptions{URL: "https://idp.example/jwks", MinBackoff: time.Minute, MaxBackoff: time.Second}, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			cancel() // no fetch should reach the network in this test
-			_, err := auth.NewJWKS(ctx, tt.opts, nil, nil)
+			_, err := keys.NewJWKS(ctx, tt.opts, nil, nil)
 			if (err != nil) != tt.wantErr {
 				t.Errorf("NewJWKS(%+v) error = %v, want error %t", tt.opts, err, tt.wantErr)
 			}
@@ -125,16 +114,16 @@ func TestNewJWKSOptions(t *testing.T) {
 func TestJWKSServesKeys(t *testing.T) {
 	rs, es, ed := authtest.NewKeyID(t, "RS256", "rs"), authtest.NewKeyID(t, "ES384", "es"), authtest.NewKeyID(t, "EdDSA", "ed")
 	srv := authtest.NewServer(t, authtest.JWKS(t, rs, es, ed))
-	j, reg := newSrcJWKS(t, auth.JWKSOptions{URL: srv.URL, Refresh: time.Hour})
-	srcWait(t, "first key set", func() bool { return j.Ready() == nil })
+	j, reg := newSrcJWKS(t, keys.JWKSOptions{URL: srv.URL, Refresh: time.Hour})
+	authtest.WaitFor(t, "first key set", func() bool { return j.Ready() == nil })
 
 	for _, k := range []authtest.Key{rs, es, ed} {
 		if err := srcVerify(t, j, authtest.Token(t, k, nil, authtest.Claims(nil))); err != nil {
 			t.Errorf("verify %s token with kid %q: %v, want nil", k.Alg, k.Verify.ID, err)
 		}
 	}
-	if _, err := j.Key(t.Context(), "es", "ES256"); !errors.Is(err, auth.ErrKeyMismatch) {
-		t.Errorf("Key(es, ES256) error = %v, want %v (P-384 key)", err, auth.ErrKeyMismatch)
+	if _, err := j.Key(t.Context(), "es", "ES256"); !errors.Is(err, keys.ErrKeyMismatch) {
+		t.Errorf("Key(es, ES256) error = %v, want %v (P-384 key)", err, keys.ErrKeyMismatch)
 	}
 	if _, err := j.Key(t.Context(), "", "RS256"); err != nil {
 		t.Errorf("Key(\"\", RS256) error = %v, want nil (one RSA key)", err)
@@ -146,7 +135,7 @@ func TestJWKSServesKeys(t *testing.T) {
 	if got := srcMetric(t, reg, "plantstore_jwks_keys", ""); got != 3 {
 		t.Errorf("plantstore_jwks_keys = %v, want 3", got)
 	}
-	if got := srcMetric(t, reg, "plantstore_jwks_refreshes_total", auth.RefreshSuccess); got != 1 {
+	if got := srcMetric(t, reg, "plantstore_jwks_refreshes_total", keys.RefreshSuccess); got != 1 {
 		t.Errorf("refreshes{success} = %v, want 1", got)
 	}
 }
@@ -163,21 +152,21 @@ func TestJWKSFirstFetchFailsThenSucceeds(t *testing.T) {
 		}
 		w.Write(doc)
 	})
-	j, reg := newSrcJWKS(t, auth.JWKSOptions{URL: srv.URL, Refresh: time.Hour, MinBackoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond})
+	j, reg := newSrcJWKS(t, keys.JWKSOptions{URL: srv.URL, Refresh: time.Hour, MinBackoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond})
 
 	// The set is served from the fourth request on, so nothing can be
 	// ready yet unless a failed fetch was taken for a good one.
-	if err := j.Ready(); !errors.Is(err, auth.ErrNoKeys) {
-		t.Errorf("Ready() before any good fetch = %v, want %v", err, auth.ErrNoKeys)
+	if err := j.Ready(); !errors.Is(err, keys.ErrNoKeys) {
+		t.Errorf("Ready() before any good fetch = %v, want %v", err, keys.ErrNoKeys)
 	}
-	if _, err := j.Key(t.Context(), "k1", "ES256"); !errors.Is(err, auth.ErrNoKeys) {
-		t.Errorf("Key(k1) before any good fetch error = %v, want %v", err, auth.ErrNoKeys)
+	if _, err := j.Key(t.Context(), "k1", "ES256"); !errors.Is(err, keys.ErrNoKeys) {
+		t.Errorf("Key(k1) before any good fetch error = %v, want %v", err, keys.ErrNoKeys)
 	}
-	srcWait(t, "Ready() to turn nil", func() bool { return j.Ready() == nil })
+	authtest.WaitFor(t, "Ready() to turn nil", func() bool { return j.Ready() == nil })
 	if err := srcVerify(t, j, authtest.Token(t, k, nil, authtest.Claims(nil))); err != nil {
 		t.Errorf("verify token after recovery: %v", err)
 	}
-	if got := srcMetric(t, reg, "plantstore_jwks_refreshes_total", auth.RefreshFailure); got != 3 {
+	if got := srcMetric(t, reg, "plantstore_jwks_refreshes_total", keys.RefreshFailure); got != 3 {
 		t.Errorf("refreshes{failure} = %v, want 3", got)
 	}
 	if got := srv.Hits.Load(); got != 4 {
@@ -212,14 +201,14 @@ func TestJWKSKeepsKeysWhenFetchFails(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := authtest.NewServer(t, good)
-			j, reg := newSrcJWKS(t, auth.JWKSOptions{
+			j, reg := newSrcJWKS(t, keys.JWKSOptions{
 				URL: srv.URL, Refresh: 5 * time.Millisecond, Timeout: 200 * time.Millisecond,
 				MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond,
 			})
-			srcWait(t, "first key set", func() bool { return j.Ready() == nil })
+			authtest.WaitFor(t, "first key set", func() bool { return j.Ready() == nil })
 			srv.Set(tt.h)
-			srcWait(t, "two failed fetches", func() bool {
-				return srcMetric(t, reg, "plantstore_jwks_refreshes_total", auth.RefreshFailure) >= 2
+			authtest.WaitFor(t, "two failed fetches", func() bool {
+				return srcMetric(t, reg, "plantstore_jwks_refreshes_total", keys.RefreshFailure) >= 2
 			})
 			if err := j.Ready(); err != nil {
 				t.Errorf("Ready() after failed fetches = %v, want nil", err)
@@ -245,8 +234,8 @@ func mustJSON(t testing.TB, v any) []byte {
 
 func TestJWKSUnknownKidFlood(t *testing.T) {
 	srv := authtest.NewServer(t, authtest.JWKS(t, authtest.NewKeyID(t, "ES256", "k1")))
-	j, _ := newSrcJWKS(t, auth.JWKSOptions{URL: srv.URL, Refresh: time.Hour, MinRefresh: 30 * time.Second})
-	srcWait(t, "first key set", func() bool { return j.Ready() == nil })
+	j, _ := newSrcJWKS(t, keys.JWKSOptions{URL: srv.URL, Refresh: time.Hour, MinRefresh: 30 * time.Second})
+	authtest.WaitFor(t, "first key set", func() bool { return j.Ready() == nil })
 
 	var wg sync.WaitGroup
 	errs := make(chan error, 500)
@@ -259,16 +248,16 @@ func TestJWKSUnknownKidFlood(t *testing.T) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		if !errors.Is(err, auth.ErrUnknownKey) {
-			t.Errorf("Key(random kid) error = %v, want %v", err, auth.ErrUnknownKey)
+		if !errors.Is(err, keys.ErrUnknownKey) {
+			t.Errorf("Key(random kid) error = %v, want %v", err, keys.ErrUnknownKey)
 			break
 		}
 	}
 	// Calls one after the other, each after the last fetch ended, are
 	// still inside the 30s window.
 	for i := range 20 {
-		if _, err := j.Key(t.Context(), fmt.Sprintf("sequential-%d", i), "ES256"); !errors.Is(err, auth.ErrUnknownKey) {
-			t.Errorf("Key(sequential-%d) error = %v, want %v", i, err, auth.ErrUnknownKey)
+		if _, err := j.Key(t.Context(), fmt.Sprintf("sequential-%d", i), "ES256"); !errors.Is(err, keys.ErrUnknownKey) {
+			t.Errorf("Key(sequential-%d) error = %v, want %v", i, err, keys.ErrUnknownKey)
 		}
 	}
 	if got := srv.Hits.Load(); got > 2 {
@@ -280,8 +269,8 @@ func TestJWKSUnknownKidNeverWaits(t *testing.T) {
 	doc := authtest.JWKS(t, authtest.NewKeyID(t, "ES256", "k1"))
 	srv := authtest.NewServer(t, doc)
 	// MinRefresh 1ns: only the one-fetch-at-a-time rule limits fetches here.
-	j, _ := newSrcJWKS(t, auth.JWKSOptions{URL: srv.URL, Refresh: time.Hour, MinRefresh: time.Nanosecond, Timeout: time.Minute})
-	srcWait(t, "first key set", func() bool { return j.Ready() == nil })
+	j, _ := newSrcJWKS(t, keys.JWKSOptions{URL: srv.URL, Refresh: time.Hour, MinRefresh: time.Nanosecond, Timeout: time.Minute})
+	authtest.WaitFor(t, "first key set", func() bool { return j.Ready() == nil })
 
 	release := make(chan struct{})
 	var releaseOnce sync.Once
@@ -307,8 +296,8 @@ func TestJWKSUnknownKidNeverWaits(t *testing.T) {
 	for i := range n - 1 {
 		select {
 		case err := <-errs:
-			if !errors.Is(err, auth.ErrUnknownKey) {
-				t.Fatalf("Key(unknown kid) error = %v, want %v", err, auth.ErrUnknownKey)
+			if !errors.Is(err, keys.ErrUnknownKey) {
+				t.Fatalf("Key(unknown kid) error = %v, want %v", err, keys.ErrUnknownKey)
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatalf("only %d of %d calls returned while a fetch was running; the others wait for it", i, n-1)
@@ -320,8 +309,8 @@ func TestJWKSUnknownKidNeverWaits(t *testing.T) {
 	default:
 	}
 	releaseOnce.Do(func() { close(release) })
-	if err := <-errs; !errors.Is(err, auth.ErrUnknownKey) {
-		t.Errorf("Key(unknown kid) after the refetch error = %v, want %v", err, auth.ErrUnknownKey)
+	if err := <-errs; !errors.Is(err, keys.ErrUnknownKey) {
+		t.Errorf("Key(unknown kid) after the refetch error = %v, want %v", err, keys.ErrUnknownKey)
 	}
 	if got := srv.Hits.Load(); got != 2 {
 		t.Errorf("server got %d requests, want 2 (first fetch and one refetch)", got)
@@ -334,14 +323,14 @@ func TestJWKSRotation(t *testing.T) {
 	t.Run("added key found by the refetch of an unknown kid", func(t *testing.T) {
 		srv := authtest.NewServer(t, authtest.JWKS(t, oldKey))
 		// Refresh is an hour: only the unknown kid can cause a fetch.
-		j, _ := newSrcJWKS(t, auth.JWKSOptions{URL: srv.URL, Refresh: time.Hour, MinRefresh: time.Millisecond})
-		srcWait(t, "first key set", func() bool { return j.Ready() == nil })
+		j, _ := newSrcJWKS(t, keys.JWKSOptions{URL: srv.URL, Refresh: time.Hour, MinRefresh: time.Millisecond})
+		authtest.WaitFor(t, "first key set", func() bool { return j.Ready() == nil })
 		tok := authtest.Token(t, newKey, nil, authtest.Claims(nil))
 		if err := srcVerify(t, j, tok); err == nil {
 			t.Fatalf("token of a key not yet published verified")
 		}
 		srv.Serve(authtest.JWKS(t, oldKey, newKey))
-		srcWait(t, "the new kid to be found", func() bool { return srcVerify(t, j, tok) == nil })
+		authtest.WaitFor(t, "the new kid to be found", func() bool { return srcVerify(t, j, tok) == nil })
 		if got := srv.Hits.Load(); got < 2 {
 			t.Errorf("server got %d requests, want a refetch", got)
 		}
@@ -349,15 +338,15 @@ func TestJWKSRotation(t *testing.T) {
 
 	t.Run("removed key unknown after the next refresh", func(t *testing.T) {
 		srv := authtest.NewServer(t, authtest.JWKS(t, oldKey, newKey))
-		j, reg := newSrcJWKS(t, auth.JWKSOptions{URL: srv.URL, Refresh: 5 * time.Millisecond})
-		srcWait(t, "first key set", func() bool { return j.Ready() == nil })
+		j, reg := newSrcJWKS(t, keys.JWKSOptions{URL: srv.URL, Refresh: 5 * time.Millisecond})
+		authtest.WaitFor(t, "first key set", func() bool { return j.Ready() == nil })
 		if err := srcVerify(t, j, authtest.Token(t, oldKey, nil, authtest.Claims(nil))); err != nil {
 			t.Fatalf("verify token of the old key: %v", err)
 		}
 		srv.Serve(authtest.JWKS(t, newKey))
-		srcWait(t, "the old kid to be gone", func() bool {
+		authtest.WaitFor(t, "the old kid to be gone", func() bool {
 			_, err := j.Key(t.Context(), "old", "RS256")
-			return errors.Is(err, auth.ErrUnknownKey)
+			return errors.Is(err, keys.ErrUnknownKey)
 		})
 		if err := srcVerify(t, j, authtest.Token(t, newKey, nil, authtest.Claims(nil))); err != nil {
 			t.Errorf("verify token of the kept key: %v", err)
@@ -404,42 +393,42 @@ func TestJWKSDiscovery(t *testing.T) {
 			meta: func(base string) map[string]any {
 				return map[string]any{"issuer": "https://evil.example", "jwks_uri": base + "/jwks"}
 			},
-			wantErr: auth.ErrDiscoveryIssuer,
+			wantErr: keys.ErrDiscoveryIssuer,
 		},
 		{
 			name: "issuer with a trailing slash",
 			meta: func(base string) map[string]any {
 				return map[string]any{"issuer": base + "/", "jwks_uri": base + "/jwks"}
 			},
-			wantErr: auth.ErrDiscoveryIssuer,
+			wantErr: keys.ErrDiscoveryIssuer,
 		},
 		{
 			name:    "no jwks_uri",
 			meta:    func(base string) map[string]any { return map[string]any{"issuer": base} },
-			wantErr: auth.ErrNoJWKSURI,
+			wantErr: keys.ErrNoJWKSURI,
 		},
 		{
 			name: "jwks_uri not http",
 			meta: func(base string) map[string]any {
 				return map[string]any{"issuer": base, "jwks_uri": "file:///etc/jwks.json"}
 			},
-			wantErr: auth.ErrNoJWKSURI,
+			wantErr: keys.ErrNoJWKSURI,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newIssuer(t, doc, tt.meta)
-			j, _ := newSrcJWKS(t, auth.JWKSOptions{Issuer: srv.URL, Refresh: time.Hour, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond})
+			j, _ := newSrcJWKS(t, keys.JWKSOptions{Issuer: srv.URL, Refresh: time.Hour, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond})
 			if tt.wantErr == nil {
-				srcWait(t, "keys from the discovered JWKS", func() bool { return j.Ready() == nil })
+				authtest.WaitFor(t, "keys from the discovered JWKS", func() bool { return j.Ready() == nil })
 				if err := srcVerify(t, j, authtest.Token(t, k, nil, authtest.Claims(nil))); err != nil {
 					t.Errorf("verify token: %v", err)
 				}
 				return
 			}
-			srcWait(t, fmt.Sprintf("Ready() to report %v", tt.wantErr), func() bool { return errors.Is(j.Ready(), tt.wantErr) })
-			if _, err := j.Key(t.Context(), "ed", "EdDSA"); !errors.Is(err, auth.ErrNoKeys) {
-				t.Errorf("Key(ed) error = %v, want %v", err, auth.ErrNoKeys)
+			authtest.WaitFor(t, fmt.Sprintf("Ready() to report %v", tt.wantErr), func() bool { return errors.Is(j.Ready(), tt.wantErr) })
+			if _, err := j.Key(t.Context(), "ed", "EdDSA"); !errors.Is(err, keys.ErrNoKeys) {
+				t.Errorf("Key(ed) error = %v, want %v", err, keys.ErrNoKeys)
 			}
 		})
 	}
@@ -471,23 +460,23 @@ func TestDiscover(t *testing.T) {
 			meta: func(string) map[string]any {
 				return map[string]any{"issuer": "https://idp.example", "jwks_uri": "https://idp.example/jwks"}
 			},
-			wantErr: auth.ErrDiscoveryIssuer,
+			wantErr: keys.ErrDiscoveryIssuer,
 		},
 		{
 			name:    "missing jwks_uri",
 			meta:    func(base string) map[string]any { return map[string]any{"issuer": base} },
-			wantErr: auth.ErrNoJWKSURI,
+			wantErr: keys.ErrNoJWKSURI,
 		},
 		{
 			name:    "relative jwks_uri",
 			meta:    func(base string) map[string]any { return map[string]any{"issuer": base, "jwks_uri": "/jwks"} },
-			wantErr: auth.ErrNoJWKSURI,
+			wantErr: keys.ErrNoJWKSURI,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newIssuer(t, nil, tt.meta)
-			got, err := auth.Discover(t.Context(), srv.Client(), srv.URL+tt.suffix, 0)
+			got, err := keys.Discover(t.Context(), srv.Client(), srv.URL+tt.suffix, 0)
 			if tt.wantErr != nil {
 				if !errors.Is(err, tt.wantErr) {
 					t.Errorf("Discover(%s) = %q, %v; want error %v", srv.URL+tt.suffix, got, err, tt.wantErr)
@@ -503,7 +492,7 @@ func TestDiscover(t *testing.T) {
 	t.Run("not found", func(t *testing.T) {
 		srv := authtest.NewServer(t, nil)
 		srv.Set(http.NotFound)
-		if got, err := auth.Discover(t.Context(), nil, srv.URL, 0); err == nil || !strings.Contains(err.Error(), "404") {
+		if got, err := keys.Discover(t.Context(), nil, srv.URL, 0); err == nil || !strings.Contains(err.Error(), "404") {
 			t.Errorf("Discover(%s) = %q, %v; want a 404 error", srv.URL, got, err)
 		}
 	})
@@ -511,7 +500,7 @@ func TestDiscover(t *testing.T) {
 		srv := newIssuer(t, nil, func(base string) map[string]any {
 			return map[string]any{"issuer": base, "jwks_uri": base + "/jwks", "padding": strings.Repeat("x", 2048)}
 		})
-		if got, err := auth.Discover(t.Context(), nil, srv.URL, 1024); err == nil {
+		if got, err := keys.Discover(t.Context(), nil, srv.URL, 1024); err == nil {
 			t.Errorf("Discover(%s, max 1024 bytes) = %q, nil; want an error", srv.URL, got)
 		}
 	})
@@ -529,7 +518,7 @@ func TestJWKSNoFittingKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	j, err := auth.NewJWKS(t.Context(), auth.JWKSOptions{URL: srv.URL, Algorithms: []string{"RS256", "ES256"}}, log, auth.NewMetrics(reg))
+	j, err := keys.NewJWKS(t.Context(), keys.JWKSOptions{URL: srv.URL, Algorithms: []string{"RS256", "ES256"}}, log, auth.NewMetrics(reg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -540,7 +529,7 @@ func TestJWKSNoFittingKey(t *testing.T) {
 	if err := j.Ready(); err == nil {
 		t.Error("Ready() = nil with no fitting key; want an error")
 	}
-	if n := srcMetric(t, reg, "plantstore_jwks_refreshes_total", auth.RefreshFailure); n < 1 {
+	if n := srcMetric(t, reg, "plantstore_jwks_refreshes_total", keys.RefreshFailure); n < 1 {
 		t.Errorf("refresh failures = %v, want at least 1", n)
 	}
 }
@@ -574,7 +563,7 @@ func TestJWKSRedactsURLSecrets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, err := auth.NewJWKS(t.Context(), auth.JWKSOptions{URL: u, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}, log, nil)
+	j, err := keys.NewJWKS(t.Context(), keys.JWKSOptions{URL: u, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}, log, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package auth
+package keys
 
 import (
 	"bytes"
@@ -110,7 +110,7 @@ func unusableJWK(raw json.RawMessage, k Key) string {
 	}
 	switch pub := k.Public.(type) {
 	case *rsa.PublicKey:
-		if pub.N.BitLen() < minRSABits {
+		if pub.N.BitLen() < MinRSABits {
 			return "RSA under 2048 bits"
 		}
 		if pub.E < 3 || pub.E%2 == 0 {

@@ -1,4 +1,4 @@
-package auth_test
+package keys_test
 
 import (
 	"encoding/json"
@@ -11,8 +11,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/observability/spantest"
 )
 
@@ -39,9 +39,9 @@ func TestJWKSFetchSpans(t *testing.T) {
 		}
 	})
 	tp, rec := spantest.Recorder(t)
-	j, _ := newSrcJWKS(t, auth.JWKSOptions{Issuer: srv.URL, Refresh: time.Hour, TracerProvider: tp, Name: "staff"})
-	srcWait(t, "keys", func() bool { return j.Ready() == nil })
-	srcWait(t, "the refresh span", func() bool { return len(spantest.Named(rec, "auth.jwks.refresh")) == 1 })
+	j, _ := newSrcJWKS(t, keys.JWKSOptions{Issuer: srv.URL, Refresh: time.Hour, TracerProvider: tp, Name: "staff"})
+	authtest.WaitFor(t, "keys", func() bool { return j.Ready() == nil })
+	authtest.WaitFor(t, "the refresh span", func() bool { return len(spantest.Named(rec, "auth.jwks.refresh")) == 1 })
 
 	refresh := spantest.Named(rec, "auth.jwks.refresh")[0]
 	if refresh.Parent().IsValid() {
@@ -94,8 +94,8 @@ func TestJWKSFetchForRequestIsChild(t *testing.T) {
 	old, rotated := authtest.NewKeyID(t, "EdDSA", "old"), authtest.NewKeyID(t, "EdDSA", "new")
 	srv := authtest.NewServer(t, authtest.JWKS(t, old))
 	tp, rec := spantest.Recorder(t)
-	j, _ := newSrcJWKS(t, auth.JWKSOptions{URL: srv.URL, Refresh: time.Hour, MinRefresh: time.Nanosecond, TracerProvider: tp})
-	srcWait(t, "keys", func() bool { return j.Ready() == nil })
+	j, _ := newSrcJWKS(t, keys.JWKSOptions{URL: srv.URL, Refresh: time.Hour, MinRefresh: time.Nanosecond, TracerProvider: tp})
+	authtest.WaitFor(t, "keys", func() bool { return j.Ready() == nil })
 
 	srv.Serve(authtest.JWKS(t, old, rotated))
 	ctx, request := tp.Tracer("test").Start(t.Context(), "GET /plants", trace.WithSpanKind(trace.SpanKindServer))
@@ -103,7 +103,7 @@ func TestJWKSFetchForRequestIsChild(t *testing.T) {
 		t.Fatalf("Key(new) after rotation: %v", err)
 	}
 	request.End()
-	srcWait(t, "two refresh spans", func() bool { return len(spantest.Named(rec, "auth.jwks.refresh")) == 2 })
+	authtest.WaitFor(t, "two refresh spans", func() bool { return len(spantest.Named(rec, "auth.jwks.refresh")) == 2 })
 	var child sdktrace.ReadOnlySpan
 	for _, s := range spantest.Named(rec, "auth.jwks.refresh") {
 		if s.Parent().IsValid() {
@@ -118,7 +118,7 @@ func TestJWKSFetchForRequestIsChild(t *testing.T) {
 	if _, err := j.Key(t.Context(), "unknown", "EdDSA"); err == nil {
 		t.Fatal("Key(unknown) with the JWKS down succeeded")
 	}
-	srcWait(t, "the failed fetch span", func() bool {
+	authtest.WaitFor(t, "the failed fetch span", func() bool {
 		for _, s := range spantest.Named(rec, "auth.jwks.fetch") {
 			if spantest.Attr(s, "http.response.status_code") == "502" {
 				return s.Status().Code.String() == "Error"

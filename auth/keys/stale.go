@@ -1,4 +1,4 @@
-package auth
+package keys
 
 import (
 	"context"
@@ -13,27 +13,67 @@ import (
 // Fetched keys are kept when a fetch fails, so that an outage of the
 // identity provider does not stop the service. A key the provider removed
 // because it leaked would then verify for as long as the outage lasts:
-// [Config.MaxStale] bounds that. The rule is the verifier's, per issuer,
-// so that a reload that changes it keeps the issuer's key source.
+// HoldFresh bounds that (an issuer's max_stale). The bound is the
+// caller's, per issuer, so that a reload that changes it keeps the
+// issuer's key source.
 
-// holdFresh makes is find its keys through parts that refuse fetched keys
-// no fetch confirmed within MaxStale, read on v's clock, and makes each of
-// those parts refresh at least every MaxStale/2, so that while the
-// identity provider answers its keys never go stale. Keys read from files
-// are never fetched: MaxStale leaves them alone.
-func (is *issuer) holdFresh(v *Verifier) {
-	fetched := fetchedOf(is.keys)
+// HoldFresh returns the keys to look up k's keys with, fetched keys that
+// no fetch confirmed within maxAge (on the clock now) refused, and the
+// Freshness that tells whether they are; and it makes each part of k that
+// fetches its keys refresh at least every maxAge/2, so that while the
+// identity provider answers its keys never go stale (every Refresh again
+// for a maxAge of 0). Keys read from files are never fetched: maxAge
+// leaves them alone. With a maxAge of 0, or no fetched part, it returns k
+// and a nil Freshness.
+func HoldFresh(k Keys, maxAge time.Duration, now func() time.Time) (Keys, *Freshness) {
+	fetched := fetchedOf(k)
 	for _, j := range fetched {
-		j.keepFresh(is.cfg.MaxStale)
+		j.keepFresh(maxAge)
 	}
-	if is.cfg.MaxStale <= 0 || len(fetched) == 0 {
-		return
+	if maxAge <= 0 || len(fetched) == 0 {
+		return k, nil
 	}
-	is.fetched = fetched
-	now := func() time.Time { return v.now() }
-	is.lookup = mapFetched(is.keys, func(j *JWKS) Keys {
-		return &freshKeys{j: j, limit: is.cfg.MaxStale, now: now}
-	})
+	return mapFetched(k, func(j *JWKS) Keys {
+		return &freshKeys{j: j, limit: maxAge, now: now}
+	}), &Freshness{fetched: fetched, limit: maxAge}
+}
+
+// Freshness says whether the fetched keys of a source were confirmed by a
+// fetch within their limit (see [HoldFresh]). A nil *Freshness bounds
+// nothing: its keys are always fresh.
+type Freshness struct {
+	fetched []*JWKS
+	limit   time.Duration
+}
+
+// Fresh reports whether every fetched part was confirmed within the limit
+// at now. It is on the path of every cached request: without a limit it
+// costs one nil check.
+func (f *Freshness) Fresh(now time.Time) bool {
+	if f == nil {
+		return true
+	}
+	for _, j := range f.fetched {
+		if j.staleAt(now, f.limit) {
+			return false
+		}
+	}
+	return true
+}
+
+// Err returns why the fetched keys are stale at now, an error wrapping
+// [ErrNoKeys] and the cause of the last failed fetch; nil when they are
+// fresh.
+func (f *Freshness) Err(now time.Time) error {
+	if f == nil {
+		return nil
+	}
+	for _, j := range f.fetched {
+		if j.staleAt(now, f.limit) {
+			return j.staleError(now, f.limit)
+		}
+	}
+	return nil
 }
 
 // fetchedOf returns the parts of k that fetch their keys.
@@ -65,32 +105,6 @@ func mapFetched(k Keys, wrap func(*JWKS) Keys) Keys {
 		return wrap(s)
 	}
 	return k
-}
-
-// fresh reports whether the fetched keys of is, when MaxStale bounds
-// them, were all confirmed within it at now. It is on the path of every
-// cached request: without MaxStale it costs one length check. An entry
-// does not record which part of the keys verified it, so while a JWKS
-// of an issuer that also has key files is stale, the tokens of its files
-// are verified again on each request rather than served from the cache.
-func (is *issuer) fresh(now time.Time) bool {
-	for _, j := range is.fetched {
-		if j.staleAt(now, is.cfg.MaxStale) {
-			return false
-		}
-	}
-	return true
-}
-
-// staleness returns why the fetched keys of is are stale at now, nil when
-// they are not (or nothing bounds their age).
-func (is *issuer) staleness(now time.Time) error {
-	for _, j := range is.fetched {
-		if j.staleAt(now, is.cfg.MaxStale) {
-			return j.staleError(now, is.cfg.MaxStale)
-		}
-	}
-	return nil
 }
 
 // staleAt reports whether j's keys, fetched once at least, were last

@@ -1,4 +1,11 @@
-package auth
+// Package keys owns the verification keys of the issuers and where they
+// come from: a key ([Key], [KeySet]), key files and HMAC secret files read
+// again when they change ([KeyFile]), a JWKS fetched and refreshed in the
+// background, found by OIDC discovery when no URL is given ([JWKS]), how
+// long fetched keys may serve unconfirmed ([HoldFresh]), and the open key
+// source of one issuer that combines them ([Source]). It verifies no
+// token: package jws looks keys up here by kid and algorithm.
+package keys
 
 import (
 	"bytes"
@@ -13,7 +20,7 @@ import (
 	"github.com/plantstore/plantstore/observability/setting"
 )
 
-// Errors a key lookup returns. The Verifier maps them to failure reasons.
+// Errors a key lookup returns. A verifier maps them to failure reasons.
 var (
 	// ErrUnknownKey: no configured key has the token's kid, or (without a kid)
 	// no key fits the token's alg.
@@ -44,7 +51,7 @@ type Key struct {
 // secret, and an empty secret fits nothing), the curve must match for
 // ECDSA, and a pinned alg must be alg.
 func (k Key) Fits(alg string) bool {
-	if k.Algorithm != "" && k.Algorithm != alg && !(edDSA(k.Algorithm) && edDSA(alg)) {
+	if k.Algorithm != "" && k.Algorithm != alg && !(EdDSA(k.Algorithm) && EdDSA(alg)) {
 		return false
 	}
 	switch pub := k.Public.(type) {
@@ -65,16 +72,16 @@ func (k Key) Fits(alg string) bool {
 		}
 		return false
 	case ed25519.PublicKey:
-		return edDSA(alg)
+		return EdDSA(alg)
 	case []byte:
 		return len(pub) > 0 && (alg == "HS256" || alg == "HS384" || alg == "HS512")
 	}
 	return false
 }
 
-// edDSA reports whether alg names EdDSA over Ed25519: EdDSA, or Ed25519,
+// EdDSA reports whether alg names EdDSA over Ed25519: EdDSA, or Ed25519,
 // its fully-specified name (RFC 9864).
-func edDSA(alg string) bool { return alg == "EdDSA" || alg == "Ed25519" }
+func EdDSA(alg string) bool { return alg == "EdDSA" || alg == "Ed25519" }
 
 // KeySet is an immutable set of keys, safe for concurrent use.
 type KeySet struct {
@@ -154,12 +161,12 @@ func (s *KeySet) fitsAny(algs []string) bool {
 	return false
 }
 
-// checkStatic returns the *setting.Error naming the first part of k whose
+// CheckStatic returns the *setting.Error naming the first part of k whose
 // keys are known now (a key set, a key file, an HMAC secret file) and of
 // which no key fits any of algs: such a source could never verify a
 // token. It cites the file's own setting, or, for a key set, the
 // algorithms.
-func checkStatic(k Keys, algs []string) *setting.Error {
+func CheckStatic(k Keys, algs []string) *setting.Error {
 	var parts []Keys
 	if m, ok := k.(multiKeys); ok {
 		parts = m
@@ -182,8 +189,8 @@ func checkStatic(k Keys, algs []string) *setting.Error {
 	return nil
 }
 
-// Keys finds verification keys. It is what the [Verifier] consumes;
-// implementations are safe for concurrent use.
+// Keys finds verification keys. Implementations are safe for concurrent
+// use.
 type Keys interface {
 	// Key returns the key for a token with the given kid ("" when the token
 	// has none) and alg, with the errors of [KeySet.Lookup] or [ErrNoKeys].
@@ -197,16 +204,17 @@ type generational interface {
 	Generation() uint64
 }
 
-// generationOf returns the generation function of a key source, the sum
-// of its parts' generations for [Combine], and false when some part does
-// not count its changes (then nothing may be cached: a removed key could
-// not be noticed).
-func generationOf(k Keys) (func() uint64, bool) {
+// Generation returns the generation function of a key source: a number
+// that grows whenever a key is added, removed or replaced (the sum of its
+// parts' for [Combine]); and false when some part does not count its
+// changes (then nothing verified with it may be cached: a removed key
+// could not be noticed).
+func Generation(k Keys) (func() uint64, bool) {
 	switch s := k.(type) {
 	case multiKeys:
 		gens := make([]func() uint64, 0, len(s))
 		for _, part := range s {
-			g, ok := generationOf(part)
+			g, ok := Generation(part)
 			if !ok {
 				return nil, false
 			}
@@ -264,4 +272,22 @@ func samePublic(a, b any) bool {
 		return ea.Equal(b)
 	}
 	return false
+}
+
+// Ready returns nil when every part of k that says whether it is ready is
+// (a [JWKS] is not until a first fetch yielded a usable set), and
+// otherwise the first such part's error.
+func Ready(k Keys) error {
+	if m, ok := k.(multiKeys); ok {
+		for _, part := range m {
+			if err := Ready(part); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if r, ok := k.(interface{ Ready() error }); ok {
+		return r.Ready()
+	}
+	return nil
 }

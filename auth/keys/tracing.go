@@ -1,4 +1,4 @@
-package auth
+package keys
 
 import (
 	"net/http"
@@ -13,7 +13,7 @@ import (
 )
 
 // tracerName names the tracer of the key source spans.
-const tracerName = "github.com/plantstore/plantstore/auth"
+const tracerName = "github.com/plantstore/plantstore/auth/keys"
 
 // The attribute keys of key source spans that semconv does not name.
 const (

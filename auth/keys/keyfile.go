@@ -1,4 +1,4 @@
-package auth
+package keys
 
 import (
 	"bytes"
@@ -27,7 +27,7 @@ type KeyFile struct {
 	path string
 	hmac bool // an HMAC secret file rather than a key file
 	read func(path string) (keys []Key, digest [sha256.Size]byte, err error)
-	m    *Metrics
+	m    Recorder
 	mu   sync.Mutex // serializes Reload
 	// digest is the SHA-256 of what the keys were read from, so that a
 	// read of the same bytes changes nothing (under mu).
@@ -51,18 +51,18 @@ var _ Keys = (*KeyFile)(nil)
 //
 // The error names the file and the problem, never key material. m, if not
 // nil, counts the keys in plantstore_jwks_keys.
-func LoadKeyFile(path string, m *Metrics) (*KeyFile, error) {
+func LoadKeyFile(path string, m Recorder) (*KeyFile, error) {
 	return loadFile(path, false, readKeyFile, m)
 }
 
-func loadFile(path string, hmac bool, read func(string) ([]Key, [sha256.Size]byte, error), m *Metrics) (*KeyFile, error) {
+func loadFile(path string, hmac bool, read func(string) ([]Key, [sha256.Size]byte, error), m Recorder) (*KeyFile, error) {
 	keys, digest, err := read(path)
 	if err != nil {
 		return nil, fmt.Errorf("load %s %s: %w", kindOf(hmac), path, err)
 	}
-	f := &KeyFile{path: path, hmac: hmac, read: read, m: m, digest: digest}
+	f := &KeyFile{path: path, hmac: hmac, read: read, m: recorderOf(m), digest: digest}
 	f.keys.Store(NewKeySet(keys))
-	m.AddKeys(len(keys))
+	f.m.AddKeys(len(keys))
 	return f, nil
 }
 
@@ -210,8 +210,8 @@ func parsePEMKeys(b []byte) ([]Key, error) {
 func checkPublicKey(pub any) error {
 	switch k := pub.(type) {
 	case *rsa.PublicKey:
-		if bits := k.N.BitLen(); bits < minRSABits {
-			return fmt.Errorf("RSA key of %d bits, want at least %d", bits, minRSABits)
+		if bits := k.N.BitLen(); bits < MinRSABits {
+			return fmt.Errorf("RSA key of %d bits, want at least %d", bits, MinRSABits)
 		}
 	case *ecdsa.PublicKey:
 		switch k.Curve.Params().Name {

@@ -1,4 +1,4 @@
-package auth
+package keys
 
 import (
 	"context"
@@ -20,8 +20,9 @@ type KeySource struct {
 	HMACSecretFile string `yaml:"hmac_secret_file"`
 }
 
-// named returns the settings ks sets, in the order of [KeySources].
-func (ks KeySource) named() []string {
+// Named returns the keys of the settings ks sets, in the order of
+// [KeySources].
+func (ks KeySource) Named() []string {
 	var out []string
 	for _, s := range []struct {
 		key, value string
@@ -33,28 +34,63 @@ func (ks KeySource) named() []string {
 	return out
 }
 
-// SourceOptions are what the key sources of the issuers share.
+// SourceOptions are what opening the key source of an issuer needs
+// besides where its keys come from.
 type SourceOptions struct {
-	// Refresh and MinRefresh are the JWKS options of every issuer that
-	// fetches its keys.
+	// Name is the issuer's name, for logs and spans: "" for the unnamed
+	// issuer of the flags.
+	Name string
+	// Issuer is the issuer whose OIDC discovery document names the JWKS,
+	// when the KeySource names no source.
+	Issuer string
+	// Algorithms are those the issuer's tokens may be signed with: a
+	// fetched set with no key for any of them counts as a failed fetch.
+	Algorithms []string
+	// Refresh and MinRefresh are the JWKS options of a source that
+	// fetches its keys (see [JWKSOptions]).
 	Refresh, MinRefresh time.Duration
-	// RequiredScope is the scope of the issuers of a file that name none.
-	RequiredScope string
-	// DPoP is the DPoP mode of the issuers of a file that name none.
-	DPoP DPoPMode
-	// MTLS is the certificate-binding mode of the issuers of a file that
-	// name none.
-	MTLS MTLSMode
-	// TokenTypes, Clients, MaxLifetime and MaxStale are those of the
-	// issuers of a file that leave them out.
-	TokenTypes, Clients   []string
-	MaxLifetime, MaxStale time.Duration
-	// Log and Metrics are those of the sources; either may be nil.
+	// Log and Metrics are those of the source, Metrics recording for its
+	// issuer; either may be nil.
 	Log     *zap.Logger
-	Metrics *Metrics
+	Metrics Recorder
 	// TracerProvider makes the spans of key fetches; nil makes none.
 	TracerProvider trace.TracerProvider
 }
+
+// A Recorder counts what key sources do, for the metrics of their issuer.
+// A nil Recorder records nothing; implementations are safe for
+// concurrent use.
+type Recorder interface {
+	// Refresh counts one JWKS fetch: RefreshSuccess or RefreshFailure.
+	Refresh(result string)
+	// KeyFileReload counts one read of a key file (or HMAC secret file)
+	// that changed its keys (RefreshSuccess) or was refused
+	// (RefreshFailure).
+	KeyFileReload(result string)
+	// AddKeys moves the count of usable keys by delta: a source adds its
+	// new count and subtracts its old one when its set changes.
+	AddKeys(delta int)
+}
+
+// Results a [Recorder] counts.
+const (
+	RefreshSuccess = "success"
+	RefreshFailure = "failure"
+)
+
+// recorderOf returns r, or a Recorder that records nothing for nil.
+func recorderOf(r Recorder) Recorder {
+	if r == nil {
+		return noRecorder{}
+	}
+	return r
+}
+
+type noRecorder struct{}
+
+func (noRecorder) Refresh(string)       {}
+func (noRecorder) KeyFileReload(string) {}
+func (noRecorder) AddKeys(int)          {}
 
 // Source is the open key source of one issuer: the keys of its files and
 // of its JWKS, kept current by loops that run until [Source.Close] or the
@@ -64,36 +100,30 @@ type Source struct {
 	files []*KeyFile
 	// sets are what the parts count in plantstore_jwks_keys.
 	sets []*atomic.Pointer[KeySet]
-	m    *Metrics
+	m    Recorder
 	log  *zap.Logger
 	stop context.CancelFunc
 	done chan struct{} // closed when every loop has ended
 }
 
-// OpenSource opens the key source ks of the issuer named name ("" for the
-// unnamed one) whose Config is c: each file ks names, then its JWKS URL,
-// or, when ks names neither, OIDC discovery of c.Issuer. The files come
-// first, so a kid they know costs no fetch. Its metrics record under the
-// issuer's name. It returns a *[setting.Error] for a setting the issuer's
-// rules refuse (as [NewVerifier] would, before anything is fetched) or
-// the JWKS refuses (a URL that is not http or https, a negative refresh
-// period), the error of a file that cannot be read, and an error when
-// there is no source at all.
-func OpenSource(ctx context.Context, name string, c Config, ks KeySource, o SourceOptions) (*Source, error) {
-	// The issuer's rules first: nothing is fetched for an issuer that
-	// NewVerifier would refuse.
-	if _, err := CheckIssuers(Issuer{Name: name, Config: c}); err != nil {
-		return nil, err
-	}
+// OpenSource opens the key source ks of an issuer: each file ks names,
+// then its JWKS URL, or, when ks names neither, OIDC discovery of
+// o.Issuer. The files come first, so a kid they know costs no fetch. It
+// returns a *[setting.Error] for a setting the JWKS refuses (a URL that
+// is not http or https, a negative refresh period), the error of a file
+// that cannot be read, and an error when there is no source at all. The
+// caller checks the issuer's other settings first: nothing should be
+// fetched for an issuer that will be refused.
+func OpenSource(ctx context.Context, ks KeySource, o SourceOptions) (*Source, error) {
 	log := o.Log
 	if log == nil {
 		log = zap.NewNop()
 	}
-	if name != "" {
-		log = log.With(zap.String("issuer", name))
+	if o.Name != "" {
+		log = log.With(zap.String("issuer", o.Name))
 	}
 	ctx, stop := context.WithCancel(ctx)
-	s := &Source{m: o.Metrics.ForIssuer(name), log: log, stop: stop}
+	s := &Source{m: recorderOf(o.Metrics), log: log, stop: stop}
 	var parts []Keys
 	var loops []<-chan struct{}
 	fail := func(err error) (*Source, error) {
@@ -108,7 +138,7 @@ func OpenSource(ctx context.Context, name string, c Config, ks KeySource, o Sour
 	}
 	for _, f := range []struct {
 		path string
-		load func(string, *Metrics) (*KeyFile, error)
+		load func(string, Recorder) (*KeyFile, error)
 	}{{ks.KeyFile, LoadKeyFile}, {ks.HMACSecretFile, LoadHMACSecret}} {
 		if f.path == "" {
 			continue
@@ -120,13 +150,13 @@ func OpenSource(ctx context.Context, name string, c Config, ks KeySource, o Sour
 		s.files, s.sets = append(s.files, kf), append(s.sets, &kf.keys)
 		loops, parts = append(loops, kf.Watch(ctx, log)), append(parts, kf)
 	}
-	if ks.JWKSURL != "" || len(parts) == 0 && c.Issuer != "" {
+	if ks.JWKSURL != "" || len(parts) == 0 && o.Issuer != "" {
 		opts := JWKSOptions{
-			URL: ks.JWKSURL, Refresh: o.Refresh, MinRefresh: o.MinRefresh, Algorithms: c.Algorithms,
-			TracerProvider: o.TracerProvider, Name: name,
+			URL: ks.JWKSURL, Refresh: o.Refresh, MinRefresh: o.MinRefresh, Algorithms: o.Algorithms,
+			TracerProvider: o.TracerProvider, Name: o.Name,
 		}
 		if ks.JWKSURL == "" {
-			opts.Issuer = c.Issuer
+			opts.Issuer = o.Issuer
 		}
 		j, err := NewJWKS(ctx, opts, log, s.m)
 		if err != nil {

@@ -1,4 +1,4 @@
-package auth_test
+package keys_test
 
 import (
 	"errors"
@@ -10,8 +10,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/keys"
 )
 
 func TestLoadHMACSecret(t *testing.T) {
@@ -34,7 +34,7 @@ func TestLoadHMACSecret(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := writeSrcFile(t, []byte(tt.content))
-			ks, err := auth.LoadHMACSecret(path, nil)
+			ks, err := keys.LoadHMACSecret(path, nil)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), path) {
 					t.Fatalf("LoadHMACSecret(%q) error = %v, want one naming the file and %q", tt.content, err, tt.wantErr)
@@ -60,7 +60,7 @@ func TestLoadHMACSecret(t *testing.T) {
 
 func TestHMACSecretAlgorithms(t *testing.T) {
 	secret := strings.Repeat("k", 64)
-	ks, err := auth.LoadHMACSecret(writeSrcFile(t, []byte(secret+"\n")), nil)
+	ks, err := keys.LoadHMACSecret(writeSrcFile(t, []byte(secret+"\n")), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestHMACSecretAlgorithms(t *testing.T) {
 		want error
 	}{
 		{"HS256", nil}, {"HS384", nil}, {"HS512", nil},
-		{"RS256", auth.ErrUnknownKey}, {"ES256", auth.ErrUnknownKey}, {"EdDSA", auth.ErrUnknownKey}, {"none", auth.ErrUnknownKey},
+		{"RS256", keys.ErrUnknownKey}, {"ES256", keys.ErrUnknownKey}, {"EdDSA", keys.ErrUnknownKey}, {"none", keys.ErrUnknownKey},
 	} {
 		if _, err := ks.Key(t.Context(), "", tt.alg); !errors.Is(err, tt.want) {
 			t.Errorf("Key(\"\", %s) error = %v, want %v", tt.alg, err, tt.want)
@@ -87,7 +87,7 @@ func TestHMACSecretAlgorithms(t *testing.T) {
 
 func TestLoadHMACSecretMissingFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "absent")
-	if _, err := auth.LoadHMACSecret(path, nil); err == nil || !strings.Contains(err.Error(), path) {
+	if _, err := keys.LoadHMACSecret(path, nil); err == nil || !strings.Contains(err.Error(), path) {
 		t.Errorf("LoadHMACSecret(%s) error = %v, want one naming the file", path, err)
 	}
 }
@@ -104,7 +104,7 @@ func TestHMACSecretDirectory(t *testing.T) {
 	if err := os.Mkdir(vol.Path("subdir"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ks, err := auth.LoadHMACSecret(vol.Dir, nil)
+	ks, err := keys.LoadHMACSecret(vol.Dir, nil)
 	if err != nil {
 		t.Fatalf("LoadHMACSecret(directory): %v", err)
 	}
@@ -116,8 +116,8 @@ func TestHMACSecretDirectory(t *testing.T) {
 	if err := srcVerify(t, ks, authtest.Token(t, newer, map[string]any{"kid": "2026-10"}, authtest.Claims(nil))); err == nil {
 		t.Error("a token naming the other secret's kid verified; want refused")
 	}
-	if _, err := ks.Key(t.Context(), "", "HS256"); !errors.Is(err, auth.ErrAmbiguousKey) {
-		t.Errorf("Key(no kid, HS256) with two secrets: error = %v, want %v", err, auth.ErrAmbiguousKey)
+	if _, err := ks.Key(t.Context(), "", "HS256"); !errors.Is(err, keys.ErrAmbiguousKey) {
+		t.Errorf("Key(no kid, HS256) with two secrets: error = %v, want %v", err, keys.ErrAmbiguousKey)
 	}
 
 	for _, tt := range []struct {
@@ -135,7 +135,7 @@ func TestHMACSecretDirectory(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			_, err := auth.LoadHMACSecret(dir, nil)
+			_, err := keys.LoadHMACSecret(dir, nil)
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), dir) {
 				t.Fatalf("LoadHMACSecret(%s) error = %v, want one naming the directory and %q", tt.name, err, tt.wantErr)
 			}
@@ -144,10 +144,10 @@ func TestHMACSecretDirectory(t *testing.T) {
 			}
 		})
 	}
-	if _, err := auth.ReadHMACSecret(vol.Dir); err == nil || !strings.Contains(err.Error(), "directory") {
+	if _, err := keys.ReadHMACSecret(vol.Dir); err == nil || !strings.Contains(err.Error(), "directory") {
 		t.Errorf("ReadHMACSecret(directory) error = %v, want one asking for the file", err)
 	}
-	if got, err := auth.ReadHMACSecret(vol.Path("2026-10")); err != nil || string(got) != string(older.Private.([]byte)) {
+	if got, err := keys.ReadHMACSecret(vol.Path("2026-10")); err != nil || string(got) != string(older.Private.([]byte)) {
 		t.Errorf("ReadHMACSecret(one file of the directory) = %q, %v; want its secret", got, err)
 	}
 }
