@@ -16,6 +16,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/jws"
 	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/observability"
 	"github.com/plantstore/plantstore/plants"
@@ -91,7 +92,7 @@ func benchTracedEngine(tb testing.TB, catalog *plants.Catalog, logTo io.Writer, 
 		Audiences:     []string{"plantstore"},
 		RequiredScope: "plants:read",
 	}
-	v, err := auth.NewVerifier(auth.Options{Leeway: 30 * time.Second}, auth.Issuer{Config: cfg, Keys: keys.NewKeySet(verify)})
+	v, err := auth.NewVerifier(auth.Options{Leeway: 30 * time.Second}, auth.Issuer{Config: cfg, JWS: jws.New(keys.NewKeySet(verify))})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/issuers"
 	"github.com/plantstore/plantstore/plants/postgres/pgtest"
 )
 
@@ -550,7 +551,7 @@ func TestDocsIssuersExamples(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(t.Context())
-		f, err := auth.LoadIssuersFile(ctx, path, auth.FileOptions{})
+		f, err := issuers.Load(ctx, path, issuers.Options{})
 		if err != nil {
 			cancel()
 			t.Errorf("example %d: %v\n%s", i+1, err, b[1])

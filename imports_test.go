@@ -27,7 +27,9 @@ func TestImportRules(t *testing.T) {
 		"observability/spantest":    nil,
 		"auth/keys":                 {"observability/setting"},
 		"auth":                      {"auth/edge", "auth/keys", "observability", "observability/setting"},
-		"auth/authtest":             {"auth/keys"},
+		"auth/jws":                  {"auth", "auth/keys"},
+		"auth/issuers":              {"auth", "auth/jws", "auth/keys", "observability/setting"},
+		"auth/authtest":             {"auth", "auth/keys"},
 		"auth/redisstate":           {"auth", "observability/setting"},
 		"auth/redisstate/redistest": nil,
 		"plants":                    nil,
@@ -44,7 +46,7 @@ func TestImportRules(t *testing.T) {
 		},
 		"github.com/jackc/pgx/v5":      func(dir, _ string) bool { return strings.HasPrefix(dir, "plants/postgres") },
 		"github.com/pressly/goose/v3":  func(dir, _ string) bool { return dir == "plants/postgres" },
-		"github.com/golang-jwt/jwt/v5": func(dir, _ string) bool { return dir == "auth" || dir == "auth/authtest" },
+		"github.com/golang-jwt/jwt/v5": func(dir, _ string) bool { return dir == "auth" || dir == "auth/jws" || dir == "auth/authtest" },
 		"github.com/MicahParks/jwkset": func(dir, _ string) bool { return dir == "auth" || dir == "auth/keys" || dir == "auth/authtest" },
 		// The OpenTelemetry SDK and its exporters are set up in one place;
 		// the packages that make spans use the API only.

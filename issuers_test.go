@@ -15,6 +15,7 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/jws"
 	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/plants"
 )
@@ -252,7 +253,7 @@ func TestIssuerNameRules(t *testing.T) {
 		auth.IssuerDefault, auth.IssuerUnknown, "defaults", "unknown-1",
 	}
 	for _, name := range corpus {
-		_, err := auth.NewVerifier(auth.Options{}, auth.Issuer{Name: name, Config: auth.Config{Issuer: "https://idp.example/" + name}, Keys: keys})
+		_, err := auth.NewVerifier(auth.Options{}, auth.Issuer{Name: name, Config: auth.Config{Issuer: "https://idp.example/" + name}, JWS: jws.New(keys)})
 		authOK := err == nil
 		plantsOK := plants.ValidIssuerName(name)
 		reserved := name == auth.IssuerDefault || name == auth.IssuerUnknown

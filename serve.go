@@ -21,6 +21,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/issuers"
+	"github.com/plantstore/plantstore/auth/jws"
 	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/auth/redisstate"
 	"github.com/plantstore/plantstore/observability"
@@ -178,7 +180,7 @@ type verification struct {
 	// issuers file.
 	source *keys.Source
 	// issuers is the issuers file; nil without -jwt-issuers-file.
-	issuers *auth.IssuersFile
+	issuers *issuers.File
 	// devKey signs the -dev banner's tokens; nil without -dev.
 	devKey crypto.Signer
 	// nonces are the DPoP server nonces of -dpop-nonce-key-file; nil
@@ -212,7 +214,7 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 		Log: log, TracerProvider: tracing.Provider(),
 	}
 	if cfg.IssuersFile != "" {
-		return openIssuersFile(bg, cfg, opts, auth.FileOptions{Defaults: cfg.JWT, Sources: src, Metrics: vf.metrics}, vf)
+		return openIssuersFile(bg, cfg, opts, issuers.Options{Defaults: cfg.JWT, Sources: src, Metrics: vf.metrics}, vf)
 	}
 	var ks keys.Keys
 	if cfg.Dev {
@@ -235,7 +237,7 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 		bg.wait(vf.source.Done())
 		ks = vf.source.Keys()
 	}
-	if vf.verifier, err = auth.NewVerifier(opts, auth.Issuer{Config: cfg.JWT, Keys: ks}); err != nil {
+	if vf.verifier, err = auth.NewVerifier(opts, auth.Issuer{Config: cfg.JWT, JWS: jws.New(ks)}); err != nil {
 		return vf, cfg.refused(err)
 	}
 	return vf, nil
@@ -268,8 +270,8 @@ func openShared(bg *background, cfg serveConfig, reg prometheus.Registerer, log 
 // openIssuersFile builds the issuers of -jwt-issuers-file and their
 // verifier. What the file says wrong is a usage error naming its line; a
 // setting the file's issuers took from the flags is named as its flag.
-func openIssuersFile(bg *background, cfg serveConfig, opts auth.Options, fo auth.FileOptions, vf verification) (verification, error) {
-	f, err := auth.LoadIssuersFile(bg.ctx, cfg.IssuersFile, fo)
+func openIssuersFile(bg *background, cfg serveConfig, opts auth.Options, fo issuers.Options, vf verification) (verification, error) {
+	f, err := issuers.Load(bg.ctx, cfg.IssuersFile, fo)
 	if err != nil {
 		return vf, cfg.refused(err)
 	}

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/issuers"
 	"github.com/plantstore/plantstore/observability"
 	"github.com/plantstore/plantstore/observability/setting"
 	"github.com/plantstore/plantstore/plants/postgres"
@@ -154,7 +154,7 @@ func TestSettingKeys(t *testing.T) {
 			fields = append(fields, tag)
 		}
 	}
-	walk(reflect.TypeFor[auth.IssuerConfig]())
+	walk(reflect.TypeFor[issuers.Entry]())
 	for _, f := range fields {
 		if s, ok := byKey[f]; f != fileOnly && (!ok || s.issuer == everyIssuer) {
 			t.Errorf("the issuers file's field %q is the key of no per-issuer row", f)

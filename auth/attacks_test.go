@@ -26,6 +26,7 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/jws"
 	"github.com/plantstore/plantstore/auth/keys"
 )
 
@@ -513,7 +514,7 @@ func testMaxStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	authtest.WaitFor(t, "the first JWKS fetch", func() bool { return j.Ready() == nil })
-	v, err := auth.NewVerifier(auth.Options{}, auth.Issuer{Name: "staff", Config: auth.Config{Issuer: iss, MaxStale: time.Hour}, Keys: j})
+	v, err := auth.NewVerifier(auth.Options{}, auth.Issuer{Name: "staff", Config: auth.Config{Issuer: iss, MaxStale: time.Hour}, JWS: jws.New(j)})
 	if err != nil {
 		t.Fatal(err)
 	}

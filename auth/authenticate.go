@@ -6,12 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"slices"
 	"strings"
-
-	"github.com/golang-jwt/jwt/v5"
-
-	"github.com/plantstore/plantstore/auth/keys"
 )
 
 // maxCredential is the largest Authorization header, and so the largest
@@ -157,8 +152,8 @@ func (v *Verifier) verify(ctx context.Context, token string) (*cacheEntry, *Erro
 	var h uint64
 	if v.cache != nil {
 		h = v.cache.hashOf(token)
-		if e := v.cache.get(token, h); e != nil && e.live() {
-			if now := v.now(); e.validAt(now, v.opts.Leeway) && e.iss.fresh.Fresh(now) {
+		if e := v.cache.get(token, h); e != nil && !e.iss.retired.Load() {
+			if now := v.now(); e.validAt(now, v.opts.Leeway) && e.src.Holds(e.stamp, now) {
 				return e, nil
 			}
 		}
@@ -166,11 +161,11 @@ func (v *Verifier) verify(ctx context.Context, token string) (*cacheEntry, *Erro
 	if !isB64Token(token) {
 		return nil, invalidToken(ReasonMalformed)
 	}
-	is, err := v.route(token)
+	is, a, err := v.route(token)
 	if err != nil {
 		return nil, err
 	}
-	e, err := v.verifyWith(ctx, is, token, h)
+	e, err := v.verifyWith(ctx, is, a, token, h)
 	if err != nil {
 		err.Issuer, err.routed = is.name, true
 		return nil, err
@@ -178,62 +173,68 @@ func (v *Verifier) verify(ctx context.Context, token string) (*cacheEntry, *Erro
 	return e, nil
 }
 
-// verifyWith verifies token with the keys and rules of is, and caches it
-// under h when it passed.
-func (v *Verifier) verifyWith(ctx context.Context, is *issuer, token string, h uint64) (*cacheEntry, *Error) {
-	// The generation is read before the keys are: an entry can only claim
-	// a generation whose keys it was checked against, or an older one.
-	var gen uint64
-	if is.gen != nil {
-		gen = is.gen()
+// verifyWith has a, an Authenticator of is, turn token into claims, holds
+// them to the rules every token meets, and caches the token under h when
+// it passed and a's verdict may be cached.
+func (v *Verifier) verifyWith(ctx context.Context, is *issuer, a Authenticator, token string, h uint64) (*cacheEntry, *Error) {
+	vd, ae := a.Authenticate(ctx, token)
+	if ae != nil {
+		return nil, ae
 	}
-	claims := claimSet{}
-	tok, err := is.parser.ParseWithClaims(token, &claims, func(t *jwt.Token) (any, error) {
-		return is.key(ctx, t)
-	})
-	if err != nil {
-		return nil, is.classify(tok, claims, err)
+	claims := vd.Claims
+	now := v.now()
+	if r := is.registered(claims, now, v.opts.Leeway); r != "" {
+		return nil, invalidToken(r)
 	}
-	if ae := is.checkIssued(claims, v.now(), v.opts.Leeway); ae != nil {
+	if ae := is.checkIssued(claims, now, v.opts.Leeway); ae != nil {
 		return nil, ae
 	}
 	id, ae := v.identity(is, claims)
 	if ae != nil {
 		return nil, ae
 	}
-	e := &cacheEntry{id: id, hash: h, iss: is, gen: gen, caller: CallerKey(is.name, id.Subject)}
+	e := &cacheEntry{id: id, hash: h, iss: is, src: a, stamp: vd.Stamp, caller: CallerKey(is.name, id.Subject)}
 	if e.bound, ae = bindingOf(claims); ae != nil {
 		return nil, ae
 	}
 	if e.bound.dpop() {
 		e.ath, e.client = accessTokenHash(token), clientKey(e.bound.jkt)
 	}
-	if v.cache != nil && is.gen != nil {
+	if v.cache != nil && vd.Cacheable {
 		e.exp, e.nbf, e.iat = claims.times()
 		// A copy, so that the cache holds no request memory.
 		e.token = strings.Clone(token)
-		v.cache.put(e)
+		v.cache.put(e, now)
 	}
 	return e, nil
 }
 
-// route returns the issuer a token goes to: the unnamed one when there is
-// one, else the one whose iss the token's payload names. The payload is
-// read here only to choose; the chosen issuer verifies everything.
-func (v *Verifier) route(token string) (*issuer, *Error) {
+// route returns the issuer a token goes to, and its Authenticator of the
+// token's form: for a JWS, the unnamed issuer when there is one, else the
+// one whose iss the token's payload names; for any other token, the
+// issuer that takes opaque tokens, when one does. The payload is read
+// here only to choose; the chosen issuer verifies everything.
+func (v *Verifier) route(token string) (*issuer, Authenticator, *Error) {
 	t := v.issuers.Load()
+	if strings.Count(token, ".") != 2 {
+		// Not three segments: no JWS in compact form.
+		if t.opaque == nil {
+			return nil, nil, invalidToken(ReasonMalformed)
+		}
+		return t.opaque, t.opaque.opaque, nil
+	}
 	if t.unnamed != nil {
-		return t.unnamed, nil
+		return t.unnamed, t.unnamed.jws, nil
 	}
 	iss, ok := peekIssuer(token)
 	if !ok {
-		return nil, invalidToken(ReasonMalformed)
+		return nil, nil, invalidToken(ReasonMalformed)
 	}
 	is := t.byIss[iss]
 	if is == nil {
-		return nil, invalidToken(ReasonUnknownIssuer)
+		return nil, nil, invalidToken(ReasonUnknownIssuer)
 	}
-	return is, nil
+	return is, is.jws, nil
 }
 
 // peekIssuer returns the iss of a compact JWS without verifying anything:
@@ -264,106 +265,6 @@ func peekIssuer(token string) (string, bool) {
 	return *p.Iss, true
 }
 
-// key is the jwt.Keyfunc: it runs after the parser has checked alg against
-// the allow-list, and picks the key by kid from the issuer's keys only.
-func (is *issuer) key(ctx context.Context, t *jwt.Token) (any, error) {
-	if _, ok := t.Header["crit"]; ok {
-		// No extension is understood, so any crit list must be refused
-		// (RFC 7515 section 4.1.11).
-		return nil, invalidToken(ReasonCrit)
-	}
-	// RFC 8725 §3.11: a token that says it is another kind of JWT (a
-	// JWE, a security event, a logout token or a DPoP proof) is not an
-	// access token, whoever signed it; nor, where the issuer requires
-	// at+jwt, is a token that does not say it is one.
-	raw, present := t.Header["typ"]
-	typ, isString := raw.(string)
-	if present && !isString {
-		return nil, invalidToken(ReasonMalformed)
-	}
-	if err := is.checkType(typ, present); err != nil {
-		return nil, err
-	}
-	var kid string
-	if raw, ok := t.Header["kid"]; ok {
-		s, ok := raw.(string)
-		if !ok {
-			return nil, invalidToken(ReasonMalformed)
-		}
-		kid = s
-	}
-	alg := t.Method.Alg()
-	k, err := is.lookup.Key(ctx, kid, alg)
-	switch {
-	case err == nil:
-	case errors.Is(err, keys.ErrUnknownKey), errors.Is(err, keys.ErrAmbiguousKey), errors.Is(err, keys.ErrKeyMismatch):
-		return nil, invalidToken(ReasonUnknownKey)
-	default:
-		return nil, invalidToken(ReasonKeysUnavailable)
-	}
-	// Checked again whatever the source: an RSA or EC public key must never
-	// reach the HMAC verifier as a secret, nor an empty secret at all.
-	if !k.Fits(alg) {
-		return nil, invalidToken(ReasonUnknownKey)
-	}
-	return k.Public, nil
-}
-
-// classify turns a golang-jwt parse error into the refusal it stands for.
-func (is *issuer) classify(tok *jwt.Token, claims claimSet, err error) *Error {
-	var ae *Error
-	switch {
-	case errors.As(err, &ae):
-		// Raised by key.
-		return ae
-	case errors.Is(err, jwt.ErrTokenMalformed):
-		return invalidToken(ReasonMalformed)
-	case tok == nil:
-		return invalidToken(ReasonMalformed)
-	case tok.Method == nil:
-		// alg missing, not a string, or not an algorithm golang-jwt knows
-		// ("None", "NONE", ...).
-		return invalidToken(ReasonAlgorithm)
-	case !slices.Contains(is.cfg.Algorithms, tok.Method.Alg()):
-		// golang-jwt reports a refused alg as ErrTokenSignatureInvalid.
-		return invalidToken(ReasonAlgorithm)
-	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
-		return invalidToken(ReasonBadSignature)
-	case errors.Is(err, jwt.ErrTokenInvalidClaims):
-		return invalidToken(is.claimsReason(claims, err))
-	}
-	return invalidToken(ReasonMalformed)
-}
-
-// claimsReason names the claim check that err, a validation error from
-// golang-jwt, failed. When several failed, the first in this order wins:
-// types and ranges, exp, nbf and iat, iss, aud.
-func (is *issuer) claimsReason(claims claimSet, err error) Reason {
-	switch {
-	case errors.Is(err, jwt.ErrInvalidType), errors.Is(err, errNumericDate):
-		return ReasonClaims
-	case errors.Is(err, jwt.ErrTokenExpired):
-		return ReasonExpired
-	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
-		// Raised for exp, and for iss and aud when they are expected; the
-		// claims say which one is absent.
-		if _, ok := claims["exp"]; !ok {
-			return ReasonMissingExp
-		}
-		if iss, _ := jwt.MapClaims(claims).GetIssuer(); is.cfg.Issuer != "" && iss == "" {
-			return ReasonIssuer
-		}
-		return ReasonAudience
-	case errors.Is(err, jwt.ErrTokenNotValidYet), errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
-		return ReasonNotYetValid
-	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
-		return ReasonIssuer
-	case errors.Is(err, jwt.ErrTokenInvalidAudience):
-		return ReasonAudience
-	}
-	return ReasonClaims
-}
-
 // isB64Token reports whether s matches RFC 6750's
 // b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=".
 func isB64Token(s string) bool {
@@ -388,6 +289,10 @@ func isB64Token(s string) bool {
 }
 
 // invalidToken returns the 401 invalid_token refusal for r.
-func invalidToken(r Reason) *Error {
+func invalidToken(r Reason) *Error { return InvalidToken(r) }
+
+// InvalidToken returns the 401 invalid_token refusal for r: what an
+// [Authenticator] refuses a token with.
+func InvalidToken(r Reason) *Error {
 	return &Error{Status: http.StatusUnauthorized, Code: "invalid_token", Reason: r}
 }

@@ -76,7 +76,7 @@ func (b binding) cert() bool { return b.x5t != "" }
 // that is not the base64url (unpadded, canonical) of 32 bytes is
 // [ReasonClaims]: no certificate could ever match it. An empty cnf binds
 // nothing.
-func bindingOf(claims claimSet) (binding, *Error) {
+func bindingOf(claims Claims) (binding, *Error) {
 	raw, ok := claims["cnf"]
 	if !ok {
 		return binding{}, nil

@@ -107,7 +107,7 @@ func TestVerifierCacheRefusals(t *testing.T) {
 			token := authtest.Token(t, k, header, tt.claims)
 			for i := range 2 {
 				_, err := v.Verify(t.Context(), token)
-				if got := reasonOf(t, err); got != tt.wantReason {
+				if got := authtest.ReasonOf(t, err); got != tt.wantReason {
 					t.Fatalf("Verify #%d reason = %q, want %q", i+1, got, tt.wantReason)
 				}
 			}
@@ -149,7 +149,7 @@ func TestVerifierCacheJWKSKeyRemoved(t *testing.T) {
 	if got := j.Generation(); got <= gen {
 		t.Errorf("Generation after a key was removed = %d, want more than %d", got, gen)
 	}
-	if _, err := v.Verify(t.Context(), tokA); reasonOf(t, err) != auth.ReasonUnknownKey {
+	if _, err := v.Verify(t.Context(), tokA); authtest.ReasonOf(t, err) != auth.ReasonUnknownKey {
 		t.Errorf("Verify(cached token of the removed key) = %v, want %q", err, auth.ReasonUnknownKey)
 	}
 }
@@ -197,7 +197,7 @@ func TestVerifierCacheKeyFileReload(t *testing.T) {
 	if _, err := f.Reload(); err != nil {
 		t.Fatalf("Reload: %v", err)
 	}
-	if _, err := v.Verify(t.Context(), tokA); reasonOf(t, err) != auth.ReasonUnknownKey {
+	if _, err := v.Verify(t.Context(), tokA); authtest.ReasonOf(t, err) != auth.ReasonUnknownKey {
 		t.Errorf("Verify(cached token of the removed key) after Reload = %v, want %q", err, auth.ReasonUnknownKey)
 	}
 	if _, err := v.Verify(t.Context(), tokB); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
 	"github.com/plantstore/plantstore/auth/edge"
+	"github.com/plantstore/plantstore/auth/jws"
 	"github.com/plantstore/plantstore/observability/setting"
 )
 
@@ -110,13 +111,13 @@ func TestCertificateBinding(t *testing.T) {
 // are.
 func TestMTLSConfig(t *testing.T) {
 	ks := authtest.KeySet(authtest.NewKey(t, "ES256"))
-	_, err := auth.NewVerifier(auth.Options{}, auth.Issuer{Name: "a", Config: auth.Config{Issuer: "https://a", MTLS: auth.MTLSRequired}, Keys: ks})
+	_, err := auth.NewVerifier(auth.Options{}, auth.Issuer{Name: "a", Config: auth.Config{Issuer: "https://a", MTLS: auth.MTLSRequired}, JWS: jws.New(ks)})
 	var ce *setting.Error
 	if !errors.As(err, &ce) || ce.Key != "mtls" || ce.Issuer != "a" {
 		t.Errorf("mtls required without a header: %v; want an mtls *setting.Error of issuer a", err)
 	}
 	for _, name := range []string{"X Client Cert", "Authorization", "dpop", "X-Forwarded-For", "a:b"} {
-		_, err := auth.NewVerifier(auth.Options{ClientCertHeader: name}, auth.Issuer{Keys: ks})
+		_, err := auth.NewVerifier(auth.Options{ClientCertHeader: name}, auth.Issuer{JWS: jws.New(ks)})
 		if !errors.As(err, &ce) || ce.Key != "client_cert_header" {
 			t.Errorf("ClientCertHeader %q: %v; want a client_cert_header *setting.Error", name, err)
 		}
@@ -135,7 +136,7 @@ func TestMTLSConfig(t *testing.T) {
 		var issuers []auth.Issuer
 		for i, m := range tt.modes {
 			name := string(rune('a' + i))
-			issuers = append(issuers, auth.Issuer{Name: name, Config: auth.Config{Issuer: "https://" + name, MTLS: m}, Keys: ks})
+			issuers = append(issuers, auth.Issuer{Name: name, Config: auth.Config{Issuer: "https://" + name, MTLS: m}, JWS: jws.New(ks)})
 		}
 		v, err := auth.NewVerifier(auth.Options{ClientCertHeader: tt.header}, issuers...)
 		if err != nil {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/jws"
 	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/observability/setting"
 )
@@ -40,7 +41,7 @@ type dpopServer struct {
 
 func newDPoPServer(t testing.TB, issuerKey authtest.Key, mode auth.DPoPMode, o auth.Options) dpopServer {
 	t.Helper()
-	return newDPoPIssuersServer(t, o, auth.Issuer{Config: auth.Config{DPoP: mode}, Keys: authtest.KeySet(issuerKey)})
+	return newDPoPIssuersServer(t, o, auth.Issuer{Config: auth.Config{DPoP: mode}, JWS: jws.New(authtest.KeySet(issuerKey))})
 }
 
 // newDPoPIssuersServer is newDPoPServer with the issuers given.
@@ -383,7 +384,7 @@ func newDPoPIssuers(t testing.TB, o auth.Options, size int) dpopIssuers {
 	s := dpopIssuers{keys: map[string]authtest.Key{"staff": authtest.NewKey(t, "ES256"), "customers": authtest.NewKey(t, "EdDSA")}}
 	var issuers []auth.Issuer
 	for _, name := range []string{"staff", "customers"} {
-		issuers = append(issuers, auth.Issuer{Name: name, Config: auth.Config{Issuer: "https://" + name + ".example"}, Keys: authtest.KeySet(s.keys[name])})
+		issuers = append(issuers, auth.Issuer{Name: name, Config: auth.Config{Issuer: "https://" + name + ".example"}, JWS: jws.New(authtest.KeySet(s.keys[name]))})
 	}
 	s.dpopServer = newDPoPIssuersServer(t, o, issuers...)
 	auth.SetReplayLimits(s.v, size)
@@ -499,7 +500,7 @@ func TestDPoPAlgorithmsOption(t *testing.T) {
 		t.Errorf("metadata dpop_signing_alg_values_supported = %v; want [ES256]", md.DPoPSigningAlgValuesSupported)
 	}
 	for _, algs := range [][]string{{"ES256", "none"}, {"HS256"}, {"ES256", "HS512"}, {"RS1"}, {"es256"}} {
-		_, err := auth.NewVerifier(auth.Options{DPoPAlgorithms: algs}, auth.Issuer{Keys: authtest.KeySet(issuer)})
+		_, err := auth.NewVerifier(auth.Options{DPoPAlgorithms: algs}, auth.Issuer{JWS: jws.New(authtest.KeySet(issuer))})
 		var ce *setting.Error
 		if !errors.As(err, &ce) || ce.Key != "dpop_algorithms" {
 			t.Errorf("NewVerifier with DPoPAlgorithms %q = %v; want a dpop_algorithms *setting.Error", algs, err)
@@ -657,7 +658,7 @@ func TestResourceMetadata(t *testing.T) {
 	ks := authtest.KeySet(key)
 	jwks, _ := newSrcJWKS(t, keys.JWKSOptions{URL: authtest.NewServer(t, authtest.JWKS(t, key)).URL})
 	named := func(name, iss, scope string, mode auth.DPoPMode) auth.Issuer {
-		return auth.Issuer{Name: name, Config: auth.Config{Issuer: iss, RequiredScope: scope, DPoP: mode}, Keys: ks}
+		return auth.Issuer{Name: name, Config: auth.Config{Issuer: iss, RequiredScope: scope, DPoP: mode}, JWS: jws.New(ks)}
 	}
 	public, _ := url.Parse("https://gw.example.com/garden/")
 	tests := []struct {
@@ -671,7 +672,7 @@ func TestResourceMetadata(t *testing.T) {
 	}{
 		{
 			name:    "flags issuer, no public URL",
-			issuers: []auth.Issuer{{Config: auth.Config{Issuer: "https://idp.example", RequiredScope: "plants:read"}, Keys: ks}},
+			issuers: []auth.Issuer{{Config: auth.Config{Issuer: "https://idp.example", RequiredScope: "plants:read"}, JWS: jws.New(ks)}},
 			host:    "plants.internal:8080",
 			want: auth.ResourceMetadata{Resource: "http://plants.internal:8080", AuthorizationServers: []string{"https://idp.example"},
 				ScopesSupported: []string{"plants:read"}, BearerMethodsSupported: []string{"header"}, DPoPSigningAlgValuesSupported: auth.DefaultDPoPAlgorithms()},
@@ -679,7 +680,7 @@ func TestResourceMetadata(t *testing.T) {
 		},
 		{
 			name:    "forwarded by an untrusted peer: ignored",
-			issuers: []auth.Issuer{{Keys: ks}},
+			issuers: []auth.Issuer{{JWS: jws.New(ks)}},
 			host:    "plants.internal",
 			forward: map[string]string{"X-Forwarded-Proto": "https", "X-Forwarded-Host": "evil.example"},
 			want:    auth.ResourceMetadata{Resource: "http://plants.internal", BearerMethodsSupported: []string{"header"}, DPoPSigningAlgValuesSupported: auth.DefaultDPoPAlgorithms()},
@@ -688,7 +689,7 @@ func TestResourceMetadata(t *testing.T) {
 		{
 			name:    "forwarded by a trusted proxy",
 			opts:    auth.Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}},
-			issuers: []auth.Issuer{{Keys: ks, Config: auth.Config{DPoP: auth.DPoPOff}}},
+			issuers: []auth.Issuer{{JWS: jws.New(ks), Config: auth.Config{DPoP: auth.DPoPOff}}},
 			host:    "plants.internal",
 			forward: map[string]string{"X-Forwarded-Proto": "https", "X-Forwarded-Host": "API.example.com, other"},
 			want:    auth.ResourceMetadata{Resource: "https://api.example.com", BearerMethodsSupported: []string{"header"}},
@@ -697,7 +698,7 @@ func TestResourceMetadata(t *testing.T) {
 		{
 			name:    "a forwarded host that needs quoting is not believed",
 			opts:    auth.Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}},
-			issuers: []auth.Issuer{{Keys: ks, Config: auth.Config{DPoP: auth.DPoPOff}}},
+			issuers: []auth.Issuer{{JWS: jws.New(ks), Config: auth.Config{DPoP: auth.DPoPOff}}},
 			host:    "plants.internal",
 			forward: map[string]string{"X-Forwarded-Host": `a"b`},
 			want:    auth.ResourceMetadata{Resource: "http://plants.internal", BearerMethodsSupported: []string{"header"}},
@@ -716,9 +717,9 @@ func TestResourceMetadata(t *testing.T) {
 		{
 			name: "token policies of the issuers that enforce one",
 			issuers: []auth.Issuer{
-				{Name: "staff", Config: auth.Config{Issuer: "https://sso/staff", TokenTypes: []string{"AT+JWT"}, Clients: []string{"plants-web"}, MaxLifetime: 90 * time.Minute}, Keys: ks},
+				{Name: "staff", Config: auth.Config{Issuer: "https://sso/staff", TokenTypes: []string{"AT+JWT"}, Clients: []string{"plants-web"}, MaxLifetime: 90 * time.Minute}, JWS: jws.New(ks)},
 				named("apps", "https://sso/apps", "", auth.DPoPOptional),
-				{Name: "svc", Config: auth.Config{Issuer: "https://sso/svc", MaxStale: 24 * time.Hour}, Keys: jwks},
+				{Name: "svc", Config: auth.Config{Issuer: "https://sso/svc", MaxStale: 24 * time.Hour}, JWS: jws.New(jwks)},
 			},
 			host: "plants.internal",
 			want: auth.ResourceMetadata{Resource: "http://plants.internal", AuthorizationServers: []string{"https://sso/staff", "https://sso/apps", "https://sso/svc"},

@@ -40,7 +40,7 @@ func (v *Verifier) Issuers() []Issuer {
 		c := is.cfg
 		c.Algorithms = slices.Clone(c.Algorithms)
 		c.Audiences = slices.Clone(c.Audiences)
-		out = append(out, Issuer{Name: is.name, Config: c, Keys: is.keys})
+		out = append(out, Issuer{Name: is.name, Config: c, JWS: is.trusts[0], Opaque: is.trusts[1]})
 	}
 	return out
 }

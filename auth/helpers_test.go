@@ -2,7 +2,6 @@ package auth_test
 
 import (
 	"context"
-	"errors"
 	"os"
 	"regexp"
 	"sync/atomic"
@@ -13,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/jws"
 	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/observability/metricstest"
 )
@@ -36,25 +36,11 @@ func newVerifier(t testing.TB, cfg auth.Config, ks keys.Keys) *auth.Verifier {
 // newVerifierOpts is newVerifier with Options.
 func newVerifierOpts(t testing.TB, o auth.Options, cfg auth.Config, ks keys.Keys) *auth.Verifier {
 	t.Helper()
-	v, err := auth.NewVerifier(o, auth.Issuer{Config: cfg, Keys: ks})
+	v, err := auth.NewVerifier(o, auth.Issuer{Config: cfg, JWS: jws.New(ks)})
 	if err != nil {
 		t.Fatalf("NewVerifier(%+v): %v", cfg, err)
 	}
 	return v
-}
-
-// reasonOf returns the Reason of an *auth.Error, or "" for nil; any other
-// error fails the test.
-func reasonOf(t testing.TB, err error) auth.Reason {
-	t.Helper()
-	if err == nil {
-		return ""
-	}
-	var ae *auth.Error
-	if !errors.As(err, &ae) {
-		t.Fatalf("error %v (%T) is not an *auth.Error", err, err)
-	}
-	return ae.Reason
 }
 
 // failures returns plantstore_auth_failures_total by reason, as gathered

@@ -92,38 +92,33 @@ func (c Config) checkIntended() (Config, *setting.Error) {
 	return c, nil
 }
 
-// checkType checks the typ header of a token, present tells whether the
-// header has one: a typ that names another kind of JWT is refused in every
-// mode, and so is any typ that is not an access-token type ("JWT" or
-// "at+jwt"); with TokenTypes set, the typ must be one of them.
-func (is *issuer) checkType(typ string, present bool) *Error {
+// AcceptsType reports whether an issuer of the checked Config c takes a
+// token whose JOSE header has the typ typ, present telling whether it has
+// one (RFC 8725 §3.11): a typ that names another kind of JWT is refused
+// in every mode, and so is any typ that is not an access-token type ("JWT"
+// or "at+jwt"); with TokenTypes set, the typ must be one of them.
+func (c Config) AcceptsType(typ string, present bool) bool {
 	if !present {
-		if len(is.cfg.TokenTypes) > 0 {
-			return invalidToken(ReasonTokenType)
-		}
-		return nil
+		return len(c.TokenTypes) == 0
 	}
 	t := normalType(typ)
 	if t != typeAT && t != typeJWT {
 		// A JWE, a DPoP proof, a security event or logout token, a
 		// "JOSE" object: not an access token, whoever signed it.
-		return invalidToken(ReasonTokenType)
+		return false
 	}
-	if len(is.cfg.TokenTypes) > 0 && !slices.Contains(is.cfg.TokenTypes, t) {
-		return invalidToken(ReasonTokenType)
-	}
-	return nil
+	return len(c.TokenTypes) == 0 || slices.Contains(c.TokenTypes, t)
 }
 
 // checkIssued applies the rules on how a token with verified claims was
 // issued, at now: its lifetime and its client.
-func (is *issuer) checkIssued(claims claimSet, now time.Time, leeway time.Duration) *Error {
+func (is *issuer) checkIssued(claims Claims, now time.Time, leeway time.Duration) *Error {
 	if limit := is.cfg.MaxLifetime; limit > 0 {
-		// exp is there and in range: the parser checked it. iat, when
+		// exp is there and in range: registered checked it. iat, when
 		// present, is a NumericDate not in the future.
-		exp, _ := claims.date("exp")
-		iat, _ := claims.date("iat")
-		if iat != nil && exp.Sub(iat.Time) > limit || iat == nil && exp.Sub(now) > limit+leeway {
+		exp, _, _ := claims.date("exp")
+		iat, withIat, _ := claims.date("iat")
+		if withIat && exp.Sub(iat) > limit || !withIat && exp.Sub(now) > limit+leeway {
 			return invalidToken(ReasonLifetime)
 		}
 	}

@@ -5,8 +5,6 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/plantstore/plantstore/auth/keys"
 )
 
 // Metrics are the auth package's Prometheus metrics, labelled by issuer: the
@@ -37,6 +35,21 @@ type sharedMetrics struct {
 	unnamed sync.Once
 	// verifier is the Verifier whose caches the fill gauges read.
 	verifier atomic.Pointer[Verifier]
+}
+
+// Values of the result label of plantstore_jwks_refreshes_total and
+// plantstore_key_file_reloads_total.
+const (
+	resultSuccess = "success"
+	resultFailure = "failure"
+)
+
+// result is the result label of ok.
+func result(ok bool) string {
+	if ok {
+		return resultSuccess
+	}
+	return resultFailure
 }
 
 // Values of the issuer label that are no issuer's name.
@@ -96,10 +109,10 @@ func (m *Metrics) start(label string) {
 		m.failures.WithLabelValues(label, string(r))
 	}
 	if label != IssuerUnknown {
-		m.refreshes.WithLabelValues(label, keys.RefreshSuccess)
-		m.refreshes.WithLabelValues(label, keys.RefreshFailure)
-		m.reloads.WithLabelValues(label, keys.RefreshSuccess)
-		m.reloads.WithLabelValues(label, keys.RefreshFailure)
+		m.refreshes.WithLabelValues(label, resultSuccess)
+		m.refreshes.WithLabelValues(label, resultFailure)
+		m.reloads.WithLabelValues(label, resultSuccess)
+		m.reloads.WithLabelValues(label, resultFailure)
 		m.keys.WithLabelValues(label)
 	}
 }
@@ -128,10 +141,10 @@ func (m *Metrics) Forget(name string) {
 	for _, r := range Reasons() {
 		m.failures.DeleteLabelValues(label, string(r))
 	}
-	m.refreshes.DeleteLabelValues(label, keys.RefreshSuccess)
-	m.refreshes.DeleteLabelValues(label, keys.RefreshFailure)
-	m.reloads.DeleteLabelValues(label, keys.RefreshSuccess)
-	m.reloads.DeleteLabelValues(label, keys.RefreshFailure)
+	m.refreshes.DeleteLabelValues(label, resultSuccess)
+	m.refreshes.DeleteLabelValues(label, resultFailure)
+	m.reloads.DeleteLabelValues(label, resultSuccess)
+	m.reloads.DeleteLabelValues(label, resultFailure)
 }
 
 // issuerLabel is the issuer label of the issuer named name, when a request
@@ -155,19 +168,20 @@ func (m *Metrics) Failure(e *Error) {
 	}
 }
 
-// Refresh counts one JWKS fetch with the given result.
-func (m *Metrics) Refresh(result string) {
+// Refresh counts one JWKS fetch, ok when it succeeded.
+func (m *Metrics) Refresh(ok bool) {
 	if m != nil {
 		m.use(m.issuer)
-		m.refreshes.WithLabelValues(m.issuer, result).Inc()
+		m.refreshes.WithLabelValues(m.issuer, result(ok)).Inc()
 	}
 }
 
-// KeyFileReload counts one key file reload with the given result.
-func (m *Metrics) KeyFileReload(result string) {
+// KeyFileReload counts one key file reload that changed the keys (ok) or
+// was refused.
+func (m *Metrics) KeyFileReload(ok bool) {
 	if m != nil {
 		m.use(m.issuer)
-		m.reloads.WithLabelValues(m.issuer, result).Inc()
+		m.reloads.WithLabelValues(m.issuer, result(ok)).Inc()
 	}
 }
 

@@ -55,7 +55,7 @@ func TestIssuerSeriesOnlyForConfiguredIssuers(t *testing.T) {
 		{"nothing configured", func(*testing.T, *auth.Metrics) {}, []string{"unknown"}},
 		{"named issuers (an issuers file)", func(t *testing.T, m *auth.Metrics) {
 			m.ForIssuer("staff").AddKeys(1)
-			m.ForIssuer("customers").Refresh(keys.RefreshFailure)
+			m.ForIssuer("customers").Refresh(false)
 		}, []string{"customers", "staff", "unknown"}},
 		{"a named issuer removed", func(t *testing.T, m *auth.Metrics) {
 			m.ForIssuer("staff").AddKeys(1)
@@ -97,7 +97,7 @@ func TestIssuerSeriesOnlyForConfiguredIssuers(t *testing.T) {
 func TestUnnamedIssuerSeriesStartAtZero(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := auth.NewMetrics(reg)
-	m.Refresh(keys.RefreshFailure)
+	m.Refresh(false)
 	for _, tt := range []struct {
 		metric string
 		labels map[string]string

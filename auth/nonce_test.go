@@ -222,7 +222,7 @@ func TestDPoPNonceOtherReasonsFirst(t *testing.T) {
 		{"no typ", authtest.Proof(t, s.client, "GET", s.url, s.token, map[string]any{"typ": nil}, s.clock.iat()), auth.ReasonDPoPInvalid},
 	} {
 		_, err := s.v.Authenticate(dpopRequestTo(t, s.url, s.token, tt.proof))
-		if got := reasonOf(t, err); got != tt.want {
+		if got := authtest.ReasonOf(t, err); got != tt.want {
 			t.Errorf("%s, without a nonce: %q; want %q", tt.name, got, tt.want)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/jws"
 	"github.com/plantstore/plantstore/auth/keys"
 )
 
@@ -22,7 +23,7 @@ func TestMaxStaleKeepsKeysFresh(t *testing.T) {
 	}
 	authtest.WaitFor(t, "the first JWKS fetch", func() bool { return j.Ready() == nil })
 	const maxStale = 400 * time.Millisecond
-	v, err := auth.NewVerifier(auth.Options{}, auth.Issuer{Name: "staff", Config: auth.Config{Issuer: "https://idp.example", MaxStale: maxStale}, Keys: j})
+	v, err := auth.NewVerifier(auth.Options{}, auth.Issuer{Name: "staff", Config: auth.Config{Issuer: "https://idp.example", MaxStale: maxStale}, JWS: jws.New(j)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +33,7 @@ func TestMaxStaleKeepsKeysFresh(t *testing.T) {
 		t.Errorf("Ready with the IdP answering and max_stale %s = %v; want nil", maxStale, err)
 	}
 
-	if err := v.SetIssuers(auth.Issuer{Name: "staff", Config: auth.Config{Issuer: "https://idp.example"}, Keys: j}); err != nil {
+	if err := v.SetIssuers(auth.Issuer{Name: "staff", Config: auth.Config{Issuer: "https://idp.example"}, JWS: jws.New(j)}); err != nil {
 		t.Fatal(err)
 	}
 	// Without max_stale the period is the hour again: the refreshes stop.

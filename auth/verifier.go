@@ -5,15 +5,13 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
-
 	"github.com/plantstore/plantstore/auth/edge"
-	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/observability/setting"
 )
 
@@ -72,17 +70,23 @@ type Config struct {
 	MaxStale time.Duration
 }
 
-// An Issuer is a trusted issuer: the policy its tokens must meet and the
-// keys that verify them. Keys of one issuer never verify a token routed to
-// another.
+// An Issuer is a trusted issuer: the policy its tokens must meet and how
+// they are trusted. What trusts the tokens of one issuer (its keys) never
+// trusts a token routed to another.
 type Issuer struct {
 	// Name qualifies the issuer's callers ([Identity.Issuer]): "" for the
 	// one unnamed issuer, else 1 to 32 of [a-z0-9-].
 	Name string
 	// Config is the policy.
 	Config Config
-	// Keys finds the verification keys.
-	Keys keys.Keys
+	// JWS trusts the issuer's tokens in JWS compact form, to which their
+	// iss routes them (or which all go to the unnamed issuer): by their
+	// signature with the issuer's keys, see package jws.
+	JWS Trust
+	// Opaque, when set, trusts the tokens that are not a JWS: they go to
+	// the one issuer whose Opaque is set. With none, such a token is
+	// refused as malformed.
+	Opaque Trust
 }
 
 // Options are the settings a [Verifier] applies to every issuer.
@@ -171,24 +175,21 @@ type issuerTable struct {
 	unnamed *issuer
 	// byIss routes a token by its exact iss when there is no unnamed one.
 	byIss map[string]*issuer
-	all   []*issuer
+	// opaque takes the tokens that are not a JWS: the issuer whose Opaque
+	// is set, nil for none.
+	opaque *issuer
+	all    []*issuer
 }
 
 // issuer is an [Issuer] ready to verify.
 type issuer struct {
-	name       string
-	cfg        Config
-	keys       keys.Keys
-	parser     *jwt.Parser
+	name string
+	cfg  Config
+	// trusts are the Issuer's JWS and Opaque, which made jws and opaque.
+	trusts     [2]Trust
+	jws        Authenticator
+	opaque     Authenticator // nil: it takes no opaque tokens
 	groupsPath []string
-	// lookup finds keys: keys, with its fetched parts held to MaxStale.
-	lookup keys.Keys
-	// fresh says whether the fetched parts of keys were confirmed within
-	// MaxStale; nil when nothing bounds their age.
-	fresh *keys.Freshness
-	// gen is the generation of keys, or nil when keys does not count its
-	// changes (then its tokens are never cached).
-	gen func() uint64
 	// retired is set when SetIssuers dropped or replaced the issuer: its
 	// cached tokens stop counting.
 	retired atomic.Bool
@@ -242,9 +243,9 @@ func NewVerifier(o Options, issuers ...Issuer) (*Verifier, error) {
 }
 
 // SetIssuers makes v verify against issuers from now on; on an error v
-// keeps the issuers it had. An issuer whose name, Config and Keys are those
-// of a current one keeps its cached tokens; the tokens of the others stop
-// counting at once.
+// keeps the issuers it had. An issuer whose name, Config and Trusts are
+// those of a current one keeps its cached tokens; the tokens of the others
+// stop counting at once.
 //
 // The rules: at least one issuer; either one unnamed issuer or named ones,
 // each name 1 to 32 of [a-z0-9-], unique, and neither of the issuer label
@@ -254,7 +255,7 @@ func NewVerifier(o Options, issuers ...Issuer) (*Verifier, error) {
 // no blank audience, no groups claim with an empty path element, a
 // required scope that is one RFC 6749 scope token; token types among any,
 // at+jwt and jwt (any alone), no blank client, no negative MaxLifetime or
-// MaxStale; Keys not nil, static keys (a key set, a key file, an HMAC
+// MaxStale; at most one issuer with an Opaque Trust; JWS not nil, static keys (a key set, a key file, an HMAC
 // secret file) of which at least one fits the issuer's algorithms, and,
 // with MaxStale, fetched keys whose refresh period (with its jitter) and
 // fetch timeout fit within it; MTLS required only with a ClientCertHeader. Each refusal of a setting is a
@@ -280,6 +281,12 @@ func (v *Verifier) SetIssuers(issuers ...Issuer) error {
 			t.unnamed = n
 		} else {
 			t.byIss[is.Config.Issuer] = n
+		}
+		if n.opaque != nil {
+			if t.opaque != nil {
+				return fmt.Errorf("issuers %s and %s both take opaque tokens; at most one may", t.opaque.name, n.name)
+			}
+			t.opaque = n
 		}
 		t.all = append(t.all, n)
 	}
@@ -340,7 +347,7 @@ func CheckIssuers(issuers ...Issuer) ([]Issuer, error) {
 			err.Issuer = is.Name
 			return nil, err
 		}
-		out[i] = Issuer{Name: is.Name, Config: c, Keys: is.Keys}
+		out[i] = Issuer{Name: is.Name, Config: c, JWS: is.JWS, Opaque: is.Opaque}
 	}
 	return out, nil
 }
@@ -410,62 +417,50 @@ func issuerOfDocument(u *url.URL) (string, bool) {
 	return "", false
 }
 
-// newIssuer returns is, checked by checkIssuers, ready to verify, or the
+// newIssuer returns is, checked by CheckIssuers, ready to verify, or the
 // equal issuer of old.
 func (v *Verifier) newIssuer(is Issuer, old *issuerTable) (*issuer, error) {
-	if is.Keys == nil {
+	if is.JWS == nil {
 		if is.Name != "" {
 			return nil, fmt.Errorf("issuer %s: no key source", is.Name)
 		}
 		return nil, errors.New("no key source")
 	}
-	cfg := is.Config
-	if err := keys.CheckStatic(is.Keys, cfg.Algorithms); err != nil {
-		err.Issuer = is.Name
-		return nil, err
+	n := &issuer{name: is.Name, cfg: is.Config, trusts: [2]Trust{is.JWS, is.Opaque}}
+	// Made every time, so that a Trust checks what it trusts again (a key
+	// file read since may have lost the keys of the issuer's algorithms).
+	now := func() time.Time { return v.now() }
+	var err error
+	if n.jws, err = is.JWS.Authenticator(is.Config, now); err != nil {
+		return nil, issuerOf(err, is.Name)
+	}
+	if is.Opaque != nil {
+		if n.opaque, err = is.Opaque.Authenticator(is.Config, now); err != nil {
+			return nil, issuerOf(err, is.Name)
+		}
 	}
 	if old != nil {
 		for _, o := range old.all {
-			if o.name == is.Name && o.keys == is.Keys && sameConfig(o.cfg, cfg) {
+			if o.name == is.Name && o.trusts == n.trusts && reflect.DeepEqual(o.cfg, n.cfg) {
 				return o, nil
 			}
 		}
 	}
-	opts := []jwt.ParserOption{
-		jwt.WithValidMethods(cfg.Algorithms),
-		jwt.WithLeeway(v.opts.Leeway),
-		jwt.WithExpirationRequired(),
-		// golang-jwt checks iat only on request; with it, an iat later than
-		// now plus leeway fails with ErrTokenUsedBeforeIssued.
-		jwt.WithIssuedAt(),
-		// Canonical base64 only, so one token has one encoding.
-		jwt.WithStrictDecoding(),
-		jwt.WithTimeFunc(func() time.Time { return v.now() }),
-	}
-	if cfg.Issuer != "" {
-		opts = append(opts, jwt.WithIssuer(cfg.Issuer))
-	}
-	if len(cfg.Audiences) > 0 {
-		// WithAudience passes when aud contains any one of them.
-		opts = append(opts, jwt.WithAudience(cfg.Audiences...))
-	}
-	// check made the path from a valid claim.
-	path, _ := claimPath(cfg.GroupsClaim)
-	n := &issuer{
-		name:       is.Name,
-		cfg:        cfg,
-		keys:       is.Keys,
-		parser:     jwt.NewParser(opts...),
-		groupsPath: path,
-	}
-	if gen, ok := keys.Generation(is.Keys); ok {
-		n.gen = gen
-	}
-	// The fetched keys held to MaxStale, on v's clock; a JWKS refreshes at
-	// least every MaxStale/2, so that while the identity provider answers
-	// its keys never go stale.
-	n.lookup, n.fresh = keys.HoldFresh(is.Keys, cfg.MaxStale, func() time.Time { return v.now() })
+	// CheckIssuers made the path from a valid claim.
+	n.groupsPath, _ = claimPath(is.Config.GroupsClaim)
 	return n, nil
+}
+
+// issuerOf returns err, naming the issuer when it is the *setting.Error of
+// a setting of no issuer yet.
+func issuerOf(err error, name string) error {
+	var se *setting.Error
+	if errors.As(err, &se) && se.Issuer == "" {
+		named := *se
+		named.Issuer = name
+		return &named
+	}
+	return err
 }
 
 // check returns c with its defaults filled in (the default algorithms, in
@@ -508,14 +503,6 @@ func (c Config) check() (Config, *setting.Error) {
 	return c.checkIntended()
 }
 
-func sameConfig(a, b Config) bool {
-	return a.Issuer == b.Issuer && slices.Equal(a.Audiences, b.Audiences) &&
-		slices.Equal(a.Algorithms, b.Algorithms) && a.GroupsClaim == b.GroupsClaim &&
-		a.RequiredScope == b.RequiredScope && a.DPoP == b.DPoP && a.MTLS == b.MTLS &&
-		slices.Equal(a.TokenTypes, b.TokenTypes) && slices.Equal(a.Clients, b.Clients) &&
-		a.MaxLifetime == b.MaxLifetime && a.MaxStale == b.MaxStale
-}
-
 // Ready returns nil when every issuer has usable keys, and otherwise an
 // error naming each issuer that has none, with the cause. It is the keys'
 // part of readiness: a source that fetches its keys (a JWKS) is not ready
@@ -529,9 +516,9 @@ func (v *Verifier) Ready() error {
 	var errs []error
 	now := v.now()
 	for _, is := range v.issuers.Load().all {
-		err := keys.Ready(is.keys)
-		if err == nil {
-			err = is.fresh.Err(now)
+		err := is.jws.Ready(now)
+		if err == nil && is.opaque != nil {
+			err = is.opaque.Ready(now)
 		}
 		if err != nil {
 			if is.name != "" {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/jws"
 	"github.com/plantstore/plantstore/auth/keys"
 )
 
@@ -46,7 +47,7 @@ func runVerifyTests(t *testing.T, tests []verifyTest) {
 		t.Run(tt.name, func(t *testing.T) {
 			v := newVerifierOpts(t, tt.opts, tt.cfg, tt.keys)
 			id, err := v.Verify(t.Context(), tt.token)
-			if got := reasonOf(t, err); got != tt.want {
+			if got := authtest.ReasonOf(t, err); got != tt.want {
 				t.Fatalf("Verify(%s token) = %+v, %v (reason %q); want reason %q", tt.name, id, err, got, tt.want)
 			}
 			if err != nil {
@@ -547,7 +548,7 @@ func TestNewVerifier(t *testing.T) {
 	ks := authtest.KeySet(rsa, authtest.NewKey(t, "EdDSA"), authtest.NewKey(t, "HS256"))
 	hmacOnly := authtest.KeySet(authtest.NewKey(t, "HS256"))
 	named := func(name, iss string) auth.Issuer {
-		return auth.Issuer{Name: name, Config: auth.Config{Issuer: iss}, Keys: ks}
+		return auth.Issuer{Name: name, Config: auth.Config{Issuer: iss}, JWS: jws.New(ks)}
 	}
 	jwks, _ := newSrcJWKS(t, keys.JWKSOptions{URL: authtest.NewServer(t, authtest.JWKS(t, rsa)).URL})
 	tests := []struct {
@@ -556,51 +557,51 @@ func TestNewVerifier(t *testing.T) {
 		issuers []auth.Issuer
 		wantErr string // a part of the error; "" for none
 	}{
-		{name: "zero config", issuers: []auth.Issuer{{Keys: ks}}},
-		{name: "full config", opts: auth.Options{Leeway: time.Second, MaxGroups: 10, CacheBytes: 1 << 20}, issuers: []auth.Issuer{{Config: auth.Config{Issuer: "https://idp", Audiences: []string{"a"}, Algorithms: []string{"RS256", "EdDSA"}, GroupsClaim: "realm_access.roles", RequiredScope: "plants:read"}, Keys: ks}}},
+		{name: "zero config", issuers: []auth.Issuer{{JWS: jws.New(ks)}}},
+		{name: "full config", opts: auth.Options{Leeway: time.Second, MaxGroups: 10, CacheBytes: 1 << 20}, issuers: []auth.Issuer{{Config: auth.Config{Issuer: "https://idp", Audiences: []string{"a"}, Algorithms: []string{"RS256", "EdDSA"}, GroupsClaim: "realm_access.roles", RequiredScope: "plants:read"}, JWS: jws.New(ks)}}},
 		{name: "no issuer", wantErr: "no issuer"},
 		{name: "nil keys", issuers: []auth.Issuer{{}}, wantErr: "no key source"},
-		{name: "none", issuers: []auth.Issuer{{Config: auth.Config{Algorithms: []string{"RS256", "none"}}, Keys: ks}}, wantErr: `"none"`},
-		{name: "None", issuers: []auth.Issuer{{Config: auth.Config{Algorithms: []string{"None"}}, Keys: ks}}, wantErr: `"none"`},
-		{name: "unknown alg", issuers: []auth.Issuer{{Config: auth.Config{Algorithms: []string{"HS1"}}, Keys: ks}}, wantErr: `"HS1"`},
-		{name: "lower-case alg", issuers: []auth.Issuer{{Config: auth.Config{Algorithms: []string{"rs256"}}, Keys: ks}}, wantErr: `"rs256"`},
-		{name: "negative leeway", opts: auth.Options{Leeway: -time.Second}, issuers: []auth.Issuer{{Keys: ks}}, wantErr: "leeway"},
-		{name: "negative max groups, the default", opts: auth.Options{MaxGroups: -1}, issuers: []auth.Issuer{{Keys: ks}}},
-		{name: "blank audience", issuers: []auth.Issuer{{Config: auth.Config{Audiences: []string{""}}, Keys: ks}}, wantErr: "blank audience"},
-		{name: "blank among audiences", issuers: []auth.Issuer{{Config: auth.Config{Audiences: []string{"a", " "}}, Keys: ks}}, wantErr: "blank audience"},
-		{name: "empty groups path element", issuers: []auth.Issuer{{Config: auth.Config{GroupsClaim: "realm_access..roles"}, Keys: ks}}, wantErr: "empty path element"},
-		{name: "trailing dot in groups path", issuers: []auth.Issuer{{Config: auth.Config{GroupsClaim: "groups."}, Keys: ks}}, wantErr: "empty path element"},
-		{name: "scope with a space", issuers: []auth.Issuer{{Config: auth.Config{RequiredScope: "plants read"}, Keys: ks}}, wantErr: "scope"},
-		{name: "scope with a quote", issuers: []auth.Issuer{{Config: auth.Config{RequiredScope: `plants"`}, Keys: ks}}, wantErr: "scope"},
-		{name: "scope with a backslash", issuers: []auth.Issuer{{Config: auth.Config{RequiredScope: `plants\`}, Keys: ks}}, wantErr: "scope"},
-		{name: "static ks that fit no allowed algorithm", issuers: []auth.Issuer{{Config: auth.Config{Algorithms: []string{"RS256", "ES256"}}, Keys: hmacOnly}}, wantErr: "no key for the allowed algorithms RS256,ES256"},
-		{name: "one of two static sources fits nothing", issuers: []auth.Issuer{{Config: auth.Config{Algorithms: []string{"RS256"}}, Keys: keys.Combine(authtest.KeySet(rsa), hmacOnly)}}, wantErr: "no key for the allowed algorithms RS256"},
-		{name: "empty static key set", issuers: []auth.Issuer{{Keys: keys.NewKeySet(nil)}}, wantErr: "no key for the allowed algorithms"},
+		{name: "none", issuers: []auth.Issuer{{Config: auth.Config{Algorithms: []string{"RS256", "none"}}, JWS: jws.New(ks)}}, wantErr: `"none"`},
+		{name: "None", issuers: []auth.Issuer{{Config: auth.Config{Algorithms: []string{"None"}}, JWS: jws.New(ks)}}, wantErr: `"none"`},
+		{name: "unknown alg", issuers: []auth.Issuer{{Config: auth.Config{Algorithms: []string{"HS1"}}, JWS: jws.New(ks)}}, wantErr: `"HS1"`},
+		{name: "lower-case alg", issuers: []auth.Issuer{{Config: auth.Config{Algorithms: []string{"rs256"}}, JWS: jws.New(ks)}}, wantErr: `"rs256"`},
+		{name: "negative leeway", opts: auth.Options{Leeway: -time.Second}, issuers: []auth.Issuer{{JWS: jws.New(ks)}}, wantErr: "leeway"},
+		{name: "negative max groups, the default", opts: auth.Options{MaxGroups: -1}, issuers: []auth.Issuer{{JWS: jws.New(ks)}}},
+		{name: "blank audience", issuers: []auth.Issuer{{Config: auth.Config{Audiences: []string{""}}, JWS: jws.New(ks)}}, wantErr: "blank audience"},
+		{name: "blank among audiences", issuers: []auth.Issuer{{Config: auth.Config{Audiences: []string{"a", " "}}, JWS: jws.New(ks)}}, wantErr: "blank audience"},
+		{name: "empty groups path element", issuers: []auth.Issuer{{Config: auth.Config{GroupsClaim: "realm_access..roles"}, JWS: jws.New(ks)}}, wantErr: "empty path element"},
+		{name: "trailing dot in groups path", issuers: []auth.Issuer{{Config: auth.Config{GroupsClaim: "groups."}, JWS: jws.New(ks)}}, wantErr: "empty path element"},
+		{name: "scope with a space", issuers: []auth.Issuer{{Config: auth.Config{RequiredScope: "plants read"}, JWS: jws.New(ks)}}, wantErr: "scope"},
+		{name: "scope with a quote", issuers: []auth.Issuer{{Config: auth.Config{RequiredScope: `plants"`}, JWS: jws.New(ks)}}, wantErr: "scope"},
+		{name: "scope with a backslash", issuers: []auth.Issuer{{Config: auth.Config{RequiredScope: `plants\`}, JWS: jws.New(ks)}}, wantErr: "scope"},
+		{name: "static ks that fit no allowed algorithm", issuers: []auth.Issuer{{Config: auth.Config{Algorithms: []string{"RS256", "ES256"}}, JWS: jws.New(hmacOnly)}}, wantErr: "no key for the allowed algorithms RS256,ES256"},
+		{name: "one of two static sources fits nothing", issuers: []auth.Issuer{{Config: auth.Config{Algorithms: []string{"RS256"}}, JWS: jws.New(keys.Combine(authtest.KeySet(rsa), hmacOnly))}}, wantErr: "no key for the allowed algorithms RS256"},
+		{name: "empty static key set", issuers: []auth.Issuer{{JWS: jws.New(keys.NewKeySet(nil))}}, wantErr: "no key for the allowed algorithms"},
 		{name: "two named issuers", issuers: []auth.Issuer{named("staff", "https://a"), named("customers", "https://b")}},
-		{name: "unnamed with named", issuers: []auth.Issuer{{Keys: ks}, named("staff", "https://a")}, wantErr: "unnamed"},
+		{name: "unnamed with named", issuers: []auth.Issuer{{JWS: jws.New(ks)}, named("staff", "https://a")}, wantErr: "unnamed"},
 		{name: "repeated name", issuers: []auth.Issuer{named("staff", "https://a"), named("staff", "https://b")}, wantErr: "twice"},
 		{name: "repeated iss", issuers: []auth.Issuer{named("staff", "https://a"), named("customers", "https://a")}, wantErr: `iss "https://a" is also that of issuer staff`},
 		{name: "reserved name default", issuers: []auth.Issuer{named("default", "https://a")}, wantErr: "reserved"},
 		{name: "reserved name unknown", issuers: []auth.Issuer{named("staff", "https://a"), named("unknown", "https://b")}, wantErr: "reserved"},
-		{name: "iss URL with user information", issuers: []auth.Issuer{{Config: auth.Config{Issuer: "https://user:pw@idp.example/r"}, Keys: ks}}, wantErr: "without user information or query"},
+		{name: "iss URL with user information", issuers: []auth.Issuer{{Config: auth.Config{Issuer: "https://user:pw@idp.example/r"}, JWS: jws.New(ks)}}, wantErr: "without user information or query"},
 		{name: "iss URL with a query", issuers: []auth.Issuer{named("staff", "https://idp.example/r?tenant=1")}, wantErr: "without user information or query"},
 		{name: "iss URL with an empty query", issuers: []auth.Issuer{named("staff", "https://idp.example/r?")}, wantErr: "without user information or query"},
 		{name: "iss URL of an OpenID discovery document", issuers: []auth.Issuer{named("staff", "https://idp.example/r/.well-known/openid-configuration")}, wantErr: "use https://idp.example/r (the document's"},
-		{name: "iss URL of an OAuth metadata document", issuers: []auth.Issuer{{Config: auth.Config{Issuer: "https://idp.example/.well-known/oauth-authorization-server"}, Keys: ks}}, wantErr: "use https://idp.example (the document's"},
+		{name: "iss URL of an OAuth metadata document", issuers: []auth.Issuer{{Config: auth.Config{Issuer: "https://idp.example/.well-known/oauth-authorization-server"}, JWS: jws.New(ks)}}, wantErr: "use https://idp.example (the document's"},
 		{name: "iss URL of an RFC 8414 document with a path", issuers: []auth.Issuer{named("staff", "https://idp.example/.well-known/oauth-authorization-server/tenant/")}, wantErr: "use https://idp.example/tenant (the document's"},
-		{name: "iss that is no URL", issuers: []auth.Issuer{{Config: auth.Config{Issuer: "plantstore?"}, Keys: ks}}},
+		{name: "iss that is no URL", issuers: []auth.Issuer{{Config: auth.Config{Issuer: "plantstore?"}, JWS: jws.New(ks)}}},
 		{name: "named without iss", issuers: []auth.Issuer{named("staff", "")}, wantErr: "no iss"},
 		{name: "bad name", issuers: []auth.Issuer{named("Staff", "https://a")}, wantErr: "issuer name"},
 		{name: "name too long", issuers: []auth.Issuer{named(strings.Repeat("a", 33), "https://a")}, wantErr: "issuer name"},
-		{name: "token types", issuers: []auth.Issuer{{Config: auth.Config{TokenTypes: []string{"AT+JWT", "application/jwt"}}, Keys: ks}}},
-		{name: "token types any", issuers: []auth.Issuer{{Config: auth.Config{TokenTypes: []string{"any"}}, Keys: ks}}},
-		{name: "token types any and at+jwt", issuers: []auth.Issuer{{Config: auth.Config{TokenTypes: []string{"any", "at+jwt"}}, Keys: ks}}, wantErr: "token_types: any already takes at+jwt"},
-		{name: "token type of a DPoP proof", issuers: []auth.Issuer{{Config: auth.Config{TokenTypes: []string{"at+jwt", "dpop+jwt"}}, Keys: ks}}, wantErr: `token_types: "dpop+jwt" names another kind of JWT`},
-		{name: "token type JOSE", issuers: []auth.Issuer{{Config: auth.Config{TokenTypes: []string{"JOSE"}}, Keys: ks}}, wantErr: `token_types: unknown token type "JOSE"`},
-		{name: "blank client", issuers: []auth.Issuer{{Config: auth.Config{Clients: []string{"web", " "}}, Keys: ks}}, wantErr: "clients: blank client"},
-		{name: "negative max lifetime", issuers: []auth.Issuer{{Config: auth.Config{MaxLifetime: -time.Second}, Keys: ks}}, wantErr: "max_lifetime: negative"},
-		{name: "negative max stale", issuers: []auth.Issuer{{Config: auth.Config{MaxStale: -time.Second}, Keys: ks}}, wantErr: "max_stale: negative"},
-		{name: "max stale of fetched keys", issuers: []auth.Issuer{{Config: auth.Config{MaxStale: time.Hour}, Keys: keys.Combine(ks, jwks)}}},
+		{name: "token types", issuers: []auth.Issuer{{Config: auth.Config{TokenTypes: []string{"AT+JWT", "application/jwt"}}, JWS: jws.New(ks)}}},
+		{name: "token types any", issuers: []auth.Issuer{{Config: auth.Config{TokenTypes: []string{"any"}}, JWS: jws.New(ks)}}},
+		{name: "token types any and at+jwt", issuers: []auth.Issuer{{Config: auth.Config{TokenTypes: []string{"any", "at+jwt"}}, JWS: jws.New(ks)}}, wantErr: "token_types: any already takes at+jwt"},
+		{name: "token type of a DPoP proof", issuers: []auth.Issuer{{Config: auth.Config{TokenTypes: []string{"at+jwt", "dpop+jwt"}}, JWS: jws.New(ks)}}, wantErr: `token_types: "dpop+jwt" names another kind of JWT`},
+		{name: "token type JOSE", issuers: []auth.Issuer{{Config: auth.Config{TokenTypes: []string{"JOSE"}}, JWS: jws.New(ks)}}, wantErr: `token_types: unknown token type "JOSE"`},
+		{name: "blank client", issuers: []auth.Issuer{{Config: auth.Config{Clients: []string{"web", " "}}, JWS: jws.New(ks)}}, wantErr: "clients: blank client"},
+		{name: "negative max lifetime", issuers: []auth.Issuer{{Config: auth.Config{MaxLifetime: -time.Second}, JWS: jws.New(ks)}}, wantErr: "max_lifetime: negative"},
+		{name: "negative max stale", issuers: []auth.Issuer{{Config: auth.Config{MaxStale: -time.Second}, JWS: jws.New(ks)}}, wantErr: "max_stale: negative"},
+		{name: "max stale of fetched keys", issuers: []auth.Issuer{{Config: auth.Config{MaxStale: time.Hour}, JWS: jws.New(keys.Combine(ks, jwks))}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -26,6 +27,7 @@ import (
 	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/keys"
 )
 
@@ -319,4 +321,18 @@ func WaitFor(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+}
+
+// ReasonOf returns the Reason of an *auth.Error, or "" for nil; any other
+// error fails t.
+func ReasonOf(t testing.TB, err error) auth.Reason {
+	t.Helper()
+	if err == nil {
+		return ""
+	}
+	var ae *auth.Error
+	if !errors.As(err, &ae) {
+		t.Fatalf("error %v (%T) is not an *auth.Error", err, err)
+	}
+	return ae.Reason
 }

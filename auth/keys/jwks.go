@@ -345,11 +345,11 @@ func (j *JWKS) fetch(done chan struct{}, parent trace.SpanContext) {
 		span.SetAttributes(keysKey.Int(len(keys)))
 	}
 	if err != nil {
-		j.m.Refresh(RefreshFailure)
+		j.m.Refresh(false)
 		j.log.Warn("jwks fetch failed", zap.String("source", j.source), zap.Error(err),
 			zap.Bool("keeping_old_keys", j.keys.Load() != nil))
 	} else {
-		j.m.Refresh(RefreshSuccess)
+		j.m.Refresh(true)
 		j.install(keys)
 		j.confirmed.Store(j.now().UnixNano())
 	}

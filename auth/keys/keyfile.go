@@ -76,7 +76,7 @@ func (f *KeyFile) Reload() (changed bool, err error) {
 	defer f.mu.Unlock()
 	keys, digest, err := f.read(f.path)
 	if err != nil {
-		f.m.KeyFileReload(RefreshFailure)
+		f.m.KeyFileReload(false)
 		return false, fmt.Errorf("reload %s %s: %w", kindOf(f.hmac), f.path, err)
 	}
 	if digest == f.digest {
@@ -88,7 +88,7 @@ func (f *KeyFile) Reload() (changed bool, err error) {
 	// the new keys.
 	f.gen.Add(1)
 	f.m.AddKeys(len(keys) - old.Len())
-	f.m.KeyFileReload(RefreshSuccess)
+	f.m.KeyFileReload(true)
 	return true, nil
 }
 

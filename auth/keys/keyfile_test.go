@@ -182,10 +182,10 @@ func TestKeyFileReload(t *testing.T) {
 	if changed, err := f.Reload(); err != nil || changed {
 		t.Errorf("Reload of the same bytes = %v, %v; want false, nil", changed, err)
 	}
-	if got := srcMetric(t, reg, "plantstore_key_file_reloads_total", keys.RefreshSuccess); got != 2 {
+	if got := srcMetric(t, reg, "plantstore_key_file_reloads_total", "success"); got != 2 {
 		t.Errorf("plantstore_key_file_reloads_total{result=success} = %v, want 2 (the same bytes are no reload)", got)
 	}
-	if got := srcMetric(t, reg, "plantstore_key_file_reloads_total", keys.RefreshFailure); got != 3 {
+	if got := srcMetric(t, reg, "plantstore_key_file_reloads_total", "failure"); got != 3 {
 		t.Errorf("plantstore_key_file_reloads_total{result=failure} = %v, want 3", got)
 	}
 	if _, err := f.Key(t.Context(), a.Verify.ID, "ES256"); !errors.Is(err, keys.ErrUnknownKey) {

@@ -61,22 +61,15 @@ type SourceOptions struct {
 // A nil Recorder records nothing; implementations are safe for
 // concurrent use.
 type Recorder interface {
-	// Refresh counts one JWKS fetch: RefreshSuccess or RefreshFailure.
-	Refresh(result string)
+	// Refresh counts one JWKS fetch, ok when it succeeded.
+	Refresh(ok bool)
 	// KeyFileReload counts one read of a key file (or HMAC secret file)
-	// that changed its keys (RefreshSuccess) or was refused
-	// (RefreshFailure).
-	KeyFileReload(result string)
+	// that changed its keys (ok) or was refused.
+	KeyFileReload(ok bool)
 	// AddKeys moves the count of usable keys by delta: a source adds its
 	// new count and subtracts its old one when its set changes.
 	AddKeys(delta int)
 }
-
-// Results a [Recorder] counts.
-const (
-	RefreshSuccess = "success"
-	RefreshFailure = "failure"
-)
 
 // recorderOf returns r, or a Recorder that records nothing for nil.
 func recorderOf(r Recorder) Recorder {
@@ -88,9 +81,9 @@ func recorderOf(r Recorder) Recorder {
 
 type noRecorder struct{}
 
-func (noRecorder) Refresh(string)       {}
-func (noRecorder) KeyFileReload(string) {}
-func (noRecorder) AddKeys(int)          {}
+func (noRecorder) Refresh(bool)       {}
+func (noRecorder) KeyFileReload(bool) {}
+func (noRecorder) AddKeys(int)        {}
 
 // Source is the open key source of one issuer: the keys of its files and
 // of its JWKS, kept current by loops that run until [Source.Close] or the

@@ -74,10 +74,10 @@ func TestKeyFileWatch(t *testing.T) {
 	if err := srcVerify(t, f, tokA); err == nil {
 		t.Error("token of the key removed by the last update still verifies")
 	}
-	if got := srcMetric(t, reg, "plantstore_key_file_reloads_total", keys.RefreshSuccess); got != 2 {
+	if got := srcMetric(t, reg, "plantstore_key_file_reloads_total", "success"); got != 2 {
 		t.Errorf("plantstore_key_file_reloads_total{result=success} = %v, want 2", got)
 	}
-	if got := srcMetric(t, reg, "plantstore_key_file_reloads_total", keys.RefreshFailure); got < 1 {
+	if got := srcMetric(t, reg, "plantstore_key_file_reloads_total", "failure"); got < 1 {
 		t.Errorf("plantstore_key_file_reloads_total{result=failure} = %v, want at least 1", got)
 	}
 	if got := srcMetric(t, reg, "plantstore_jwks_keys", ""); got != 1 {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/jws"
 	"github.com/plantstore/plantstore/auth/redisstate"
 	"github.com/plantstore/plantstore/auth/redisstate/redistest"
 	"github.com/plantstore/plantstore/observability/metricstest"
@@ -61,7 +62,7 @@ func newReplica(t testing.TB, issuer authtest.Key, url string, rate float64, bur
 			t.Fatal(err)
 		}
 	}
-	v, err := auth.NewVerifier(o, auth.Issuer{Keys: authtest.KeySet(issuer)})
+	v, err := auth.NewVerifier(o, auth.Issuer{JWS: jws.New(authtest.KeySet(issuer))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,8 @@
-package auth
+// Package issuers builds the issuers a verifier checks tokens against
+// from an issuers file (-jwt-issuers-file): it reads the file strictly,
+// places every refusal at the file's line, opens each issuer's key source
+// and keeps the sources of the issuers a reload leaves as they were.
+package issuers
 
 import (
 	"bytes"
@@ -18,13 +22,15 @@ import (
 	"go.uber.org/zap"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/jws"
 	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/observability/setting"
 )
 
-// IssuerConfig is one issuer of an issuers file, as written.
+// Entry is one issuer of an issuers file, as written.
 // Its fields are the settings of one issuer.
-type IssuerConfig struct {
+type Entry struct {
 	// Name qualifies the issuer's callers: 1 to 32 of [a-z0-9-], unique.
 	Name string `yaml:"name"`
 	// Issuer is the exact iss of the issuer's tokens, and the issuer that
@@ -33,7 +39,7 @@ type IssuerConfig struct {
 	// KeySource is where the keys come from; at most one may be set.
 	keys.KeySource `yaml:",inline"`
 	// The rest is the issuer's Config; RequiredScope, DPoP, MTLS and the
-	// four below, when left out, are those of [FileOptions].Defaults.
+	// four below, when left out, are those of [Options].Defaults.
 	Audiences     []string `yaml:"audiences"`
 	Algorithms    []string `yaml:"algorithms"`
 	GroupsClaim   string   `yaml:"groups_claim"`
@@ -49,27 +55,27 @@ type IssuerConfig struct {
 	MaxStale    time.Duration `yaml:"max_stale"`
 }
 
-// FileOptions are what the issuers of an issuers file share.
-type FileOptions struct {
+// Options are what the issuers of an issuers file share.
+type Options struct {
 	// Defaults are the settings of the issuers that leave them out: its
 	// RequiredScope, DPoP, MTLS, TokenTypes, Clients, MaxLifetime and
 	// MaxStale (the -jwt-* flags').
-	Defaults Config
+	Defaults auth.Config
 	// Sources are the options of every issuer's key source; each issuer
 	// adds its name, iss and algorithms.
 	Sources keys.SourceOptions
 	// Metrics records for every issuer, under its name; nil records
 	// nothing.
-	Metrics *Metrics
+	Metrics *auth.Metrics
 }
 
-// IssuersFile is the issuers of an issuers file with their key sources
+// File is the issuers of an issuers file with their key sources
 // open ([keys.OpenSource]). Use it from one goroutine (the service's main
 // loop).
-type IssuersFile struct {
+type File struct {
 	path  string
 	ctx   context.Context
-	opts  FileOptions
+	opts  Options
 	built []builtIssuer
 	index fileIndex
 	loops sync.WaitGroup // every source ever opened
@@ -77,12 +83,13 @@ type IssuersFile struct {
 
 // builtIssuer is one issuer of the file, ready to verify.
 type builtIssuer struct {
-	cfg    IssuerConfig
-	issuer Issuer
+	cfg    Entry
+	issuer auth.Issuer
 	source *keys.Source
+	trust  *jws.Trust // of source's keys, kept with it
 }
 
-// LoadIssuersFile reads the issuers file at path, checks its issuers as
+// Load reads the issuers file at path, checks its issuers as
 // [Verifier.SetIssuers] will (but for their keys), and opens each one's
 // key source; the sources' loops run until ctx is done. Errors name the
 // file and, when they concern one place, its line: a *[setting.Error]
@@ -90,11 +97,11 @@ type builtIssuer struct {
 // a bad value) or a key file that cannot be read. A *setting.Error of a
 // setting the file left to o (a required scope) is returned without a
 // File, for the caller to name where that came from.
-func LoadIssuersFile(ctx context.Context, path string, o FileOptions) (*IssuersFile, error) {
+func Load(ctx context.Context, path string, o Options) (*File, error) {
 	if o.Sources.Log == nil {
 		o.Sources.Log = zap.NewNop()
 	}
-	f := &IssuersFile{path: path, ctx: ctx, opts: o}
+	f := &File{path: path, ctx: ctx, opts: o}
 	cfgs, index, err := readIssuersFile(path)
 	if err != nil {
 		return nil, err
@@ -115,10 +122,10 @@ func LoadIssuersFile(ctx context.Context, path string, o FileOptions) (*IssuersF
 }
 
 // Issuers returns the issuers to verify against.
-func (f *IssuersFile) Issuers() []Issuer { return issuersOf(f.built) }
+func (f *File) Issuers() []auth.Issuer { return issuersOf(f.built) }
 
-func issuersOf(built []builtIssuer) []Issuer {
-	out := make([]Issuer, len(built))
+func issuersOf(built []builtIssuer) []auth.Issuer {
+	out := make([]auth.Issuer, len(built))
 	for i, b := range built {
 		out[i] = b.issuer
 	}
@@ -130,13 +137,13 @@ func issuersOf(built []builtIssuer) []Issuer {
 // at fault.
 // An error of a setting that is no issuer's, or that an issuer took from
 // the defaults, is returned as it is.
-func (f *IssuersFile) Explain(err error) error {
+func (f *File) Explain(err error) error {
 	return f.index.explain(f.path, err)
 }
 
 // Wait waits for the loops of f's key sources, once the context given to
-// [LoadIssuersFile] is done.
-func (f *IssuersFile) Wait() { f.loops.Wait() }
+// [Load] is done.
+func (f *File) Wait() { f.loops.Wait() }
 
 // Reload reads the file again. When it is good and apply accepts its
 // issuers (apply is [Verifier.SetIssuers]), they serve from then on: an
@@ -145,7 +152,7 @@ func (f *IssuersFile) Wait() { f.loops.Wait() }
 // ones, and the sources of issuers that went away or changed are closed.
 // On any error nothing changes: the last good issuers keep serving. It
 // returns the names of the issuers added and removed.
-func (f *IssuersFile) Reload(apply func([]Issuer) error) (added, removed []string, err error) {
+func (f *File) Reload(apply func([]auth.Issuer) error) (added, removed []string, err error) {
 	cfgs, index, err := readIssuersFile(f.path)
 	if err != nil {
 		return nil, nil, err
@@ -180,7 +187,7 @@ func (builtIssuer) named(name string) func(builtIssuer) bool {
 
 // closeNew closes the sources of built that others does not use, and
 // drops the series of the issuers others does not name.
-func (f *IssuersFile) closeNew(built, others []builtIssuer) {
+func (f *File) closeNew(built, others []builtIssuer) {
 	for _, b := range built {
 		if !slices.ContainsFunc(others, func(o builtIssuer) bool { return o.source == b.source }) {
 			b.source.Close()
@@ -194,7 +201,7 @@ func (f *IssuersFile) closeNew(built, others []builtIssuer) {
 // build returns the issuers of cfgs, checked, with the key sources of old
 // whose name, issuer and key source are the same (their files read
 // again), and new ones for the others.
-func (f *IssuersFile) build(cfgs []IssuerConfig, index *fileIndex, old []builtIssuer) ([]builtIssuer, error) {
+func (f *File) build(cfgs []Entry, index *fileIndex, old []builtIssuer) ([]builtIssuer, error) {
 	issuers, err := index.issuers(f.path, cfgs, f.opts.Defaults)
 	if err != nil {
 		return nil, err
@@ -205,13 +212,15 @@ func (f *IssuersFile) build(cfgs []IssuerConfig, index *fileIndex, old []builtIs
 		if j := slices.IndexFunc(old, func(o builtIssuer) bool {
 			return o.cfg.Name == c.Name && o.cfg.Issuer == c.Issuer && o.cfg.KeySource == c.KeySource
 		}); j >= 0 {
-			b.source = old[j].source
+			b.source, b.trust = old[j].source, old[j].trust
 			b.source.Reload()
 		} else if b.source, err = keys.OpenSource(f.ctx, c.KeySource, f.sourceOptions(b.issuer)); err != nil {
 			f.closeNew(built, old)
 			return nil, index.sourceError(f.path, i, c.Name, err)
+		} else {
+			b.trust = jws.New(b.source.Keys())
 		}
-		b.issuer.Keys = b.source.Keys()
+		b.issuer.JWS = b.trust
 		if !slices.ContainsFunc(old, func(o builtIssuer) bool { return o.source == b.source }) {
 			f.loops.Add(1)
 			go func(done <-chan struct{}) {
@@ -225,7 +234,7 @@ func (f *IssuersFile) build(cfgs []IssuerConfig, index *fileIndex, old []builtIs
 }
 
 // sourceOptions are the options of the key source of is.
-func (f *IssuersFile) sourceOptions(is Issuer) keys.SourceOptions {
+func (f *File) sourceOptions(is auth.Issuer) keys.SourceOptions {
 	o := f.opts.Sources
 	o.Name, o.Issuer, o.Algorithms = is.Name, is.Config.Issuer, is.Config.Algorithms
 	o.Metrics = f.opts.Metrics.ForIssuer(is.Name)
@@ -247,7 +256,7 @@ func (x fileIndex) sourceError(path string, i int, name string, err error) error
 
 // readIssuersFile decodes an issuers file, strictly (no unknown key, no
 // repeated key), and indexes the lines of its issuers.
-func readIssuersFile(path string) ([]IssuerConfig, fileIndex, error) {
+func readIssuersFile(path string) ([]Entry, fileIndex, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		var pe *fs.PathError
@@ -260,7 +269,7 @@ func readIssuersFile(path string) ([]IssuerConfig, fileIndex, error) {
 		return nil, fileIndex{}, err
 	}
 	var doc struct {
-		Issuers []IssuerConfig `yaml:"issuers"`
+		Issuers []Entry `yaml:"issuers"`
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
@@ -306,7 +315,7 @@ var yamlType = regexp.MustCompile("^cannot unmarshal !!(\\w+)( `[^`]*`)? into (.
 
 var (
 	yamlKinds = map[string]string{"seq": "a list", "map": "a mapping", "str": "the string", "int": "the number", "float": "the number", "bool": "the boolean", "null": "null"}
-	goTypes   = map[string]string{"[]auth.IssuerConfig": "a list of issuers", "[]string": "a list of strings", "string": "a string", "auth.IssuerConfig": "an issuer (a mapping of its settings)", "time.Duration": "a duration with its unit (30s, 1h)"}
+	goTypes   = map[string]string{"[]issuers.Entry": "a list of issuers", "[]string": "a list of strings", "string": "a string", "issuers.Entry": "an issuer (a mapping of its settings)", "time.Duration": "a duration with its unit (30s, 1h)"}
 )
 
 // yamlLine matches the line prefix of the YAML decoder's messages.
@@ -382,8 +391,8 @@ func newFileIndex(root *yaml.Node) fileIndex {
 // and all of them checked as [Verifier.SetIssuers] checks them. It records
 // in x what each issuer took from o. The errors of what the file says
 // are placed at their lines.
-func (x *fileIndex) issuers(path string, cfgs []IssuerConfig, o Config) ([]Issuer, error) {
-	out := make([]Issuer, len(cfgs))
+func (x *fileIndex) issuers(path string, cfgs []Entry, o auth.Config) ([]auth.Issuer, error) {
+	out := make([]auth.Issuer, len(cfgs))
 	x.inherited = make([][]string, len(cfgs))
 	at := func(i int, e *setting.Error) error {
 		e.File, e.Line = path, x.key(i, e.Key)
@@ -397,7 +406,7 @@ func (x *fileIndex) issuers(path string, cfgs []IssuerConfig, o Config) ([]Issue
 		if c.Name == "" {
 			return nil, at(i, setting.Errorf("name", "no name: each issuer of the file has one"))
 		}
-		if err := CheckIssuerName(c.Name); err != nil {
+		if err := auth.CheckIssuerName(c.Name); err != nil {
 			return nil, at(i, &setting.Error{Key: "name", Err: err})
 		}
 		if j, dup := first[c.Name]; dup {
@@ -415,21 +424,21 @@ func (x *fileIndex) issuers(path string, cfgs []IssuerConfig, o Config) ([]Issue
 		default:
 			return nil, at(i, issuerError(c.Name, "hmac_secret_file", "set at most one of %s", andList(keys.KeySources())))
 		}
-		cfg := Config{
+		cfg := auth.Config{
 			Issuer: c.Issuer, Audiences: c.Audiences, Algorithms: c.Algorithms,
 			GroupsClaim: c.GroupsClaim, RequiredScope: c.RequiredScope, DPoP: o.DPoP, MTLS: o.MTLS,
 			TokenTypes: c.TokenTypes, Clients: c.Clients, MaxLifetime: c.MaxLifetime, MaxStale: c.MaxStale,
 		}
 		if c.DPoP == "" {
 			x.inherited[i] = append(x.inherited[i], "dpop")
-		} else if mode, err := ParseBindingMode(c.DPoP); err != nil {
+		} else if mode, err := auth.ParseBindingMode(c.DPoP); err != nil {
 			return nil, at(i, issuerError(c.Name, "dpop", "%w", err))
 		} else {
 			cfg.DPoP = mode
 		}
 		if c.MTLS == "" {
 			x.inherited[i] = append(x.inherited[i], "mtls")
-		} else if mode, err := ParseBindingMode(c.MTLS); err != nil {
+		} else if mode, err := auth.ParseBindingMode(c.MTLS); err != nil {
 			return nil, at(i, issuerError(c.Name, "mtls", "%w", err))
 		} else {
 			cfg.MTLS = mode
@@ -450,9 +459,9 @@ func (x *fileIndex) issuers(path string, cfgs []IssuerConfig, o Config) ([]Issue
 		inherit("clients", len(o.Clients) > 0, func() { cfg.Clients = o.Clients })
 		inherit("max_lifetime", o.MaxLifetime != 0, func() { cfg.MaxLifetime = o.MaxLifetime })
 		inherit("max_stale", o.MaxStale != 0, func() { cfg.MaxStale = o.MaxStale })
-		out[i] = Issuer{Name: c.Name, Config: cfg}
+		out[i] = auth.Issuer{Name: c.Name, Config: cfg}
 	}
-	issuers, err := CheckIssuers(out...)
+	issuers, err := auth.CheckIssuers(out...)
 	if err != nil {
 		return nil, x.explain(path, err)
 	}
@@ -530,4 +539,12 @@ func (x fileIndex) explain(path string, err error) error {
 		placed.Line = x.issuer(i)
 	}
 	return &placed
+}
+
+// issuerError returns the *setting.Error of the setting key of the issuer
+// named name.
+func issuerError(name, key, format string, a ...any) *setting.Error {
+	e := setting.Errorf(key, format, a...)
+	e.Issuer = name
+	return e
 }

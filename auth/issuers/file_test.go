@@ -1,4 +1,4 @@
-package auth_test
+package issuers_test
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/issuers"
 	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/observability"
 	"github.com/plantstore/plantstore/observability/logtest"
@@ -86,7 +87,7 @@ func TestLoadIssuersFileErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := writeIssuers(t, tt.yaml)
-			f, err := auth.LoadIssuersFile(t.Context(), path, auth.FileOptions{})
+			f, err := issuers.Load(t.Context(), path, issuers.Options{})
 			if err == nil {
 				_, err = auth.NewVerifier(auth.Options{}, f.Issuers()...)
 				err = f.Explain(err)
@@ -115,7 +116,7 @@ type twoIssuers struct {
 	staffSrv, custSrv *authtest.Server
 	path              string
 	v                 *auth.Verifier
-	f                 *auth.IssuersFile
+	f                 *issuers.File
 	reg               *prometheus.Registry
 	m                 *auth.Metrics // on reg, as the sources' are
 }
@@ -146,7 +147,7 @@ func newTwoIssuers(t testing.TB) *twoIssuers {
     audiences: [plantstore]
 `, staffIss, ti.staffSrv.URL, custIss, ti.custSrv.URL))
 	ti.m = auth.NewMetrics(ti.reg)
-	f, err := auth.LoadIssuersFile(t.Context(), ti.path, auth.FileOptions{Sources: keys.SourceOptions{MinRefresh: time.Millisecond}, Metrics: ti.m})
+	f, err := issuers.Load(t.Context(), ti.path, issuers.Options{Sources: keys.SourceOptions{MinRefresh: time.Millisecond}, Metrics: ti.m})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,8 +196,8 @@ func TestIssuersRouting(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for range 2 { // the second time from the cache
-				id, err := ti.v.Verify(t.Context(), tt.token)
-				if got := reasonOf(t, err); got != tt.want {
+				id, err := verify(t.Context(), ti.v, tt.token)
+				if got := authtest.ReasonOf(t, err); got != tt.want {
 					t.Fatalf("Verify = %v, %v; want reason %q", id, err, tt.want)
 				}
 				if err == nil && (id.Issuer != tt.wantIssuer || fmt.Sprint(id.Groups) != tt.wantGroups && !(tt.wantGroups == "[]" && len(id.Groups) == 0)) {
@@ -213,7 +214,14 @@ func TestIssuersRouting(t *testing.T) {
 func TestUnknownIssuersCostNothing(t *testing.T) {
 	ti := newTwoIssuers(t)
 	e := gin.New()
-	e.Use(observability.Middleware(nil, observability.NewHTTPMetrics(ti.reg), nil, nil), renderErrors)
+	e.Use(observability.Middleware(nil, observability.NewHTTPMetrics(ti.reg), nil, nil), func(c *gin.Context) {
+		// The status of the refusal auth.Middleware pushed.
+		c.Next()
+		var hs interface{ HTTPStatus() int }
+		if last := c.Errors.Last(); last != nil && errors.As(last.Err, &hs) {
+			c.Status(hs.HTTPStatus())
+		}
+	})
 	e.GET("/plants", auth.Middleware(ti.v, ti.m), func(c *gin.Context) { c.Status(http.StatusOK) })
 	send := func(tok string) int {
 		req := httptest.NewRequest(http.MethodGet, "/plants", nil)
@@ -271,14 +279,14 @@ func TestUnknownIssuersCostNothing(t *testing.T) {
 func TestIssuerJWKSDown(t *testing.T) {
 	ti := newTwoIssuers(t)
 	ti.custSrv.Set(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusBadGateway) })
-	if _, err := ti.v.Verify(t.Context(), ti.token(t, ti.staffKey, staffIss, "alice", nil)); err != nil {
+	if _, err := verify(t.Context(), ti.v, ti.token(t, ti.staffKey, staffIss, "alice", nil)); err != nil {
 		t.Errorf("staff token while customers' JWKS is down: %v", err)
 	}
 	rotated := authtest.NewKeyID(t, "ES256", "new-kid")
-	if _, err := ti.v.Verify(t.Context(), ti.token(t, rotated, custIss, "bob", nil)); reasonOf(t, err) != auth.ReasonUnknownKey {
+	if _, err := verify(t.Context(), ti.v, ti.token(t, rotated, custIss, "bob", nil)); authtest.ReasonOf(t, err) != auth.ReasonUnknownKey {
 		t.Errorf("customers token with a new kid while its JWKS is down = %v, want unknown_key", err)
 	}
-	if _, err := ti.v.Verify(t.Context(), ti.token(t, ti.custKey, custIss, "bob", nil)); err != nil {
+	if _, err := verify(t.Context(), ti.v, ti.token(t, ti.custKey, custIss, "bob", nil)); err != nil {
 		t.Errorf("customers token of the last good key: %v", err)
 	}
 	if err := ti.v.Ready(); err != nil {
@@ -289,7 +297,7 @@ func TestIssuerJWKSDown(t *testing.T) {
 	down := authtest.NewServer(t, nil)
 	down.Set(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })
 	path := writeIssuers(t, fmt.Sprintf("issuers:\n  - name: staff\n    issuer: %s\n    jwks_url: %s\n  - name: partners\n    issuer: https://partners.example\n    jwks_url: %s\n", staffIss, ti.staffSrv.URL, down.URL))
-	f, err := auth.LoadIssuersFile(t.Context(), path, auth.FileOptions{})
+	f, err := issuers.Load(t.Context(), path, issuers.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +324,7 @@ func TestIssuerRotation(t *testing.T) {
 	tok := ti.token(t, next, custIss, "bob", nil)
 	// The new kid is fetched on sight, once the last fetch is older than
 	// the (1 ms) minimum refresh.
-	authtest.WaitFor(t, "the new key to verify", func() bool { _, err := ti.v.Verify(t.Context(), tok); return err == nil })
+	authtest.WaitFor(t, "the new key to verify", func() bool { _, err := verify(t.Context(), ti.v, tok); return err == nil })
 	if n := ti.staffSrv.Hits.Load(); n != staffHits {
 		t.Errorf("staff's JWKS got %d requests when customers rotated; want none", n-staffHits)
 	}
@@ -346,7 +354,7 @@ func TestIssuersReloadUnderLoad(t *testing.T) {
 					return
 				default:
 				}
-				if _, err := ti.v.Verify(t.Context(), staffTok); err != nil {
+				if _, err := verify(t.Context(), ti.v, staffTok); err != nil {
 					failed.Add(1)
 				}
 			}
@@ -362,7 +370,7 @@ func TestIssuersReloadUnderLoad(t *testing.T) {
 		if err != nil || len(added) != 0 || fmt.Sprint(removed) != "[customers]" {
 			t.Fatalf("round %d: reload without customers = %v, %v, %v", round, added, removed, err)
 		}
-		if _, err := ti.v.Verify(t.Context(), custTok); reasonOf(t, err) != auth.ReasonUnknownIssuer {
+		if _, err := verify(t.Context(), ti.v, custTok); authtest.ReasonOf(t, err) != auth.ReasonUnknownIssuer {
 			t.Fatalf("round %d: customers token after its removal = %v, want unknown_issuer", round, err)
 		}
 		if err := os.WriteFile(ti.path, full, 0o644); err != nil {
@@ -372,7 +380,7 @@ func TestIssuersReloadUnderLoad(t *testing.T) {
 		if err != nil || fmt.Sprint(added) != "[customers]" || len(removed) != 0 {
 			t.Fatalf("round %d: reload with customers = %v, %v, %v", round, added, removed, err)
 		}
-		authtest.WaitFor(t, "the customers keys", func() bool { _, err := ti.v.Verify(t.Context(), custTok); return err == nil })
+		authtest.WaitFor(t, "the customers keys", func() bool { _, err := verify(t.Context(), ti.v, custTok); return err == nil })
 	}
 	// A bad file is refused; the last good issuers keep serving.
 	if err := os.WriteFile(ti.path, []byte("issuers:\n  - name: staff\n    bogus: 1\n"), 0o644); err != nil {
@@ -381,7 +389,7 @@ func TestIssuersReloadUnderLoad(t *testing.T) {
 	if _, _, err := ti.f.Reload(apply); err == nil {
 		t.Error("reload of a bad file succeeded")
 	}
-	if _, err := ti.v.Verify(t.Context(), custTok); err != nil {
+	if _, err := verify(t.Context(), ti.v, custTok); err != nil {
 		t.Errorf("customers token after a refused reload: %v", err)
 	}
 	close(stop)
@@ -465,7 +473,7 @@ func TestIssuersFileDefaults(t *testing.T) {
     dpop: required
     mtls: required
 `, ks))
-	f, err := auth.LoadIssuersFile(t.Context(), path, auth.FileOptions{Defaults: auth.Config{RequiredScope: "plants:read", DPoP: auth.DPoPOff, MTLS: auth.MTLSOff}})
+	f, err := issuers.Load(t.Context(), path, issuers.Options{Defaults: auth.Config{RequiredScope: "plants:read", DPoP: auth.DPoPOff, MTLS: auth.MTLSOff}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -490,25 +498,25 @@ func TestIssuersFileDefaults(t *testing.T) {
 // the same value written in the file is the file's, at its line.
 func TestIssuersFileSettingsFromOptions(t *testing.T) {
 	ks := authtest.WriteJWKS(t, authtest.NewKey(t, "ES256"))
-	o := auth.FileOptions{Defaults: auth.Config{RequiredScope: "two words"}}
+	o := issuers.Options{Defaults: auth.Config{RequiredScope: "two words"}}
 	inherits := writeIssuers(t, "issuers:\n  - name: staff\n    issuer: https://a\n    key_file: "+ks+"\n")
-	_, err := auth.LoadIssuersFile(t.Context(), inherits, o)
+	_, err := issuers.Load(t.Context(), inherits, o)
 	var ce *setting.Error
 	if !errors.As(err, &ce) || ce.Key != "required_scope" || ce.File != "" {
 		t.Errorf("a bad scope from the options = %v; want the required_scope *setting.Error, not one of the file", err)
 	}
 	own := writeIssuers(t, "issuers:\n  - name: staff\n    issuer: https://a\n    key_file: "+ks+"\n    required_scope: two words\n")
-	if _, err := auth.LoadIssuersFile(t.Context(), own, o); !errors.As(err, &ce) || ce.File != own || ce.Line != 5 {
+	if _, err := issuers.Load(t.Context(), own, o); !errors.As(err, &ce) || ce.File != own || ce.Line != 5 {
 		t.Errorf("a bad scope of the file = %v; want a *setting.Error of the file at line 5", err)
 	}
 
 	// The rules of tokens meant for this resource: an issuer that leaves
 	// one out takes the options', one that names it (even as off) keeps
 	// its own.
-	o = auth.FileOptions{Defaults: auth.Config{TokenTypes: []string{"at+jwt"}, Clients: []string{"web"}, MaxLifetime: time.Hour, MaxStale: 24 * time.Hour}}
+	o = issuers.Options{Defaults: auth.Config{TokenTypes: []string{"at+jwt"}, Clients: []string{"web"}, MaxLifetime: time.Hour, MaxStale: 24 * time.Hour}}
 	both := writeIssuers(t, "issuers:\n  - name: staff\n    issuer: https://a\n    key_file: "+ks+
 		"\n  - name: shop\n    issuer: https://b\n    key_file: "+ks+"\n    token_types: [any]\n    clients: [app]\n    max_lifetime: 0s\n    max_stale: 0s\n")
-	f, err := auth.LoadIssuersFile(t.Context(), both, o)
+	f, err := issuers.Load(t.Context(), both, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -556,7 +564,7 @@ func TestIssuersReloadKeepsKeys(t *testing.T) {
 	custTok := ti.token(t, ti.custKey, custIss, "bob", nil)
 	hits := ti.rewrite(t, custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n    audiences: [plantstore]",
 		custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n    audiences: [plantstore, shop]\n    algorithms: [ES256]")
-	if _, err := ti.v.Verify(t.Context(), custTok); err != nil {
+	if _, err := verify(t.Context(), ti.v, custTok); err != nil {
 		t.Errorf("customers token right after a reload that changed its audiences: %v; want it verified by the kept keys", err)
 	}
 	if err := ti.v.Ready(); err != nil {
@@ -566,7 +574,7 @@ func TestIssuersReloadKeepsKeys(t *testing.T) {
 		t.Errorf("the customers JWKS got %d requests on a reload that kept its source; want none", n-hits)
 	}
 	got := map[string]auth.Config{}
-	for _, is := range ti.v.Issuers() {
+	for _, is := range ti.f.Issuers() {
 		got[is.Name] = is.Config
 	}
 	if c := got["customers"]; !slices.Equal(c.Audiences, []string{"plantstore", "shop"}) || !slices.Equal(c.Algorithms, []string{"ES256"}) {
@@ -586,10 +594,10 @@ func TestIssuersReloadIdPDown(t *testing.T) {
 	if err := ti.v.Ready(); err != nil {
 		t.Errorf("Ready() after a reload with the IdP down = %v; want nil", err)
 	}
-	// dpop: required now: the bearer token is refused for that, not for
-	// its keys.
-	if _, err := ti.v.Verify(t.Context(), custTok); err != nil {
-		t.Errorf("customers token after the reload with its IdP down: %v; want it verified by the kept keys", err)
+	// dpop: required now: the bearer token is refused for that, once its
+	// keys verified it.
+	if _, err := verify(t.Context(), ti.v, custTok); authtest.ReasonOf(t, err) != auth.ReasonDPoPRequired {
+		t.Errorf("customers token after the reload with its IdP down: %v; want it verified by the kept keys, then refused as dpop_required", err)
 	}
 	if n := ti.custSrv.Hits.Load(); n != hits {
 		t.Errorf("the customers JWKS, down, got %d requests on a reload that kept its source; want none", n-hits)
@@ -623,7 +631,7 @@ func TestIssuersReloadsUnderLoad(t *testing.T) {
 					return
 				default:
 				}
-				if _, err := ti.v.Verify(t.Context(), tokens[i%2]); err != nil {
+				if _, err := verify(t.Context(), ti.v, tokens[i%2]); err != nil {
 					failed.Add(1)
 				} else {
 					verified.Add(1)
@@ -658,7 +666,7 @@ func TestIssuersReloadsUnderLoad(t *testing.T) {
 func TestIssuersReloadTokenRules(t *testing.T) {
 	ti := newTwoIssuers(t)
 	before := ti.token(t, ti.custKey, custIss, "bob", nil)
-	if _, err := ti.v.Verify(t.Context(), before); err != nil {
+	if _, err := verify(t.Context(), ti.v, before); err != nil {
 		t.Fatalf("customers token before the reload: %v", err)
 	}
 	hits := ti.rewrite(t, custIss+"\n    jwks_url: "+ti.custSrv.URL+"\n",
@@ -682,12 +690,12 @@ func TestIssuersReloadTokenRules(t *testing.T) {
 		for k, v := range tt.over {
 			c[k] = v
 		}
-		_, err := ti.v.Verify(t.Context(), authtest.Token(t, ti.custKey, tt.header, c))
-		if got := reasonOf(t, err); got != tt.want {
+		_, err := verify(t.Context(), ti.v, authtest.Token(t, ti.custKey, tt.header, c))
+		if got := authtest.ReasonOf(t, err); got != tt.want {
 			t.Errorf("%s after the reload: %v; want %q", tt.name, err, tt.want)
 		}
 	}
-	if _, err := ti.v.Verify(t.Context(), before); reasonOf(t, err) != auth.ReasonTokenType {
+	if _, err := verify(t.Context(), ti.v, before); authtest.ReasonOf(t, err) != auth.ReasonTokenType {
 		t.Errorf("the token verified before the reload: %v; want it refused as %s", err, auth.ReasonTokenType)
 	}
 	if n := ti.custSrv.Hits.Load(); n != hits {
@@ -711,7 +719,7 @@ func TestIssuersFileWatchesKeyFiles(t *testing.T) {
 	const iss = "https://partners.example"
 	path := writeIssuers(t, fmt.Sprintf("issuers:\n  - name: partners\n    issuer: %s\n    key_file: %s\n", iss, vol.Path("jwks.json")))
 	ctx, cancel := context.WithCancel(context.Background())
-	f, err := auth.LoadIssuersFile(ctx, path, auth.FileOptions{Sources: keys.SourceOptions{Log: log}})
+	f, err := issuers.Load(ctx, path, issuers.Options{Sources: keys.SourceOptions{Log: log}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -729,7 +737,19 @@ func TestIssuersFileWatchesKeyFiles(t *testing.T) {
 	if line["issuer"] != "partners" {
 		t.Errorf("keys reloaded line = %v; want issuer partners", line)
 	}
-	if _, err := v.Verify(t.Context(), tokB); err != nil {
+	if _, err := verify(t.Context(), v, tokB); err != nil {
 		t.Errorf("token of the issuer's new key: %v", err)
 	}
+}
+
+func TestMain(m *testing.M) {
+	gin.SetMode(gin.TestMode)
+	os.Exit(m.Run())
+}
+
+// verify authenticates token, sent as a bearer token, with v.
+func verify(ctx context.Context, v *auth.Verifier, token string) (*auth.Identity, error) {
+	r := httptest.NewRequestWithContext(ctx, http.MethodGet, "/plants", nil)
+	r.Header.Set("Authorization", "Bearer "+token)
+	return v.Authenticate(r)
 }
