@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/dpop"
 	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/auth/redisstate"
 	"github.com/plantstore/plantstore/observability/setting"
@@ -158,11 +159,11 @@ func serveSettings() settingRows {
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.DB.QueryTimeout} }},
 		{flag: "dev", key: "dev", noEnv: true, help: "development mode: ephemeral signing key, sample tokens printed at start, on loopback unless -addr or -admin-addr say otherwise",
 			value: func(c *serveConfig) flag.Value { return boolFlag{&c.Dev} }},
-		{flag: "dpop-algorithms", key: "dpop_algorithms", def: strings.Join(auth.DefaultDPoPAlgorithms(), ","), help: "algorithms a DPoP proof may be signed with, a comma list of asymmetric ones (never an HMAC or none), which the DPoP challenge and the resource metadata name",
+		{flag: "dpop-algorithms", key: "dpop_algorithms", def: strings.Join(dpop.DefaultAlgorithms(), ","), help: "algorithms a DPoP proof may be signed with, a comma list of asymmetric ones (never an HMAC or none), which the DPoP challenge and the resource metadata name",
 			value: func(c *serveConfig) flag.Value { return listFlag{items: &c.Verify.DPoPAlgorithms} }},
 		{flag: "dpop-nonce-key-file", key: "dpop_nonce_key_file", help: "secret of at least 32 bytes, the same file on every replica, that makes DPoP server nonces (RFC 9449 §9): every DPoP proof must then carry one issued within -dpop-nonce-lifetime (401 use_dpop_nonce with a DPoP-Nonce header otherwise); read again on SIGHUP, the previous key's nonces then accepted for one lifetime",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.NonceKeyFile} }},
-		{flag: "dpop-nonce-lifetime", key: "dpop_nonce_lifetime", def: auth.DefaultNonceLifetime.String(), help: "how long a DPoP server nonce is accepted after it was issued (from 3/4 of it to all of it); with -dpop-nonce-key-file",
+		{flag: "dpop-nonce-lifetime", key: "dpop_nonce_lifetime", def: dpop.DefaultNonceLifetime.String(), help: "how long a DPoP server nonce is accepted after it was issued (from 3/4 of it to all of it); with -dpop-nonce-key-file",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.NonceLifetime} }},
 		{flag: "dpop-window", key: "dpop_window", def: auth.DefaultDPoPWindow.String(), help: "how old a DPoP proof may be, by its iat (the leeway comes on top)",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.Verify.DPoPWindow} }},
@@ -382,7 +383,7 @@ func (c serveConfig) verifierOptions() (auth.Options, error) {
 	}
 	if c.NonceKeyFile != "" {
 		var err error
-		if o.Nonces, err = auth.LoadNonces(c.NonceKeyFile, c.NonceLifetime); err != nil {
+		if o.Nonces, err = dpop.LoadNonces(c.NonceKeyFile, c.NonceLifetime); err != nil {
 			return o, c.refused(err)
 		}
 	}

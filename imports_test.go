@@ -26,7 +26,8 @@ func TestImportRules(t *testing.T) {
 		"observability/metricstest": nil,
 		"observability/spantest":    nil,
 		"auth/keys":                 {"observability/setting"},
-		"auth":                      {"auth/edge", "auth/keys", "observability", "observability/setting"},
+		"auth/dpop":                 {"auth/keys", "observability/setting"},
+		"auth":                      {"auth/dpop", "auth/edge", "auth/keys", "observability", "observability/setting"},
 		"auth/jws":                  {"auth", "auth/keys"},
 		"auth/issuers":              {"auth", "auth/jws", "auth/keys", "observability/setting"},
 		"auth/authtest":             {"auth", "auth/keys"},
@@ -44,9 +45,11 @@ func TestImportRules(t *testing.T) {
 			return dir == "." && (file == "main.go" || file == "serve.go") || dir == "auth" && file == "middleware.go" ||
 				dir == "plants/api" || dir == "observability" && (file == "middleware.go" || file == "entry.go")
 		},
-		"github.com/jackc/pgx/v5":      func(dir, _ string) bool { return strings.HasPrefix(dir, "plants/postgres") },
-		"github.com/pressly/goose/v3":  func(dir, _ string) bool { return dir == "plants/postgres" },
-		"github.com/golang-jwt/jwt/v5": func(dir, _ string) bool { return dir == "auth" || dir == "auth/jws" || dir == "auth/authtest" },
+		"github.com/jackc/pgx/v5":     func(dir, _ string) bool { return strings.HasPrefix(dir, "plants/postgres") },
+		"github.com/pressly/goose/v3": func(dir, _ string) bool { return dir == "plants/postgres" },
+		"github.com/golang-jwt/jwt/v5": func(dir, _ string) bool {
+			return dir == "auth" || dir == "auth/jws" || dir == "auth/dpop" || dir == "auth/authtest"
+		},
 		"github.com/MicahParks/jwkset": func(dir, _ string) bool { return dir == "auth" || dir == "auth/keys" || dir == "auth/authtest" },
 		// The OpenTelemetry SDK and its exporters are set up in one place;
 		// the packages that make spans use the API only.

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/dpop"
 	"github.com/plantstore/plantstore/auth/issuers"
 	"github.com/plantstore/plantstore/auth/jws"
 	"github.com/plantstore/plantstore/auth/keys"
@@ -185,7 +186,7 @@ type verification struct {
 	devKey crypto.Signer
 	// nonces are the DPoP server nonces of -dpop-nonce-key-file; nil
 	// without it.
-	nonces *auth.Nonces
+	nonces *dpop.Nonces
 }
 
 // issuerList returns the issuers configured now: those of the issuers

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+
+	"github.com/plantstore/plantstore/auth/dpop"
 )
 
 // maxCredential is the largest Authorization header, and so the largest
@@ -56,7 +58,7 @@ const maxCredential = 8 << 10
 //     mTLS; a token bound to a key
 //     (cnf.jkt) needs the DPoP scheme and one valid DPoP proof header,
 //     checked as RFC 9449 §4.3 says, the checks that cost no signature
-//     first (see [parseProof]: the form, typ, an alg of
+//     first (see [dpop.Parse]: the form, typ, an alg of
 //     Options.DPoPAlgorithms, no crit, a public jwk of a sound shape whose
 //     thumbprint is cnf.jkt, htm, htu, iat within the window, ath, and
 //     last, with Options.Nonces, a server nonce issued within its
@@ -198,7 +200,7 @@ func (v *Verifier) verifyWith(ctx context.Context, is *issuer, a Authenticator, 
 		return nil, ae
 	}
 	if e.bound.dpop() {
-		e.ath, e.client = accessTokenHash(token), clientKey(e.bound.jkt)
+		e.ath, e.client = dpop.AccessTokenHash(token), dpop.ClientKey(e.bound.jkt)
 	}
 	if v.cache != nil && vd.Cacheable {
 		e.exp, e.nbf, e.iat = claims.times()

@@ -25,6 +25,7 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/dpop"
 	"github.com/plantstore/plantstore/auth/jws"
 	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/observability/setting"
@@ -133,7 +134,7 @@ func fakeRSA(bits int) *rsa.PublicKey {
 }
 
 // challengeAlgs is the algs parameter of the DPoP challenge by default.
-var challengeAlgs = strings.Join(auth.DefaultDPoPAlgorithms(), " ")
+var challengeAlgs = strings.Join(dpop.DefaultAlgorithms(), " ")
 
 // TestDPoPAttacks replays the attacks RFC 9449 guards against, each with
 // the section that rules it out, over HTTP through the middleware.
@@ -589,8 +590,8 @@ func TestDPoPEd25519(t *testing.T) {
 	if status, ch := dpopRequest(t, "GET", srv.url, "DPoP "+token, proof); status != http.StatusOK {
 		t.Fatalf("an Ed25519 proof: %d %q, want 200", status, ch)
 	}
-	if !slices.Contains(auth.DefaultDPoPAlgorithms(), "Ed25519") {
-		t.Errorf("DPoPAlgorithms() = %v, want Ed25519 among them (the metadata and the algs= challenge list them)", auth.DefaultDPoPAlgorithms())
+	if !slices.Contains(dpop.DefaultAlgorithms(), "Ed25519") {
+		t.Errorf("DPoPAlgorithms() = %v, want Ed25519 among them (the metadata and the algs= challenge list them)", dpop.DefaultAlgorithms())
 	}
 }
 
@@ -675,7 +676,7 @@ func TestResourceMetadata(t *testing.T) {
 			issuers: []auth.Issuer{{Config: auth.Config{Issuer: "https://idp.example", RequiredScope: "plants:read"}, JWS: jws.New(ks)}},
 			host:    "plants.internal:8080",
 			want: auth.ResourceMetadata{Resource: "http://plants.internal:8080", AuthorizationServers: []string{"https://idp.example"},
-				ScopesSupported: []string{"plants:read"}, BearerMethodsSupported: []string{"header"}, DPoPSigningAlgValuesSupported: auth.DefaultDPoPAlgorithms()},
+				ScopesSupported: []string{"plants:read"}, BearerMethodsSupported: []string{"header"}, DPoPSigningAlgValuesSupported: dpop.DefaultAlgorithms()},
 			wantURL: "http://plants.internal:8080/.well-known/oauth-protected-resource",
 		},
 		{
@@ -683,7 +684,7 @@ func TestResourceMetadata(t *testing.T) {
 			issuers: []auth.Issuer{{JWS: jws.New(ks)}},
 			host:    "plants.internal",
 			forward: map[string]string{"X-Forwarded-Proto": "https", "X-Forwarded-Host": "evil.example"},
-			want:    auth.ResourceMetadata{Resource: "http://plants.internal", BearerMethodsSupported: []string{"header"}, DPoPSigningAlgValuesSupported: auth.DefaultDPoPAlgorithms()},
+			want:    auth.ResourceMetadata{Resource: "http://plants.internal", BearerMethodsSupported: []string{"header"}, DPoPSigningAlgValuesSupported: dpop.DefaultAlgorithms()},
 			wantURL: "http://plants.internal/.well-known/oauth-protected-resource",
 		},
 		{
@@ -711,7 +712,7 @@ func TestResourceMetadata(t *testing.T) {
 			host:    "plants.internal",
 			want: auth.ResourceMetadata{Resource: "https://gw.example.com/garden", AuthorizationServers: []string{"https://sso/staff", "https://sso/apps"},
 				ScopesSupported: []string{"plants:read", "plants:list"}, BearerMethodsSupported: []string{"header"},
-				DPoPSigningAlgValuesSupported: auth.DefaultDPoPAlgorithms(), DPoPBoundAccessTokensRequired: true},
+				DPoPSigningAlgValuesSupported: dpop.DefaultAlgorithms(), DPoPBoundAccessTokensRequired: true},
 			wantURL: "https://gw.example.com/.well-known/oauth-protected-resource/garden",
 		},
 		{
@@ -723,7 +724,7 @@ func TestResourceMetadata(t *testing.T) {
 			},
 			host: "plants.internal",
 			want: auth.ResourceMetadata{Resource: "http://plants.internal", AuthorizationServers: []string{"https://sso/staff", "https://sso/apps", "https://sso/svc"},
-				BearerMethodsSupported: []string{"header"}, DPoPSigningAlgValuesSupported: auth.DefaultDPoPAlgorithms(),
+				BearerMethodsSupported: []string{"header"}, DPoPSigningAlgValuesSupported: dpop.DefaultAlgorithms(),
 				TokenPolicies: []auth.TokenPolicy{
 					{AuthorizationServer: "https://sso/staff", TokenTypes: []string{"at+jwt"}, ClientRestricted: true, MaxLifetime: 5400},
 					{AuthorizationServer: "https://sso/svc", MaxStale: 86400},
@@ -735,7 +736,7 @@ func TestResourceMetadata(t *testing.T) {
 			opts:    auth.Options{PublicURL: public},
 			issuers: []auth.Issuer{named("staff", "https://sso/staff", "", auth.DPoPRequired), named("apps", "https://sso/apps", "", auth.DPoPOptional)},
 			want: auth.ResourceMetadata{Resource: "https://gw.example.com/garden", AuthorizationServers: []string{"https://sso/staff", "https://sso/apps"},
-				BearerMethodsSupported: []string{"header"}, DPoPSigningAlgValuesSupported: auth.DefaultDPoPAlgorithms()},
+				BearerMethodsSupported: []string{"header"}, DPoPSigningAlgValuesSupported: dpop.DefaultAlgorithms()},
 			wantURL: "https://gw.example.com/.well-known/oauth-protected-resource/garden",
 		},
 	}

@@ -4,20 +4,22 @@ import (
 	"context"
 	"slices"
 	"time"
+
+	"github.com/plantstore/plantstore/auth/dpop"
 )
 
 // SetReplayLimits gives v a DPoP replay cache of size entries, so that
 // tests can fill it.
 func SetReplayLimits(v *Verifier, size int) {
-	v.replays = newReplayCache(size)
+	v.replays = dpop.NewReplayCache(size)
 	v.admitter = newLocalAdmitter(v.opts.RateLimit, v.replays)
 }
 
-// ReplayEntries returns the number of proofs v's replay cache remembers.
+// ReplayEntries returns the number of proofs v's replay cache remembers,
+// those of an expired window not yet dropped left out.
 func ReplayEntries(v *Verifier) int {
-	v.replays.mu.Lock()
-	defer v.replays.mu.Unlock()
-	return len(v.replays.index)
+	n, _ := v.replays.Fill()
+	return n
 }
 
 // Verify runs the token checks of [Verifier.Authenticate] (steps 2 to 9)

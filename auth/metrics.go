@@ -230,7 +230,7 @@ func (f fillCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	used, limit := v.cache.fill()
-	entries, max := v.replays.fill()
+	entries, max := v.replays.Fill()
 	ch <- prometheus.MustNewConstMetric(tokenCacheBytesDesc, prometheus.GaugeValue, float64(used))
 	ch <- prometheus.MustNewConstMetric(tokenCacheLimitDesc, prometheus.GaugeValue, float64(limit))
 	ch <- prometheus.MustNewConstMetric(replayEntriesDesc, prometheus.GaugeValue, float64(entries))

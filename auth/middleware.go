@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/plantstore/plantstore/auth/dpop"
 	"github.com/plantstore/plantstore/observability"
 )
 
@@ -31,7 +32,7 @@ func Middleware(v *Verifier, m *Metrics) gin.HandlerFunc {
 	m.watch(v) // the fill gauges of v's caches
 	return func(c *gin.Context) {
 		if n := v.opts.Nonces; n != nil && isDPoPRequest(c.Request.Header) {
-			c.Header(NonceHeader, n.Issue(v.now()))
+			c.Header(dpop.NonceHeader, n.Issue(v.now()))
 		}
 		id, err := v.Authenticate(c.Request)
 		if err != nil {

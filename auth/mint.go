@@ -21,6 +21,7 @@ import (
 	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/plantstore/plantstore/auth/dpop"
 	"github.com/plantstore/plantstore/auth/edge"
 	"github.com/plantstore/plantstore/auth/keys"
 )
@@ -406,8 +407,8 @@ func ProofWithNonce(key crypto.PrivateKey, alg, method, uri, token, nonce string
 	if alg == "" {
 		alg = DefaultAlgorithm(key)
 	}
-	if !slices.Contains(DefaultDPoPAlgorithms(), alg) {
-		return "", fmt.Errorf("proof: algorithm %q: want an asymmetric one (%s)", alg, strings.Join(DefaultDPoPAlgorithms(), ", "))
+	if !slices.Contains(dpop.DefaultAlgorithms(), alg) {
+		return "", fmt.Errorf("proof: algorithm %q: want an asymmetric one (%s)", alg, strings.Join(dpop.DefaultAlgorithms(), ", "))
 	}
 	if err := fitsPrivate(key, alg); err != nil {
 		return "", fmt.Errorf("proof: %w", err)
@@ -431,7 +432,7 @@ func ProofWithNonce(key crypto.PrivateKey, alg, method, uri, token, nonce string
 		"iat": time.Now().Unix(),
 	}
 	if token != "" {
-		claims["ath"] = accessTokenHash(token)
+		claims["ath"] = dpop.AccessTokenHash(token)
 	}
 	if nonce != "" {
 		claims["nonce"] = nonce

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/plantstore/plantstore/auth/dpop"
 	"github.com/plantstore/plantstore/auth/edge"
 	"github.com/plantstore/plantstore/observability/setting"
 )
@@ -105,7 +106,7 @@ type Options struct {
 	DPoPWindow time.Duration
 	// DPoPAlgorithms are the algorithms a DPoP proof may be signed with,
 	// which the DPoP challenge and the resource metadata list; nil or
-	// empty means [DefaultDPoPAlgorithms]. "none" and the HMACs are
+	// empty means [dpop.DefaultAlgorithms]. "none" and the HMACs are
 	// refused.
 	DPoPAlgorithms []string
 	// PublicURL is the URL callers reach the service at (the gateway's),
@@ -130,7 +131,7 @@ type Options struct {
 	// proof must carry: one it lacks, or a stale or forged one, is refused
 	// with use_dpop_nonce ([ReasonDPoPNonce]), and [Middleware] sets the
 	// current one on every response to a DPoP request.
-	Nonces *Nonces
+	Nonces *dpop.Nonces
 	// Shared, when set, keeps the rate of each caller and the DPoP proofs
 	// used across the replicas of a deployment; this replica's limiter
 	// (RateLimit) and replay cache take over whenever it fails, and keep
@@ -161,7 +162,7 @@ type Verifier struct {
 	// with this replica's limiter and replay cache, and Options.Shared
 	// when it is set.
 	admitter Admitter
-	replays  *replayCache
+	replays  *dpop.ReplayCache
 	// certs are the thumbprints of the client certificates seen lately.
 	certs *edge.CertCache
 	// now is the clock of every time check; tests replace it.
@@ -220,7 +221,7 @@ func NewVerifier(o Options, issuers ...Issuer) (*Verifier, error) {
 	if o.DPoPWindow == 0 {
 		o.DPoPWindow = DefaultDPoPWindow
 	}
-	algs, err := checkDPoPAlgorithms(o.DPoPAlgorithms)
+	algs, err := dpop.CheckAlgorithms(o.DPoPAlgorithms)
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +232,7 @@ func NewVerifier(o Options, issuers ...Issuer) (*Verifier, error) {
 	if o.ClientCertHeader, err = checkCertHeader(o.ClientCertHeader); err != nil {
 		return nil, err
 	}
-	v := &Verifier{opts: o, now: time.Now, cache: newTokenCache(o.CacheBytes), replays: newReplayCache(replayCacheEntries), certs: edge.NewCertCache()}
+	v := &Verifier{opts: o, now: time.Now, cache: newTokenCache(o.CacheBytes), replays: dpop.NewReplayCache(dpop.ReplayEntries), certs: edge.NewCertCache()}
 	v.admitter = newLocalAdmitter(o.RateLimit, v.replays)
 	if o.Shared != nil {
 		v.admitter = &sharedAdmitter{local: v.admitter.(*localAdmitter), shared: o.Shared}

@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/dpop"
 )
 
 func main() {
@@ -187,7 +188,7 @@ func printProofs(dir string, n int, url, nonceKey string) error {
 	// least, longer than a run.
 	var nonce string
 	if nonceKey != "" {
-		nonces, err := auth.LoadNonces(nonceKey, auth.DefaultNonceLifetime)
+		nonces, err := dpop.LoadNonces(nonceKey, dpop.DefaultNonceLifetime)
 		if err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package auth
+package dpop
 
 import (
 	"crypto/ecdsa"
@@ -18,16 +18,16 @@ import (
 	"github.com/plantstore/plantstore/auth/keys"
 )
 
-// FuzzDPoPProof feeds any string to the DPoP proof checks (parseProof,
+// FuzzDPoPProof feeds any string to the DPoP proof checks (Parse,
 // then the signature). They must never panic, and may accept a proof only
 // when the proof's own bytes, read with encoding/json apart, say what RFC
 // 9449 §4.3 asks: typ dpop+jwt, an allowed alg, no crit, a jwk that the
-// JWKS decoder (jwkset) takes and whose thumbprint is the token's
+// key file (the JWKS decoder) takes and whose thumbprint is the token's
 // cnf.jkt, htm and htu of the request, ath of the token, an iat in the
 // window. With server nonces, the same string must get the same refusal
 // (the nonce is checked last), and a proof that passes without them must
 // pass with them exactly when its nonce claim, read with encoding/json,
-// is one issued within the lifetime, and be refused with use_dpop_nonce
+// is one issued within the lifetime, and be refused with NeedsNonce
 // otherwise.
 func FuzzDPoPProof(f *testing.F) {
 	d := sha256.Sum256([]byte("plantstore fuzz DPoP"))
@@ -43,7 +43,7 @@ func FuzzDPoPProof(f *testing.F) {
 	const token, uri = "eyJhbGciOiJFUzI1NiJ9.e30.c2ln", "https://api.example/plants"
 	sum := sha256.Sum256([]byte(token))
 	ath := base64.RawURLEncoding.EncodeToString(sum[:])
-	req := dpopRequest{method: "GET", uri: uri, ath: ath, jkt: jkt, algs: DefaultDPoPAlgorithms(), now: now, window: time.Minute, leeway: 5 * time.Second}
+	req := Request{Method: "GET", URI: uri, ATH: ath, JKT: jkt, Algorithms: DefaultAlgorithms(), Now: now, Window: time.Minute, Leeway: 5 * time.Second}
 	// The uncompressed point: 0x04, then X and Y of 32 bytes each.
 	point, err := key.PublicKey.Bytes()
 	if err != nil {
@@ -75,7 +75,7 @@ func FuzzDPoPProof(f *testing.F) {
 		f.Fatal(err)
 	}
 	nonceReq := req
-	nonceReq.nonces = nonces
+	nonceReq.Nonces = nonces
 	// The nonces accepted now: of this step, the three before it and the
 	// one after it.
 	var accepted []string
@@ -93,30 +93,30 @@ func FuzzDPoPProof(f *testing.F) {
 	f.Add("eyJ0eXAiOiJkcG9wK2p3dCIsImFsZyI6Im5vbmUifQ.e30.")
 	f.Add("")
 	f.Fuzz(func(t *testing.T, proof string) {
-		p, perr := parseProof(proof, &req)
-		_, nerr := parseProof(proof, &nonceReq)
+		p, perr := Parse(proof, &req)
+		_, nerr := Parse(proof, &nonceReq)
 		switch {
-		case perr != nil && (nerr == nil || *nerr != *perr):
-			t.Fatalf("parseProof(%q) refused %+v without nonces, %+v with them: want the same refusal", proof, perr, nerr)
-		case perr == nil && nerr != nil && (nerr.Code != "use_dpop_nonce" || nerr.Reason != ReasonDPoPNonce || !nerr.DPoP):
-			t.Fatalf("parseProof(%q) with nonces refused %+v: want use_dpop_nonce", proof, nerr)
-		case perr == nil:
+		case perr != 0 && nerr != perr:
+			t.Fatalf("Parse(%q) refused %v without nonces, %v with them: want the same refusal", proof, perr, nerr)
+		case perr == 0 && nerr != 0 && nerr != NeedsNonce:
+			t.Fatalf("Parse(%q) with nonces refused %v: want %v", proof, nerr, NeedsNonce)
+		case perr == 0:
 			var members map[string]json.RawMessage
 			var nonce string
 			cseg := strings.Split(proof, ".")[1]
 			cb, _ := base64.RawURLEncoding.DecodeString(cseg)
 			has := json.Unmarshal(cb, &members) == nil && members["nonce"] != nil && json.Unmarshal(members["nonce"], &nonce) == nil
-			if want := has && slices.Contains(accepted, nonce); want != (nerr == nil) {
-				t.Fatalf("parseProof(%q) with nonces: %+v; the nonce claim %q is accepted: %v", proof, nerr, members["nonce"], want)
+			if want := has && slices.Contains(accepted, nonce); want != (nerr == 0) {
+				t.Fatalf("Parse(%q) with nonces: %v; the nonce claim %q is accepted: %v", proof, nerr, members["nonce"], want)
 			}
 		}
-		if perr != nil {
-			if perr.Code != "invalid_dpop_proof" || !strings.HasPrefix(string(perr.Reason), "dpop_") {
-				t.Fatalf("parseProof(%q) refusal %+v: want an invalid_dpop_proof with a dpop_ reason", proof, perr)
+		if perr != 0 {
+			if !slices.Contains([]Problem{Invalid, WrongKey, WrongTarget, WrongToken, OutOfWindow}, perr) {
+				t.Fatalf("Parse(%q) refusal %v: want the problem of a proof's own checks", proof, perr)
 			}
 			return
 		}
-		if !p.verify() {
+		if !p.Verify() {
 			return
 		}
 		iat := p.iat
@@ -153,7 +153,7 @@ func FuzzDPoPProof(f *testing.F) {
 			t.Fatalf("accepted %q with a jwk of thumbprint %q, want %q", proof, tp, jkt)
 		case !strings.EqualFold(header.Typ, "dpop+jwt"):
 			t.Fatalf("accepted %q with typ %q", proof, header.Typ)
-		case !strings.Contains(" "+strings.Join(DefaultDPoPAlgorithms(), " ")+" ", " "+header.Alg+" "):
+		case !strings.Contains(" "+strings.Join(DefaultAlgorithms(), " ")+" ", " "+header.Alg+" "):
 			t.Fatalf("accepted %q with alg %q", proof, header.Alg)
 		case claims.HTM != "GET" || claims.ATH != ath || claims.JTI == "":
 			t.Fatalf("accepted %q with claims %+v", proof, claims)

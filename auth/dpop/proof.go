@@ -1,4 +1,4 @@
-package auth
+package dpop
 
 import (
 	"bytes"
@@ -38,21 +38,32 @@ const (
 	maxProofRSABytes = 4096 / 8
 )
 
-// dpopRequest is what a proof is checked against.
-type dpopRequest struct {
-	method, uri string // htm and htu as the request sets them
-	ath         string // the proof's ath for the access token
-	jkt         string // the token's cnf.jkt
-	algs        []string
-	now         time.Time
-	window      time.Duration
-	leeway      time.Duration
-	nonces      *Nonces // the server nonces a proof must carry; nil for none
+// A Request is what a proof is checked against: the request that carries
+// it and the token it presents.
+type Request struct {
+	// Method and URI are the htm and htu the proof must name: the
+	// request's method, and its URL as [TargetURI] makes it.
+	Method, URI string
+	// ATH is the proof's ath for the access token ([AccessTokenHash]).
+	ATH string
+	// JKT is the token's cnf.jkt: the RFC 7638 thumbprint of the key the
+	// proof must be signed with.
+	JKT string
+	// Algorithms are those a proof may be signed with (see
+	// [CheckAlgorithms]).
+	Algorithms []string
+	// Now is the time of the request; the proof's iat must be within
+	// Window before it, Leeway either side.
+	Now            time.Time
+	Window, Leeway time.Duration
+	// Nonces are the server nonces a proof must carry; nil for none.
+	Nonces *Nonces
 }
 
-// proof is a DPoP proof that passed every check but its signature and
-// whether its jti was used before, which admission answers.
-type proof struct {
+// A Proof is a DPoP proof that passed every check but its signature and
+// whether its jti was used before, which the caller's replay cache
+// answers.
+type Proof struct {
 	alg    string
 	key    any    // the public key of its jwk
 	signed string // the signing input: the header and claims segments
@@ -67,9 +78,10 @@ type proof struct {
 // read (a name that must be unescaped) stays small times this.
 const maxProofMembers = 32
 
-// parseProof runs every check of a DPoP proof (RFC 9449 §4.3) that costs
-// no signature, cheapest first, so that a proof that cannot pass costs
-// little whoever sends it:
+// Parse runs every check of a DPoP proof (RFC 9449 §4.3) that costs no
+// signature, cheapest first, so that a proof that cannot pass costs little
+// whoever sends it, and returns the Problem of the first that fails (and
+// a nil *Proof), else the proof:
 //
 //  1. the size (at most 4 KiB) and the form: three base64url segments, a
 //     header and claims that are JSON objects of at most 32 members
@@ -80,14 +92,14 @@ const maxProofMembers = 32
 //     symmetric member, no certificate), of alg's family and curve, RSA of
 //     2048 to 4096 bits;
 //  4. its RFC 7638 thumbprint against req.jkt, which refuses any key but
-//     the one the token is bound to ([ReasonDPoPKey]) before anything is
+//     the one the token is bound to ([WrongKey]) before anything is
 //     made of it;
 //  5. the key itself (an EC point on its curve);
 //  6. the claims: a jti of 1 to 256 bytes, htm, htu, ath, iat within the
 //     window and leeway;
 //  7. the signature's length for alg;
 //  8. with server nonces, the nonce: a string this deployment issued
-//     within the nonce lifetime ([ReasonDPoPNonce], use_dpop_nonce). It
+//     within the nonce lifetime ([NeedsNonce]). It
 //     comes last, so that a proof wrong in anything else is refused for
 //     that, which a new nonce would not mend, while a proof whose nonce
 //     alone is missing or stale (a standard client's first request, or
@@ -97,56 +109,57 @@ const maxProofMembers = 32
 //     anyway but a client may.
 //
 // What is left is the replay of the jti and the signature, which the
-// caller checks in that order (see [Verifier.bindProof]).
-func parseProof(s string, req *dpopRequest) (*proof, *Error) {
+// caller checks in that order: the signature last, and only for a proof
+// whose jti its replay cache would take.
+func Parse(s string, req *Request) (*Proof, Problem) {
 	if len(s) > maxProof {
-		return nil, dpopError(ReasonDPoPInvalid)
+		return nil, Invalid
 	}
 	hseg, rest, ok1 := strings.Cut(s, ".")
 	cseg, sseg, ok2 := strings.Cut(rest, ".")
 	if !ok1 || !ok2 || strings.IndexByte(sseg, '.') >= 0 {
-		return nil, dpopError(ReasonDPoPInvalid)
+		return nil, Invalid
 	}
 	var h proofHeader
 	if !h.read(hseg) || h.crit {
-		return nil, dpopError(ReasonDPoPInvalid)
+		return nil, Invalid
 	}
 	if typ, ok := jsonText(h.typ); !ok || !bytes.EqualFold(typ, []byte("dpop+jwt")) {
-		return nil, dpopError(ReasonDPoPInvalid)
+		return nil, Invalid
 	}
 	algText, _ := jsonText(h.alg)
-	i := slices.Index(req.algs, string(algText))
+	i := slices.Index(req.Algorithms, string(algText))
 	if i < 0 {
-		return nil, dpopError(ReasonDPoPInvalid)
+		return nil, Invalid
 	}
-	alg := req.algs[i]
+	alg := req.Algorithms[i]
 	var k proofJWK
 	if !k.read(h.jwk, alg) {
-		return nil, dpopError(ReasonDPoPInvalid)
+		return nil, Invalid
 	}
-	if !k.thumbprintIs(req.jkt) {
-		return nil, dpopError(ReasonDPoPKey)
+	if !k.thumbprintIs(req.JKT) {
+		return nil, WrongKey
 	}
-	p := &proof{alg: alg, signed: s[:len(hseg)+1+len(cseg)]}
+	p := &Proof{alg: alg, signed: s[:len(hseg)+1+len(cseg)]}
 	var ok bool
 	if p.key, ok = k.public(); !ok {
-		return nil, dpopError(ReasonDPoPInvalid)
+		return nil, Invalid
 	}
-	if err := p.readClaims(cseg, req); err != nil {
-		return nil, err
+	if prob := p.readClaims(cseg, req); prob != 0 {
+		return nil, prob
 	}
 	sig, err := base64.RawURLEncoding.Strict().DecodeString(sseg)
 	if err != nil || len(sig) != k.sigSize() {
-		return nil, dpopError(ReasonDPoPInvalid)
+		return nil, Invalid
 	}
 	p.sig = sig
-	if req.nonces != nil {
+	if req.Nonces != nil {
 		text, ok := jsonText(p.nonce)
-		if !ok || !req.nonces.valid(text, req.now) {
-			return nil, nonceError()
+		if !ok || !req.Nonces.valid(text, req.Now) {
+			return nil, NeedsNonce
 		}
 	}
-	return p, nil
+	return p, 0
 }
 
 // proofHeader is the members of a proof's header that are read, as
@@ -183,16 +196,16 @@ func (h *proofHeader) read(seg string) bool {
 }
 
 // readClaims reads and checks the claims segment of p.
-func (p *proof) readClaims(seg string, req *dpopRequest) *Error {
+func (p *Proof) readClaims(seg string, req *Request) Problem {
 	o, ok := decodeSegment(seg)
 	if !ok {
-		return dpopError(ReasonDPoPInvalid)
+		return Invalid
 	}
 	var jti, htm, htu, ath, iat, nonce []byte
 	n := 0
 	for name, value, ok := o.next(); ok; name, value, ok = o.next() {
 		if n++; n > maxProofMembers {
-			return dpopError(ReasonDPoPInvalid)
+			return Invalid
 		}
 		switch string(jsonName(name)) {
 		case "jti":
@@ -211,37 +224,43 @@ func (p *proof) readClaims(seg string, req *dpopRequest) *Error {
 	}
 	id, ok := jsonText(jti)
 	if !ok || len(id) == 0 || len(id) > maxJTI {
-		return dpopError(ReasonDPoPInvalid)
+		return Invalid
 	}
-	if m, _ := jsonText(htm); string(m) != req.method {
-		return dpopError(ReasonDPoPTarget)
+	if m, _ := jsonText(htm); string(m) != req.Method {
+		return WrongTarget
 	}
 	// The common case, the URL exactly as the service names it, needs no
 	// parsing.
-	if u, _ := jsonText(htu); string(u) != req.uri {
-		if n, ok := normalizeHTU(string(u)); !ok || n != req.uri {
-			return dpopError(ReasonDPoPTarget)
+	if u, _ := jsonText(htu); string(u) != req.URI {
+		if n, ok := normalizeHTU(string(u)); !ok || n != req.URI {
+			return WrongTarget
 		}
 	}
-	if a, _ := jsonText(ath); string(a) != req.ath {
-		return dpopError(ReasonDPoPAth)
+	if a, _ := jsonText(ath); string(a) != req.ATH {
+		return WrongToken
 	}
 	// The NumericDate rule of the token's claims, iat required.
 	t, ok := numericDate(iat)
 	if !ok {
-		return dpopError(ReasonDPoPInvalid)
+		return Invalid
 	}
-	if t.Before(req.now.Add(-req.window-req.leeway)) || t.After(req.now.Add(req.leeway)) {
-		return dpopError(ReasonDPoPIat)
+	if t.Before(req.Now.Add(-req.Window-req.Leeway)) || t.After(req.Now.Add(req.Leeway)) {
+		return OutOfWindow
 	}
 	p.jti, p.iat, p.nonce = string(id), t, nonce
-	return nil
+	return 0
 }
 
-// verify reports whether p's signature is its key's over its header and
+// JTI returns the proof's jti, which makes it one of a kind for its key.
+func (p *Proof) JTI() string { return p.jti }
+
+// IssuedAt returns the proof's iat.
+func (p *Proof) IssuedAt() time.Time { return p.iat }
+
+// Verify reports whether p's signature is its key's over its header and
 // claims: ECDSA here (the signature is r and s, each the size of the
 // curve, RFC 7518 §3.4), every other alg by golang-jwt's implementation.
-func (p *proof) verify() bool {
+func (p *Proof) Verify() bool {
 	if pub, ok := p.key.(*ecdsa.PublicKey); ok {
 		var digest []byte
 		switch p.alg {
@@ -296,7 +315,7 @@ func ecdsaDER(r, s []byte) []byte {
 }
 
 // proofMethod returns golang-jwt's method of a proof alg, one of
-// [DefaultDPoPAlgorithms].
+// [DefaultAlgorithms].
 func proofMethod(alg string) jwt.SigningMethod {
 	switch alg {
 	case "ES256":
@@ -332,6 +351,10 @@ func decodeSegment(seg string) (jsonObject, bool) {
 	}
 	return newJSONObject(b)
 }
+
+// maxNumericDate is 9999-12-31T23:59:59Z, the latest NumericDate a proof
+// may carry, as a token may.
+const maxNumericDate = 253402300799
 
 // numericDate returns the time a NumericDate holds: a JSON number from 0
 // to 253402300799 (year 9999), fractions of a second kept.

@@ -1,4 +1,4 @@
-package auth
+package dpop
 
 import (
 	"os"
@@ -11,7 +11,7 @@ import (
 // BenchmarkNonceCheck is the nonce check of a proof alone: one
 // HMAC-SHA256 over a step, compared in constant time.
 //
-//	go test ./auth -run '^$' -bench NonceCheck
+//	go test ./auth/dpop -run '^$' -bench NonceCheck
 func BenchmarkNonceCheck(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "nonce.key")
 	if err := os.WriteFile(path, []byte(strings.Repeat("k", 32)), 0o600); err != nil {

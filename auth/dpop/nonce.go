@@ -1,4 +1,4 @@
-package auth
+package dpop
 
 import (
 	"bytes"
@@ -11,7 +11,6 @@ import (
 	"hash"
 	"io"
 	"io/fs"
-	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -119,7 +118,7 @@ func (k *nonceKey) mac(step int64, out []byte) {
 // LoadNonces reads the nonce key at path, a file of at least
 // [MinNonceKey] bytes (one trailing "\n" dropped, as for an HMAC secret
 // file), and returns the Nonces it makes, accepted for lifetime (0 means
-// [DefaultNonceLifetime]). Errors are *[ConfigError]s that name the file,
+// [DefaultNonceLifetime]). Errors are *[setting.Error]s that name the file,
 // never the key.
 func LoadNonces(path string, lifetime time.Duration) (*Nonces, error) {
 	if lifetime == 0 {
@@ -237,8 +236,3 @@ func (n *Nonces) valid(nonce []byte, now time.Time) bool {
 // NonceHeader is the response header that carries the nonce (RFC 9449
 // §8.1).
 const NonceHeader = "DPoP-Nonce"
-
-// nonceError returns the 401 use_dpop_nonce refusal (RFC 9449 §9).
-func nonceError() *Error {
-	return &Error{Status: http.StatusUnauthorized, Code: "use_dpop_nonce", Reason: ReasonDPoPNonce, DPoP: true}
-}

@@ -1,4 +1,4 @@
-package auth
+package dpop
 
 import (
 	"hash/maphash"
@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// replayCache remembers the DPoP proofs accepted within their window, so
+// A ReplayCache remembers the DPoP proofs accepted within their window, so
 // that none is accepted twice on this replica. It never forgets a proof
 // before its window ends, since a forgotten proof could be replayed: its
 // memory is bounded by refusing new proofs instead, and it shares its room
@@ -24,7 +24,7 @@ import (
 // to maxSize; an entry leaves from the front once it has expired. A proof
 // added again after its window leaves its old entry behind, dead, to be
 // dropped when it reaches the front. It is safe for concurrent use.
-type replayCache struct {
+type ReplayCache struct {
 	mu      sync.Mutex
 	index   map[[16]byte]int // proof → its live entry's position in ring
 	callers map[uint64]int32 // live entries by caller
@@ -43,49 +43,55 @@ type replayEntry struct {
 	dead           bool
 }
 
-// replayCacheEntries is the most proofs remembered: at most about 40 MiB
-// (BenchmarkReplayCacheMemory), or about 2,000 DPoP requests a second per
-// replica over the default window and twice the leeway (2 min).
-const replayCacheEntries = 1 << 18
+// ReplayEntries is the most proofs a replica's cache remembers: at most
+// about 40 MiB (BenchmarkReplayCacheMemory), or about 2,000 DPoP requests
+// a second per replica over the default window and twice the leeway (2
+// min).
+const ReplayEntries = 1 << 18
 
-func newReplayCache(maxSize int) *replayCache {
-	return &replayCache{
+// NewReplayCache returns an empty ReplayCache of at most maxSize proofs.
+func NewReplayCache(maxSize int) *ReplayCache {
+	return &ReplayCache{
 		index: make(map[[16]byte]int), callers: make(map[uint64]int32), clients: make(map[uint64]int32),
 		seed: maphash.MakeSeed(), maxSize: maxSize,
 	}
 }
 
-// What a replayCache found.
-type replayVerdict int
-
-const (
-	replayFresh replayVerdict = iota // not seen: recorded, or there is room to
-	replaySeen                       // seen within its window: a replay
-	replayFull                       // not seen, but there is no room for it
-)
-
-// check reports what add would find for a's proof, recording nothing;
-// with replayFull, wait is how long until the oldest proof it remembers
-// expires, the first time there can be more room.
-func (c *replayCache) check(a Admission) (v replayVerdict, wait time.Duration) {
-	caller, client := c.hash(a.Caller), c.hash(a.Client)
-	t := a.Now.UnixNano()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.find(a.Proof, caller, client, t)
+// A Use is one use of a proof, as a ReplayCache sees it: fixed-size
+// hashes that name no caller, key or proof readably.
+type Use struct {
+	// Proof is the hash of the proof ([ProofKey]), Caller that of the
+	// caller (its issuer and subject), Client that of the proof's key
+	// ([ClientKey]): the shares of the cache are kept by these two.
+	Proof, Caller, Client [16]byte
+	// Expires is when the proof stops being accepted, after which it needs
+	// no remembering; Now is the time of the request.
+	Expires, Now time.Time
 }
 
-// add records a's proof as used until a.Expires, unless it was seen
-// before and has not expired, or there is no room for it.
-func (c *replayCache) add(a Admission) (v replayVerdict, wait time.Duration) {
-	caller, client := c.hash(a.Caller), c.hash(a.Client)
-	t := a.Now.UnixNano()
+// Check reports what Add would find for u's proof, recording nothing: no
+// problem, [Replayed], or [Full] with wait, how long until the oldest
+// proof it remembers expires, the first time there can be more room.
+func (c *ReplayCache) Check(u Use) (p Problem, wait time.Duration) {
+	caller, client := c.hash(u.Caller), c.hash(u.Client)
+	t := u.Now.UnixNano()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if v, wait = c.find(a.Proof, caller, client, t); v != replayFresh {
-		return v, wait
+	return c.find(u.Proof, caller, client, t)
+}
+
+// Add records u's proof as used until u.Expires, unless it was seen
+// before and has not expired ([Replayed]), or there is no room for it
+// ([Full]).
+func (c *ReplayCache) Add(u Use) (p Problem, wait time.Duration) {
+	caller, client := c.hash(u.Caller), c.hash(u.Client)
+	t := u.Now.UnixNano()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, wait = c.find(u.Proof, caller, client, t); p != 0 {
+		return p, wait
 	}
-	if i, ok := c.index[a.Proof]; ok {
+	if i, ok := c.index[u.Proof]; ok {
 		// Expired but not yet at the front: its entry stays, dead, so
 		// that dropping it later cannot forget the proof recorded now.
 		c.forget(i)
@@ -94,38 +100,38 @@ func (c *replayCache) add(a Admission) (v replayVerdict, wait time.Duration) {
 		c.grow()
 	}
 	i := (c.head + c.n) % len(c.ring)
-	c.ring[i] = replayEntry{key: a.Proof, caller: caller, client: client, expires: a.Expires.UnixNano()}
+	c.ring[i] = replayEntry{key: u.Proof, caller: caller, client: client, expires: u.Expires.UnixNano()}
 	c.n++
-	c.index[a.Proof] = i
+	c.index[u.Proof] = i
 	c.callers[caller]++
 	c.clients[client]++
-	return replayFresh, 0
+	return 0, 0
 }
 
 // find drops the entries that expired by t at the front, and says whether
 // the proof key is live, and else whether caller and client have room for
 // it. c.mu is held.
-func (c *replayCache) find(key [16]byte, caller, client uint64, t int64) (replayVerdict, time.Duration) {
+func (c *ReplayCache) find(key [16]byte, caller, client uint64, t int64) (Problem, time.Duration) {
 	for c.n > 0 && (c.ring[c.head].dead || c.ring[c.head].expires <= t) {
 		c.forget(c.head)
 		c.head = (c.head + 1) % len(c.ring)
 		c.n--
 	}
 	if i, ok := c.index[key]; ok && c.ring[i].expires > t {
-		return replaySeen, 0
+		return Replayed, 0
 	}
 	free := int32(c.maxSize - c.n)
 	if free <= 0 || c.callers[caller] >= free || c.clients[client] >= free {
-		return replayFull, time.Duration(c.ring[c.head].expires - t)
+		return Full, time.Duration(c.ring[c.head].expires - t)
 	}
-	return replayFresh, 0
+	return 0, 0
 }
 
-// fill returns the proofs the cache remembers, less those at its front
+// Fill returns the proofs the cache remembers, less those at its front
 // that have expired (the next check drops them), and the most it may
 // hold, at which every new proof is refused: plantstore_dpop_replay_entries
 // and ..._limit. It changes nothing.
-func (c *replayCache) fill() (entries, limit int) {
+func (c *ReplayCache) Fill() (entries, limit int) {
 	t := time.Now().UnixNano()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -144,11 +150,11 @@ func (c *replayCache) fill() (entries, limit int) {
 
 // hash returns the key of a caller or client hash in c's maps: seeded, so
 // that no one can choose hashes that meet.
-func (c *replayCache) hash(h [16]byte) uint64 { return maphash.Comparable(c.seed, h) }
+func (c *ReplayCache) hash(h [16]byte) uint64 { return maphash.Comparable(c.seed, h) }
 
 // forget marks the entry at i dead and drops it from the index and its
 // caller's and key's counts, if it was live. c.mu is held.
-func (c *replayCache) forget(i int) {
+func (c *ReplayCache) forget(i int) {
 	e := &c.ring[i]
 	if e.dead {
 		return
@@ -170,7 +176,7 @@ func decrement(m map[uint64]int32, k uint64) {
 
 // grow doubles the ring, up to maxSize, keeping the entries in order from
 // position 0. c.mu is held and the ring is full.
-func (c *replayCache) grow() {
+func (c *ReplayCache) grow() {
 	ring := make([]replayEntry, min(max(2*len(c.ring), 64), c.maxSize))
 	for j := range c.n {
 		e := c.ring[(c.head+j)%len(c.ring)]
