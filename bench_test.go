@@ -18,6 +18,7 @@ import (
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/jws"
 	"github.com/plantstore/plantstore/auth/keys"
+	"github.com/plantstore/plantstore/auth/mint"
 	"github.com/plantstore/plantstore/observability"
 	"github.com/plantstore/plantstore/plants"
 )
@@ -76,7 +77,7 @@ func benchTracedEngine(tb testing.TB, catalog *plants.Catalog, logTo io.Writer, 
 		tokens = map[string]string{}
 	)
 	for _, alg := range algs {
-		priv, _, err := auth.GenerateKey(alg)
+		priv, _, err := mint.GenerateKey(alg)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -105,7 +106,7 @@ func benchTracedEngine(tb testing.TB, catalog *plants.Catalog, logTo io.Writer, 
 
 func benchToken(tb testing.TB, priv crypto.Signer, alg, sub string, groups ...string) string {
 	tb.Helper()
-	token, err := auth.Mint(priv, alg, auth.MintClaims{
+	token, err := mint.Mint(priv, alg, mint.Claims{
 		Subject:  sub,
 		Issuer:   "https://issuer.example",
 		Audience: []string{"plantstore"},

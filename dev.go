@@ -11,6 +11,7 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/keys"
+	"github.com/plantstore/plantstore/auth/mint"
 	"github.com/plantstore/plantstore/plants"
 )
 
@@ -27,7 +28,7 @@ type devSetup struct {
 // newDevKey returns the ephemeral Ed25519 key of -dev and the key set that
 // verifies it.
 func newDevKey(m *auth.Metrics) (crypto.Signer, *keys.KeySet, error) {
-	key, _, err := auth.GenerateKey("EdDSA")
+	key, _, err := mint.GenerateKey("EdDSA")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -63,7 +64,7 @@ func printDevBanner(w io.Writer, key crypto.Signer, dev devSetup, addr net.Addr)
 	}
 	fmt.Fprintf(w, "plantstore -dev: %s, ephemeral Ed25519 key; these tokens are valid for %s:\n", dev.catalog, ttl)
 	for _, u := range plants.SampleUsers() {
-		token, err := auth.Mint(key, "EdDSA", auth.MintClaims{
+		token, err := mint.Mint(key, "EdDSA", mint.Claims{
 			Subject:     u.Subject,
 			Issuer:      dev.config.Issuer,
 			Audience:    dev.config.Audiences,

@@ -27,8 +27,9 @@ func TestImportRules(t *testing.T) {
 		"observability/spantest":    nil,
 		"auth/keys":                 {"observability/setting"},
 		"auth/dpop":                 {"auth/keys", "observability/setting"},
-		"auth":                      {"auth/dpop", "auth/edge", "auth/keys", "observability", "observability/setting"},
+		"auth":                      {"auth/dpop", "auth/edge", "observability", "observability/setting"},
 		"auth/jws":                  {"auth", "auth/keys"},
+		"auth/mint":                 {"auth", "auth/dpop", "auth/edge", "auth/keys"},
 		"auth/issuers":              {"auth", "auth/jws", "auth/keys", "observability/setting"},
 		"auth/authtest":             {"auth", "auth/keys"},
 		"auth/redisstate":           {"auth", "observability/setting"},
@@ -48,9 +49,9 @@ func TestImportRules(t *testing.T) {
 		"github.com/jackc/pgx/v5":     func(dir, _ string) bool { return strings.HasPrefix(dir, "plants/postgres") },
 		"github.com/pressly/goose/v3": func(dir, _ string) bool { return dir == "plants/postgres" },
 		"github.com/golang-jwt/jwt/v5": func(dir, _ string) bool {
-			return dir == "auth" || dir == "auth/jws" || dir == "auth/dpop" || dir == "auth/authtest"
+			return dir == "auth/jws" || dir == "auth/dpop" || dir == "auth/mint" || dir == "auth/authtest"
 		},
-		"github.com/MicahParks/jwkset": func(dir, _ string) bool { return dir == "auth" || dir == "auth/keys" || dir == "auth/authtest" },
+		"github.com/MicahParks/jwkset": func(dir, _ string) bool { return dir == "auth/keys" || dir == "auth/mint" || dir == "auth/authtest" },
 		// The OpenTelemetry SDK and its exporters are set up in one place;
 		// the packages that make spans use the API only.
 		"go.opentelemetry.io/otel/sdk": func(dir, _ string) bool { return dir == "observability" || dir == "observability/spantest" },

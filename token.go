@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/keys"
+	"github.com/plantstore/plantstore/auth/mint"
 )
 
 // mintToken implements "plantstore token": it signs a JWT with a private
@@ -70,7 +70,7 @@ func mintToken(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	now := time.Now()
-	c := auth.MintClaims{
+	c := mint.Claims{
 		Subject: sub, Issuer: iss, Audience: aud, Groups: groups, GroupsClaim: groupsClaim,
 		Scope: scope, TTL: ttl, KeyID: kid, Now: now,
 	}
@@ -93,7 +93,7 @@ func mintToken(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	token, err := auth.Mint(key, alg, c)
+	token, err := mint.Mint(key, alg, c)
 	if err != nil {
 		return usagef("token: %v", err)
 	}
@@ -131,9 +131,9 @@ func readPrivateKey(path string) (crypto.PrivateKey, error) {
 	if err != nil {
 		return nil, err
 	}
-	key, err := auth.ParsePrivateKey(data)
+	key, err := mint.ParsePrivateKey(data)
 	switch {
-	case errors.Is(err, auth.ErrPublicKey):
+	case errors.Is(err, mint.ErrPublicKey):
 		hint := "give the private key file (PKCS#8 PEM or a private JWK), such as the PREFIX.key that plantstore keygen writes"
 		if prefix, ok := strings.CutSuffix(path, ".jwks.json"); ok {
 			if _, statErr := os.Stat(prefix + ".key"); statErr == nil {
@@ -180,7 +180,7 @@ func proof(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("proof: %w", err)
 	}
-	p, err := auth.ProofWithNonce(key, alg, method, uri, token, nonce)
+	p, err := mint.ProofWithNonce(key, alg, method, uri, token, nonce)
 	if err != nil {
 		return usagef("%v", err)
 	}
@@ -231,11 +231,11 @@ func keygen(args []string, stdout, stderr io.Writer) error {
 	case alg != "RS256" && alg != "ES256" && alg != "EdDSA":
 		return usagef("keygen: invalid value %q for flag -alg: want RS256, ES256 or EdDSA", alg)
 	}
-	priv, jwks, err := auth.GenerateKey(alg)
+	priv, jwks, err := mint.GenerateKey(alg)
 	if err != nil {
 		return fmt.Errorf("keygen: %w", err)
 	}
-	pemBytes, err := auth.MarshalPrivateKey(priv)
+	pemBytes, err := mint.MarshalPrivateKey(priv)
 	if err != nil {
 		return fmt.Errorf("keygen: %w", err)
 	}

@@ -86,7 +86,8 @@ const defaultGroupsClaim = "groups"
 // claimPath returns the path of a groups claim: a top-level name, or a
 // dotted path into nested objects ("realm_access.roles"); "" is
 // defaultGroupsClaim. An empty element ("a..b", "a.") is an error. It is
-// the one reader of a claim path, for verifying and for minting.
+// the one reader of a claim path, for verifying ([lookupPath]) and for
+// making tokens ([Claims.Set]).
 func claimPath(claim string) ([]string, error) {
 	if claim == "" {
 		claim = defaultGroupsClaim
@@ -96,6 +97,33 @@ func claimPath(claim string) ([]string, error) {
 		return nil, fmt.Errorf("%q has an empty path element", claim)
 	}
 	return path, nil
+}
+
+// Set puts v at the claim named claim, a claim path as an issuer's groups
+// claim is (a top-level name, or a dotted path into nested objects, ""
+// for "groups"), making the objects on the way: how a token made for an
+// issuer carries what the issuer reads there. It returns an error for a
+// path with an empty element, or one that goes through a claim that is
+// not an object.
+func (c Claims) Set(claim string, v any) error {
+	path, err := claimPath(claim)
+	if err != nil {
+		return err
+	}
+	cur := c
+	for _, p := range path[:len(path)-1] {
+		next, ok := cur[p].(map[string]any)
+		if !ok {
+			if _, taken := cur[p]; taken {
+				return fmt.Errorf("%q: %q is already a claim that is not an object", strings.Join(path, "."), p)
+			}
+			next = map[string]any{}
+			cur[p] = next
+		}
+		cur = next
+	}
+	cur[path[len(path)-1]] = v
+	return nil
 }
 
 // appendStrings appends to dst the strings of v, a string or an array of

@@ -670,3 +670,20 @@ func BenchmarkVerify(b *testing.B) {
 		})
 	}
 }
+
+// TestConfigMintType: a token made for an issuer carries a type it takes.
+func TestConfigMintType(t *testing.T) {
+	for _, tt := range []struct {
+		types []string
+		want  string
+	}{
+		{nil, "at+jwt"},
+		{[]string{"any"}, "at+jwt"},
+		{[]string{"jwt", "application/AT+JWT"}, "at+jwt"},
+		{[]string{"JWT"}, "JWT"},
+	} {
+		if got := (auth.Config{TokenTypes: tt.types}).MintType(); got != tt.want {
+			t.Errorf("Config{TokenTypes: %q}.MintType() = %q; want %q", tt.types, got, tt.want)
+		}
+	}
+}

@@ -1,4 +1,4 @@
-package auth
+package mint
 
 import "github.com/golang-jwt/jwt/v5"
 
@@ -11,7 +11,7 @@ func (ed25519Method) Alg() string { return "Ed25519" }
 
 // signingMethod returns the method that signs alg: golang-jwt's, or
 // ed25519Method for Ed25519, a name golang-jwt's table of methods does
-// not know (and is not taught: proofs are verified by [proofMethod]).
+// not know (and is not taught: package dpop verifies proofs).
 func signingMethod(alg string) jwt.SigningMethod {
 	if alg == "Ed25519" {
 		return ed25519Method{jwt.SigningMethodEdDSA}

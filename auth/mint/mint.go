@@ -1,4 +1,9 @@
-package auth
+// Package mint makes what the service's clients make: signed access
+// tokens (the token command, the -dev banner), DPoP proofs (the proof
+// command, tests), and new signing keys with their public JWKS (keygen).
+// It verifies nothing; a token it makes meets the rules of an issuer when
+// the claims come from that issuer's [auth.Config.Token].
+package mint
 
 import (
 	"bytes"
@@ -21,14 +26,15 @@ import (
 	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/dpop"
 	"github.com/plantstore/plantstore/auth/edge"
 	"github.com/plantstore/plantstore/auth/keys"
 )
 
-// MintClaims are the claims of a token made by [Mint]. Empty fields are
+// Claims are the claims of a token made by [Mint]. Empty fields are
 // left out of the token.
-type MintClaims struct {
+type Claims struct {
 	// Subject is the sub claim.
 	Subject string
 	// Issuer is the iss claim.
@@ -74,7 +80,7 @@ type MintClaims struct {
 // *ecdsa.PrivateKey (ES256 on P-256, ES384 on P-384, ES512 on P-521), an
 // ed25519.PrivateKey (EdDSA), or a non-empty []byte HMAC secret
 // (HS256/384/512); any other pairing is an error.
-func Mint(key crypto.PrivateKey, alg string, c MintClaims) (string, error) {
+func Mint(key crypto.PrivateKey, alg string, c Claims) (string, error) {
 	key = normalizePrivate(key)
 	if alg == "" {
 		alg = DefaultAlgorithm(key)
@@ -130,12 +136,8 @@ func Mint(key crypto.PrivateKey, alg string, c MintClaims) (string, error) {
 		cnf["x5t#S256"] = edge.CertificateThumbprint(c.BoundToCert)
 	}
 	if len(c.Groups) > 0 {
-		path, err := claimPath(c.GroupsClaim)
-		if err != nil {
+		if err := auth.Claims(claims).Set(c.GroupsClaim, c.Groups); err != nil {
 			return "", fmt.Errorf("mint token: groups claim %w", err)
-		}
-		if err := setPath(claims, path, c.Groups); err != nil {
-			return "", fmt.Errorf("mint token: %w", err)
 		}
 	}
 	if c.Scope != "" {
@@ -168,25 +170,6 @@ func Mint(key crypto.PrivateKey, alg string, c MintClaims) (string, error) {
 		return "", fmt.Errorf("mint token: %w", err)
 	}
 	return s, nil
-}
-
-// setPath sets the claim at path (see claimPath), making the objects on
-// the way.
-func setPath(claims map[string]any, path []string, v any) error {
-	cur := claims
-	for _, p := range path[:len(path)-1] {
-		next, ok := cur[p].(map[string]any)
-		if !ok {
-			if _, taken := cur[p]; taken {
-				return fmt.Errorf("groups claim %q: %q is already a claim that is not an object", strings.Join(path, "."), p)
-			}
-			next = map[string]any{}
-			cur[p] = next
-		}
-		cur = next
-	}
-	cur[path[len(path)-1]] = v
-	return nil
 }
 
 // normalizePrivate turns pointer forms of key types into the forms
