@@ -41,9 +41,10 @@ func newDevKey(m *auth.Metrics) (crypto.Signer, *keys.KeySet, error) {
 }
 
 // printDevBanner prints, for each sample user, a curl line with a fresh
-// token signed by the ephemeral -dev key. The tokens meet the configured
-// policy (issuer, audience, required scope) and carry the groups at the
-// configured groups claim, so each line reads exactly what it says.
+// token signed by the ephemeral -dev key. Each token carries what the
+// configured issuer's rules ask of a token (auth.Config.Token: issuer,
+// audience, required scope, the groups at the configured groups claim,
+// and each rule's own), so each line reads exactly what it says.
 func printDevBanner(w io.Writer, key crypto.Signer, dev devSetup, addr net.Addr) error {
 	host, port := "127.0.0.1", "8080"
 	if tcp, ok := addr.(*net.TCPAddr); ok {
@@ -53,34 +54,23 @@ func printDevBanner(w io.Writer, key crypto.Signer, dev devSetup, addr net.Addr)
 		}
 	}
 	base := "http://" + net.JoinHostPort(host, port)
-	// The tokens meet the rules on tokens meant for this resource too:
-	// their type, a client of the list, a lifetime within the cap.
-	ttl, client := devTokenTTL, ""
-	if c := dev.config.MaxLifetime; c > 0 {
-		ttl = min(ttl, c)
-	}
-	if len(dev.config.Clients) > 0 {
-		client = dev.config.Clients[0]
-	}
-	fmt.Fprintf(w, "plantstore -dev: %s, ephemeral Ed25519 key; these tokens are valid for %s:\n", dev.catalog, ttl)
+	now := time.Now()
+	var lines strings.Builder
+	valid := time.Duration(0)
 	for _, u := range plants.SampleUsers() {
-		token, err := mint.Mint(key, "EdDSA", mint.Claims{
-			Subject:     u.Subject,
-			Issuer:      dev.config.Issuer,
-			Audience:    dev.config.Audiences,
-			Groups:      u.Groups,
-			GroupsClaim: dev.config.GroupsClaim,
-			Scope:       dev.config.RequiredScope,
-			TTL:         ttl,
-			Type:        dev.config.MintType(),
-			ClientID:    client,
-		})
+		typ, claims, err := dev.config.Token(u.Subject, u.Groups, now, devTokenTTL)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "\n# %s (reads as %s)\ncurl -sS -H 'Authorization: Bearer %s' %s/plants\n",
+		token, err := mint.Sign(key, "EdDSA", typ, claims)
+		if err != nil {
+			return err
+		}
+		// What the rules left of the lifetime (a cap on it shortens it).
+		valid = time.Duration(claims["exp"].(float64)-claims["iat"].(float64)) * time.Second
+		fmt.Fprintf(&lines, "\n# %s (reads as %s)\ncurl -sS -H 'Authorization: Bearer %s' %s/plants\n",
 			u.Subject, strings.Join(u.Principals(), ", "), token, base)
 	}
-	fmt.Fprintln(w)
+	fmt.Fprintf(w, "plantstore -dev: %s, ephemeral Ed25519 key; these tokens are valid for %s:\n%s\n", dev.catalog, valid, lines.String())
 	return nil
 }

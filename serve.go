@@ -177,11 +177,9 @@ func openStore(bg *background, cfg serveConfig, reg prometheus.Registerer, log *
 type verification struct {
 	verifier *auth.Verifier
 	metrics  *auth.Metrics
-	// source is the -jwt-* issuer's key source; nil with -dev or an
-	// issuers file.
-	source *keys.Source
-	// issuers is the issuers file; nil without -jwt-issuers-file.
-	issuers *issuers.File
+	// issuers are the issuers of the issuers file or of the -jwt-* flags,
+	// with their key sources; nil with -dev.
+	issuers *issuers.Set
 	// devKey signs the -dev banner's tokens; nil without -dev.
 	devKey crypto.Signer
 	// nonces are the DPoP server nonces of -dpop-nonce-key-file; nil
@@ -199,7 +197,8 @@ func (vf verification) issuerList() []auth.Issuer {
 }
 
 // openKeys builds the verifier: of the issuers of -jwt-issuers-file, or of
-// the one issuer the -jwt-* flags (or -dev) define.
+// the one issuer the -jwt-* flags (or -dev) define. What a constructor
+// refuses is the usage error of its flag, or of the issuers file's line.
 func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *zap.Logger, tracing *observability.Tracing) (verification, error) {
 	vf := verification{metrics: auth.NewMetrics(reg)}
 	opts, err := cfg.verifierOptions()
@@ -210,37 +209,37 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 	if opts.Shared, err = openShared(bg, cfg, reg, log); err != nil {
 		return vf, err
 	}
-	src := keys.SourceOptions{
-		Refresh: cfg.JWKSRefresh, MinRefresh: cfg.JWKSMinRefresh,
-		Log: log, TracerProvider: tracing.Provider(),
+	// apply makes the verifier of the issuers.
+	apply := func(is []auth.Issuer) (err error) {
+		vf.verifier, err = auth.NewVerifier(opts, is...)
+		return err
 	}
-	if cfg.IssuersFile != "" {
-		return openIssuersFile(bg, cfg, opts, issuers.Options{Defaults: cfg.JWT, Sources: src, Metrics: vf.metrics}, vf)
-	}
-	var ks keys.Keys
 	if cfg.Dev {
 		var set *keys.KeySet
 		if vf.devKey, set, err = newDevKey(vf.metrics); err != nil {
 			return vf, fmt.Errorf("dev key: %w", err)
 		}
-		ks = set
-	} else {
-		// The issuer's rules first: nothing is fetched for an issuer that
-		// the verifier would refuse.
-		checked, err := auth.CheckIssuers(auth.Issuer{Config: cfg.JWT})
-		if err != nil {
-			return vf, cfg.refused(err)
-		}
-		src.Issuer, src.Algorithms, src.Metrics = cfg.JWT.Issuer, checked[0].Config.Algorithms, vf.metrics.ForIssuer("")
-		if vf.source, err = keys.OpenSource(bg.ctx, cfg.Keys, src); err != nil {
-			return vf, cfg.refused(err)
-		}
-		bg.wait(vf.source.Done())
-		ks = vf.source.Keys()
+		return vf, cfg.refused(apply([]auth.Issuer{{Config: cfg.JWT, JWS: jws.New(set)}}))
 	}
-	if vf.verifier, err = auth.NewVerifier(opts, auth.Issuer{Config: cfg.JWT, JWS: jws.New(ks)}); err != nil {
+	o := issuers.Options{
+		Defaults: cfg.JWT,
+		Sources: keys.SourceOptions{
+			Refresh: cfg.JWKSRefresh, MinRefresh: cfg.JWKSMinRefresh,
+			Log: log, TracerProvider: tracing.Provider(),
+		},
+		Metrics: vf.metrics,
+	}
+	if cfg.IssuersFile != "" {
+		vf.issuers, err = issuers.Load(bg.ctx, cfg.IssuersFile, o, apply)
+	} else {
+		vf.issuers, err = issuers.Flags(bg.ctx, cfg.Keys, o, apply)
+	}
+	if err != nil {
 		return vf, cfg.refused(err)
 	}
+	done := make(chan struct{})
+	go func() { vf.issuers.Wait(); close(done) }()
+	bg.wait(done)
 	return vf, nil
 }
 
@@ -266,24 +265,6 @@ func openShared(bg *background, cfg serveConfig, reg prometheus.Registerer, log 
 	}()
 	bg.wait(done)
 	return st, nil
-}
-
-// openIssuersFile builds the issuers of -jwt-issuers-file and their
-// verifier. What the file says wrong is a usage error naming its line; a
-// setting the file's issuers took from the flags is named as its flag.
-func openIssuersFile(bg *background, cfg serveConfig, opts auth.Options, fo issuers.Options, vf verification) (verification, error) {
-	f, err := issuers.Load(bg.ctx, cfg.IssuersFile, fo)
-	if err != nil {
-		return vf, cfg.refused(err)
-	}
-	vf.issuers = f
-	done := make(chan struct{})
-	go func() { f.Wait(); close(done) }()
-	bg.wait(done)
-	if vf.verifier, err = auth.NewVerifier(opts, f.Issuers()...); err != nil {
-		return vf, cfg.refused(f.Explain(err))
-	}
-	return vf, nil
 }
 
 // readiness is the check of /readyz: not draining, keys usable, the store
@@ -555,21 +536,22 @@ func waitOrStop[T any](done <-chan T, sigs <-chan os.Signal) (v T, stopped bool)
 // readers are checked against the issuers once, after both.
 func (s *service) reload() {
 	var (
-		issuers []auth.Issuer
-		catalog *plants.Catalog
+		reloaded []auth.Issuer
+		catalog  *plants.Catalog
 	)
 	defer func() {
-		if catalog != nil || issuers != nil {
-			s.readers.reloaded(catalog, issuers)
+		if catalog != nil || reloaded != nil {
+			s.readers.reloaded(catalog, reloaded)
 		}
 	}()
-	if f := s.keys.issuers; f != nil {
-		added, removed, err := f.Reload(func(is []auth.Issuer) error { return s.keys.verifier.SetIssuers(is...) })
+	set := s.keys.issuers
+	if set != nil && s.cfg.IssuersFile != "" {
+		added, removed, err := set.Reload(func(is []auth.Issuer) error { return s.keys.verifier.SetIssuers(is...) })
 		if err != nil {
 			s.log.Error("issuers file reload refused; the previous issuers keep serving", zap.Error(err))
 		} else {
 			s.log.Info("issuers file reloaded", zap.Strings("added", added), zap.Strings("removed", removed))
-			issuers = f.Issuers()
+			reloaded = set.Issuers()
 		}
 	}
 	if s.catalog.memory != nil && s.cfg.Data != "" {
@@ -581,10 +563,10 @@ func (s *service) reload() {
 			catalog = c
 		}
 	}
-	if s.keys.source != nil {
-		// A SIGHUP is asked for: the source says so even when nothing
-		// changed.
-		s.keys.source.Reload()
+	if set != nil && s.cfg.IssuersFile == "" {
+		// The key files of the -jwt-* issuer; a SIGHUP is asked for: the
+		// source says so even when nothing changed.
+		_, _, _ = set.Reload(nil)
 	}
 	if n := s.keys.nonces; n != nil {
 		changed, err := n.Reload(time.Now())

@@ -9,6 +9,7 @@ import (
 	"go/token"
 	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -17,7 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/plantstore/plantstore/auth/issuers"
+	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/observability"
 	"github.com/plantstore/plantstore/observability/setting"
 	"github.com/plantstore/plantstore/plants/postgres"
@@ -142,19 +144,9 @@ func TestSettingKeys(t *testing.T) {
 			t.Errorf("%s: a *setting.Error cites %q, which is the key of no row", k.at, k.key)
 		}
 	}
-	var fields []string
-	var walk func(reflect.Type)
-	walk = func(typ reflect.Type) {
-		for f := range typ.Fields() {
-			tag, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-			if opts == "inline" {
-				walk(f.Type)
-				continue
-			}
-			fields = append(fields, tag)
-		}
-	}
-	walk(reflect.TypeFor[issuers.Entry]())
+	// The keys of an issuer of the issuers file: its name, its Config's
+	// and its KeySource's.
+	fields := append([]string{fileOnly}, append(yamlKeys(t, reflect.TypeFor[auth.Config]()), yamlKeys(t, reflect.TypeFor[keys.KeySource]())...)...)
 	for _, f := range fields {
 		if s, ok := byKey[f]; f != fileOnly && (!ok || s.issuer == everyIssuer) {
 			t.Errorf("the issuers file's field %q is the key of no per-issuer row", f)
@@ -196,6 +188,84 @@ func TestSettingKeys(t *testing.T) {
 	}
 }
 
+// yamlKeys returns the yaml keys of the fields of typ, a struct whose
+// every field has one.
+func yamlKeys(t *testing.T, typ reflect.Type) []string {
+	t.Helper()
+	var out []string
+	for f := range typ.Fields() {
+		key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if key == "" || key == "-" {
+			t.Errorf("%s.%s has no yaml key: the issuers file cannot set it", typ, f.Name)
+			continue
+		}
+		out = append(out, key)
+	}
+	return out
+}
+
+// TestIssuerRulesDeclaredOnce holds each setting of an issuer, a field of
+// auth.Config, to the places that must know it, none of which has a list
+// of its own to keep: its yaml key is a key of the issuers file (which
+// decodes each issuer's Config inline) and the key of a row of the table
+// of settings that sets it for the -jwt-* issuer, the default of the
+// file's issuers, and deploy/check's copy of the flags names that row's
+// flag. Reload sameness compares whole Configs (auth's own test).
+func TestIssuerRulesDeclaredOnce(t *testing.T) {
+	byKey := map[string]settingRow{}
+	for _, s := range serveSettings() {
+		byKey[s.key] = s
+	}
+	deployed, err := os.ReadFile("deploy/check/settings.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range yamlKeys(t, reflect.TypeFor[auth.Config]()) {
+		s, ok := byKey[key]
+		switch {
+		case !ok:
+			t.Errorf("auth.Config's %q is the key of no row of the table of settings", key)
+			continue
+		case s.issuer == everyIssuer:
+			t.Errorf("auth.Config's %q is the key of -%s, a row of every issuer; want one issuer's", key, s.flag)
+		}
+		if !strings.Contains(string(deployed), `"`+s.flag+`"`) {
+			t.Errorf("deploy/check/settings.go does not list -%s, auth.Config's %q", s.flag, key)
+		}
+		// The row sets the flags' Config, which the file's issuers
+		// inherit: a value given to it lands in the field of that key.
+		var c serveConfig
+		v := s.value(&c)
+		sample := sampleOf(t, typeOf(v), "")
+		if err := v.Set(sample); err != nil {
+			t.Fatalf("-%s refuses %q: %v", s.flag, sample, err)
+		}
+		if reflect.ValueOf(c.JWT).FieldByIndex(fieldOf(t, key).Index).IsZero() {
+			t.Errorf("-%s=%s leaves auth.Config's %q unset; want the row to set it", s.flag, sample, key)
+		}
+	}
+}
+
+// typeOf is the type a flag value names in -h.
+func typeOf(v flag.Value) string {
+	if t, ok := v.(typed); ok {
+		return t.Type()
+	}
+	return ""
+}
+
+// fieldOf returns the field of auth.Config whose yaml key is key.
+func fieldOf(t *testing.T, key string) reflect.StructField {
+	t.Helper()
+	for f := range reflect.TypeFor[auth.Config]().Fields() {
+		if k, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); k == key {
+			return f
+		}
+	}
+	t.Fatalf("auth.Config has no field of key %q", key)
+	return reflect.StructField{}
+}
+
 // refusedKey is the key a *setting.Error cites, and where.
 type refusedKey struct{ key, at string }
 
@@ -203,7 +273,8 @@ type refusedKey struct{ key, at string }
 // packages make: the first argument of setting.Errorf and the Key of a
 // setting.Error literal, each a string literal or a parameter of a
 // function that passes it on (issuerError), whose callers then give the
-// literal. A key that is neither fails t: the test could not check it.
+// literal, or the key of a Config field as the issuers file writes it. A
+// key that is none of these fails t: the test could not check it.
 func refusedKeys(t *testing.T) []refusedKey {
 	t.Helper()
 	fset := token.NewFileSet()
@@ -226,6 +297,10 @@ func refusedKeys(t *testing.T) []refusedKey {
 	}
 	var out []refusedKey
 	forwarders := map[string]int{} // function name -> index of the key parameter
+	// Functions that cite a key as the issuers file writes it, which is
+	// the yaml key of a field of auth.Config, each held to a row by
+	// TestIssuerRulesDeclaredOnce.
+	fromFile := map[string]bool{"checkText": true}
 	// key records the key expression e of a refusal made in fn.
 	key := func(fn *ast.FuncDecl, e ast.Expr) {
 		at := fset.Position(e.Pos()).String()
@@ -245,6 +320,9 @@ func refusedKeys(t *testing.T) []refusedKey {
 					i++
 				}
 			}
+		}
+		if fn != nil && fromFile[fn.Name.Name] {
+			return
 		}
 		t.Errorf("%s: a *setting.Error whose key is neither a string literal nor a parameter passed on", at)
 	}

@@ -188,8 +188,10 @@ func (v *Verifier) verifyWith(ctx context.Context, is *issuer, a Authenticator, 
 	if r := is.registered(claims, now, v.opts.Leeway); r != "" {
 		return nil, invalidToken(r)
 	}
-	if ae := is.checkIssued(claims, now, v.opts.Leeway); ae != nil {
-		return nil, ae
+	for _, r := range is.rules {
+		if ae := r.check(claims, now, v.opts.Leeway); ae != nil {
+			return nil, ae
+		}
 	}
 	id, ae := v.identity(is, claims)
 	if ae != nil {

@@ -22,55 +22,6 @@ const (
 	DefaultCacheBytes = 32 << 20
 )
 
-// Config is the verification policy of one issuer. Its zero value accepts
-// any iss and aud with the default algorithms, groups at "groups" and no
-// required scope.
-type Config struct {
-	// Issuer, when set, is the value the iss claim must equal.
-	Issuer string
-	// Audiences, when set, are the values of which the aud claim (a string
-	// or an array) must contain at least one. A blank entry is an error.
-	Audiences []string
-	// Algorithms is the allow-list of JWS alg values; nil or empty means
-	// [DefaultAlgorithms].
-	Algorithms []string
-	// GroupsClaim is the claim holding the caller's groups: a top-level
-	// name, or a dotted path into nested objects ("realm_access.roles").
-	// A top-level claim whose name contains dots is found by its full name
-	// first. Empty means "groups".
-	GroupsClaim string
-	// RequiredScope, when set, is a scope the token must carry in its
-	// scope or scp claim; without it the request is refused with 403.
-	RequiredScope string
-	// DPoP is whether the issuer's tokens may or must be bound to a key
-	// the client proves it holds (RFC 9449).
-	DPoP DPoPMode
-	// MTLS is whether the issuer's tokens may or must be bound to the
-	// client's TLS certificate (RFC 8705 §3), which the gateway forwards
-	// ([Options].ClientCertHeader).
-	MTLS MTLSMode
-	// TokenTypes, when set, are the JOSE typ values the issuer's tokens
-	// must carry: "at+jwt" (RFC 9068) and "jwt", compared without regard
-	// to case and with an optional "application/" prefix. Nil, or the one
-	// item "any", takes a token without typ too. Whatever it says, a typ
-	// that names another kind of JWT (any "+jwt" type but at+jwt) is
-	// refused.
-	TokenTypes []string
-	// Clients, when set, are the clients whose tokens are accepted: the
-	// token's client_id (RFC 9068 §2.2) or, without one, its azp (OpenID
-	// Connect) must be one of them. A blank entry is an error.
-	Clients []string
-	// MaxLifetime, when positive, is the longest lifetime a token may
-	// have: exp at most this after iat, or, without iat, after now (with
-	// the leeway).
-	MaxLifetime time.Duration
-	// MaxStale, when positive, is how long fetched keys keep verifying
-	// without a successful fetch confirming them; 0 keeps the last good
-	// keys for as long as fetches fail. Keys read from files are not
-	// fetched, and an issuer without fetched keys cannot set it.
-	MaxStale time.Duration
-}
-
 // An Issuer is a trusted issuer: the policy its tokens must meet and how
 // they are trusted. What trusts the tokens of one issuer (its keys) never
 // trusts a token routed to another.
@@ -139,19 +90,6 @@ type Options struct {
 	Shared SharedState
 }
 
-// DefaultAlgorithms returns the algorithms a [Verifier] allows when a
-// Config names none: every JWS signature algorithm golang-jwt implements
-// except "none". A key is still only used with its own family.
-func DefaultAlgorithms() []string {
-	return []string{
-		"RS256", "RS384", "RS512",
-		"PS256", "PS384", "PS512",
-		"ES256", "ES384", "ES512",
-		"EdDSA",
-		"HS256", "HS384", "HS512",
-	}
-}
-
 // Verifier checks credentials against its issuers. It is safe for
 // concurrent use.
 type Verifier struct {
@@ -190,6 +128,7 @@ type issuer struct {
 	trusts     [2]Trust
 	jws        Authenticator
 	opaque     Authenticator // nil: it takes no opaque tokens
+	rules      []rule        // the rules on the claims cfg sets
 	groupsPath []string
 	// retired is set when SetIssuers dropped or replaced the issuer: its
 	// cached tokens stop counting.
@@ -449,6 +388,7 @@ func (v *Verifier) newIssuer(is Issuer, old *issuerTable) (*issuer, error) {
 	}
 	// CheckIssuers made the path from a valid claim.
 	n.groupsPath, _ = claimPath(is.Config.GroupsClaim)
+	n.rules = is.Config.rules()
 	return n, nil
 }
 
@@ -462,46 +402,6 @@ func issuerOf(err error, name string) error {
 		return &named
 	}
 	return err
-}
-
-// check returns c with its defaults filled in (the default algorithms, in
-// order and without repeats; groups at "groups"), or the *ConfigError of
-// the rule of [Verifier.SetIssuers] it breaks.
-func (c Config) check() (Config, *setting.Error) {
-	known := DefaultAlgorithms()
-	algs := c.Algorithms
-	if len(algs) == 0 {
-		algs = known
-	}
-	clean := make([]string, 0, len(algs))
-	for _, a := range algs {
-		if strings.EqualFold(a, "none") {
-			return c, setting.Errorf("algorithms", `algorithm "none" is never allowed`)
-		}
-		if !slices.Contains(known, a) {
-			return c, setting.Errorf("algorithms", "unknown algorithm %q (want some of %s)", a, strings.Join(known, ", "))
-		}
-		if !slices.Contains(clean, a) {
-			clean = append(clean, a)
-		}
-	}
-	c.Algorithms = clean
-	for _, a := range c.Audiences {
-		if strings.TrimSpace(a) == "" {
-			return c, setting.Errorf("audiences", "blank audience: a list of blanks would check nothing")
-		}
-	}
-	c.Audiences = slices.Clone(c.Audiences)
-	if c.GroupsClaim == "" {
-		c.GroupsClaim = defaultGroupsClaim
-	}
-	if _, err := claimPath(c.GroupsClaim); err != nil {
-		return c, &setting.Error{Key: "groups_claim", Err: err}
-	}
-	if c.RequiredScope != "" && !isScopeToken(c.RequiredScope) {
-		return c, setting.Errorf("required_scope", "%q is not a single scope token", c.RequiredScope)
-	}
-	return c.checkIntended()
 }
 
 // Ready returns nil when every issuer has usable keys, and otherwise an

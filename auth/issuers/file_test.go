@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -87,11 +88,8 @@ func TestLoadIssuersFileErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := writeIssuers(t, tt.yaml)
-			f, err := issuers.Load(t.Context(), path, issuers.Options{})
-			if err == nil {
-				_, err = auth.NewVerifier(auth.Options{}, f.Issuers()...)
-				err = f.Explain(err)
-			}
+			var v *auth.Verifier
+			_, err := issuers.Load(t.Context(), path, issuers.Options{}, into(&v, auth.Options{}))
 			var fe *setting.Error
 			if !errors.As(err, &fe) || fe.File == "" {
 				t.Fatalf("load %q = %v; want a *setting.Error of the file", tt.yaml, err)
@@ -116,7 +114,7 @@ type twoIssuers struct {
 	staffSrv, custSrv *authtest.Server
 	path              string
 	v                 *auth.Verifier
-	f                 *issuers.File
+	f                 *issuers.Set
 	reg               *prometheus.Registry
 	m                 *auth.Metrics // on reg, as the sources' are
 }
@@ -147,14 +145,11 @@ func newTwoIssuers(t testing.TB) *twoIssuers {
     audiences: [plantstore]
 `, staffIss, ti.staffSrv.URL, custIss, ti.custSrv.URL))
 	ti.m = auth.NewMetrics(ti.reg)
-	f, err := issuers.Load(t.Context(), ti.path, issuers.Options{Sources: keys.SourceOptions{MinRefresh: time.Millisecond}, Metrics: ti.m})
+	f, err := issuers.Load(t.Context(), ti.path, issuers.Options{Sources: keys.SourceOptions{MinRefresh: time.Millisecond}, Metrics: ti.m}, into(&ti.v, auth.Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ti.f = f
-	if ti.v, err = auth.NewVerifier(auth.Options{}, f.Issuers()...); err != nil {
-		t.Fatal(err)
-	}
 	authtest.WaitFor(t, "both issuers' keys", func() bool { return ti.v.Ready() == nil })
 	return ti
 }
@@ -297,12 +292,8 @@ func TestIssuerJWKSDown(t *testing.T) {
 	down := authtest.NewServer(t, nil)
 	down.Set(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })
 	path := writeIssuers(t, fmt.Sprintf("issuers:\n  - name: staff\n    issuer: %s\n    jwks_url: %s\n  - name: partners\n    issuer: https://partners.example\n    jwks_url: %s\n", staffIss, ti.staffSrv.URL, down.URL))
-	f, err := issuers.Load(t.Context(), path, issuers.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := auth.NewVerifier(auth.Options{}, f.Issuers()...)
-	if err != nil {
+	var v *auth.Verifier
+	if _, err := issuers.Load(t.Context(), path, issuers.Options{}, into(&v, auth.Options{})); err != nil {
 		t.Fatal(err)
 	}
 	authtest.WaitFor(t, "the staff keys", func() bool {
@@ -473,7 +464,7 @@ func TestIssuersFileDefaults(t *testing.T) {
     dpop: required
     mtls: required
 `, ks))
-	f, err := issuers.Load(t.Context(), path, issuers.Options{Defaults: auth.Config{RequiredScope: "plants:read", DPoP: auth.DPoPOff, MTLS: auth.MTLSOff}})
+	f, err := issuers.Load(t.Context(), path, issuers.Options{Defaults: auth.Config{RequiredScope: "plants:read", DPoP: auth.DPoPOff, MTLS: auth.MTLSOff}}, accept)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -500,13 +491,13 @@ func TestIssuersFileSettingsFromOptions(t *testing.T) {
 	ks := authtest.WriteJWKS(t, authtest.NewKey(t, "ES256"))
 	o := issuers.Options{Defaults: auth.Config{RequiredScope: "two words"}}
 	inherits := writeIssuers(t, "issuers:\n  - name: staff\n    issuer: https://a\n    key_file: "+ks+"\n")
-	_, err := issuers.Load(t.Context(), inherits, o)
+	_, err := issuers.Load(t.Context(), inherits, o, accept)
 	var ce *setting.Error
 	if !errors.As(err, &ce) || ce.Key != "required_scope" || ce.File != "" {
 		t.Errorf("a bad scope from the options = %v; want the required_scope *setting.Error, not one of the file", err)
 	}
 	own := writeIssuers(t, "issuers:\n  - name: staff\n    issuer: https://a\n    key_file: "+ks+"\n    required_scope: two words\n")
-	if _, err := issuers.Load(t.Context(), own, o); !errors.As(err, &ce) || ce.File != own || ce.Line != 5 {
+	if _, err := issuers.Load(t.Context(), own, o, accept); !errors.As(err, &ce) || ce.File != own || ce.Line != 5 {
 		t.Errorf("a bad scope of the file = %v; want a *setting.Error of the file at line 5", err)
 	}
 
@@ -516,7 +507,7 @@ func TestIssuersFileSettingsFromOptions(t *testing.T) {
 	o = issuers.Options{Defaults: auth.Config{TokenTypes: []string{"at+jwt"}, Clients: []string{"web"}, MaxLifetime: time.Hour, MaxStale: 24 * time.Hour}}
 	both := writeIssuers(t, "issuers:\n  - name: staff\n    issuer: https://a\n    key_file: "+ks+
 		"\n  - name: shop\n    issuer: https://b\n    key_file: "+ks+"\n    token_types: [any]\n    clients: [app]\n    max_lifetime: 0s\n    max_stale: 0s\n")
-	f, err := issuers.Load(t.Context(), both, o)
+	f, err := issuers.Load(t.Context(), both, o, accept)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -719,7 +710,8 @@ func TestIssuersFileWatchesKeyFiles(t *testing.T) {
 	const iss = "https://partners.example"
 	path := writeIssuers(t, fmt.Sprintf("issuers:\n  - name: partners\n    issuer: %s\n    key_file: %s\n", iss, vol.Path("jwks.json")))
 	ctx, cancel := context.WithCancel(context.Background())
-	f, err := issuers.Load(ctx, path, issuers.Options{Sources: keys.SourceOptions{Log: log}})
+	var v *auth.Verifier
+	f, err := issuers.Load(ctx, path, issuers.Options{Sources: keys.SourceOptions{Log: log}}, into(&v, auth.Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -727,10 +719,6 @@ func TestIssuersFileWatchesKeyFiles(t *testing.T) {
 		cancel()
 		f.Wait()
 	})
-	v, err := auth.NewVerifier(auth.Options{}, f.Issuers()...)
-	if err != nil {
-		t.Fatal(err)
-	}
 	tokB := authtest.Token(t, b, nil, authtest.Claims(map[string]any{"iss": iss}))
 	vol.Update(t, map[string][]byte{"jwks.json": authtest.JWKS(t, b)})
 	line := logs.WaitLine(t, "for the issuer's new keys", func(l map[string]any) bool { return l["msg"] == "keys reloaded" })
@@ -752,4 +740,59 @@ func verify(ctx context.Context, v *auth.Verifier, token string) (*auth.Identity
 	r := httptest.NewRequestWithContext(ctx, http.MethodGet, "/plants", nil)
 	r.Header.Set("Authorization", "Bearer "+token)
 	return v.Authenticate(r)
+}
+
+// into returns the apply function of Load that makes *v, a verifier of o
+// over the issuers.
+func into(v **auth.Verifier, o auth.Options) func([]auth.Issuer) error {
+	return func(is []auth.Issuer) (err error) {
+		*v, err = auth.NewVerifier(o, is...)
+		return err
+	}
+}
+
+// accept is the apply function of Load that takes the issuers as they
+// are, for the tests that look at them rather than verify with them.
+func accept([]auth.Issuer) error { return nil }
+
+// TestFileReadsEveryConfigKey: each setting of auth.Config, under its
+// yaml key, is read from the file into the issuer's Config, so a setting
+// added to Config is a key of the file with nothing more to do.
+func TestFileReadsEveryConfigKey(t *testing.T) {
+	keyFile := authtest.WriteJWKS(t, authtest.NewKey(t, "ES256"))
+	typ := reflect.TypeFor[auth.Config]()
+	for f := range typ.Fields() {
+		key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		t.Run(key, func(t *testing.T) {
+			for _, sample := range []string{"https://b.example", "[ES256]", "[x]", "[at+jwt]", "1h", "off"} {
+				yaml := fmt.Sprintf("issuers:\n  - name: staff\n    issuer: https://a.example\n    key_file: %s\n", keyFile)
+				if key != "issuer" {
+					yaml += "    " + key + ": " + sample + "\n"
+				} else {
+					yaml = strings.Replace(yaml, "https://a.example", sample, 1)
+				}
+				f, err := issuers.Load(t.Context(), writeIssuers(t, yaml), issuers.Options{}, accept)
+				if err != nil {
+					continue // not a value of this setting
+				}
+				c := f.Issuers()[0].Config
+				if !reflect.ValueOf(c).FieldByName(fieldName(typ, key)).IsZero() {
+					return
+				}
+				t.Errorf("%s: %s read from the file leaves Config.%s unset", key, sample, fieldName(typ, key))
+				return
+			}
+			t.Errorf("%s: no sample value the file takes; give this test one", key)
+		})
+	}
+}
+
+// fieldName returns the name of the field of typ whose yaml key is key.
+func fieldName(typ reflect.Type, key string) string {
+	for f := range typ.Fields() {
+		if k, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); k == key {
+			return f.Name
+		}
+	}
+	return ""
 }

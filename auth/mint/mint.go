@@ -147,12 +147,41 @@ func Mint(key crypto.PrivateKey, alg string, c Claims) (string, error) {
 		claims["client_id"] = c.ClientID
 	}
 
-	tok := jwt.NewWithClaims(method, claims)
-	tok.Header["typ"] = "at+jwt"
+	typ := "at+jwt"
 	if c.Type != "" {
-		tok.Header["typ"] = c.Type
+		typ = c.Type
 	}
-	kid := c.KeyID
+	return sign(key, method, typ, c.KeyID, claims)
+}
+
+// Sign returns a JWT of claims with the typ header typ (an access token's
+// when empty), signed with key using alg (the key's default when empty),
+// whose kid is the RFC 7638 thumbprint of the key's public half (none for
+// an HMAC secret): a token of the claims an issuer's auth.Config.Token
+// asks for. The keys and algorithms are those of [Mint].
+func Sign(key crypto.PrivateKey, alg, typ string, claims map[string]any) (string, error) {
+	key = normalizePrivate(key)
+	if alg == "" {
+		alg = DefaultAlgorithm(key)
+	}
+	if err := fitsPrivate(key, alg); err != nil {
+		return "", fmt.Errorf("mint token: %w", err)
+	}
+	method := signingMethod(alg)
+	if method == nil {
+		return "", fmt.Errorf("mint token: unknown algorithm %q", alg)
+	}
+	if typ == "" {
+		typ = "at+jwt"
+	}
+	return sign(key, method, typ, "", jwt.MapClaims(claims))
+}
+
+// sign signs claims with key by method, with the typ and kid headers; an
+// empty kid is the thumbprint of the key's public half, none for a secret.
+func sign(key crypto.PrivateKey, method jwt.SigningMethod, typ, kid string, claims jwt.MapClaims) (string, error) {
+	tok := jwt.NewWithClaims(method, claims)
+	tok.Header["typ"] = typ
 	if kid == "" {
 		if s, ok := key.(crypto.Signer); ok {
 			tp, err := keys.Thumbprint(s.Public())

@@ -3,14 +3,13 @@ package auth
 import (
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/plantstore/plantstore/observability/setting"
 )
 
-// The rules of this file say whether a token was meant for this resource
-// (RFC 8725 §3.11, RFC 9068): of a type that is an access token, issued to
-// one of the issuer's clients, for no longer than the issuer allows.
+// The rule of this file, token_types, says whether a token is of a type
+// that is an access token (RFC 8725 §3.11, RFC 9068 §2.1). A JOSE typ is
+// read by the JWS authenticator, which asks [Config.AcceptsType].
 
 // Token types an issuer may require ([Config.TokenTypes]), as typ values
 // are compared: lower case, without "application/".
@@ -53,10 +52,10 @@ func (c Config) MintType() string {
 	return "at+jwt"
 }
 
-// checkIntended checks and normalises the fields of c that say which
-// tokens are meant for this resource: TokenTypes in normalType form, nil
-// for any, without repeats; no blank client; no negative duration.
-func (c Config) checkIntended() (Config, *setting.Error) {
+// checkTokenTypes puts TokenTypes in normalType form, nil for any,
+// without repeats, and refuses a type that is no access token's, or any
+// beside others.
+func (c *Config) checkTokenTypes() *setting.Error {
 	var types []string
 	anyType := false
 	for _, raw := range c.TokenTypes {
@@ -68,28 +67,16 @@ func (c Config) checkIntended() (Config, *setting.Error) {
 				types = append(types, t)
 			}
 		case otherJWT(t):
-			return c, setting.Errorf("token_types", "%q names another kind of JWT than an access token, which is always refused", raw)
+			return setting.Errorf("token_types", "%q names another kind of JWT than an access token, which is always refused", raw)
 		default:
-			return c, setting.Errorf("token_types", "unknown token type %q: want any, or at+jwt and jwt", raw)
+			return setting.Errorf("token_types", "unknown token type %q: want any, or at+jwt and jwt", raw)
 		}
 	}
 	if anyType && len(types) > 0 {
-		return c, setting.Errorf("token_types", "any already takes %s: list any alone, or the types", strings.Join(types, " and "))
+		return setting.Errorf("token_types", "any already takes %s: list any alone, or the types", strings.Join(types, " and "))
 	}
 	c.TokenTypes = types
-	for _, id := range c.Clients {
-		if strings.TrimSpace(id) == "" {
-			return c, setting.Errorf("clients", "blank client: a list of blanks would accept no one")
-		}
-	}
-	c.Clients = slices.Clone(c.Clients)
-	if c.MaxLifetime < 0 {
-		return c, setting.Errorf("max_lifetime", "negative duration %s", c.MaxLifetime)
-	}
-	if c.MaxStale < 0 {
-		return c, setting.Errorf("max_stale", "negative duration %s", c.MaxStale)
-	}
-	return c, nil
+	return nil
 }
 
 // AcceptsType reports whether an issuer of the checked Config c takes a
@@ -108,38 +95,4 @@ func (c Config) AcceptsType(typ string, present bool) bool {
 		return false
 	}
 	return len(c.TokenTypes) == 0 || slices.Contains(c.TokenTypes, t)
-}
-
-// checkIssued applies the rules on how a token with verified claims was
-// issued, at now: its lifetime and its client.
-func (is *issuer) checkIssued(claims Claims, now time.Time, leeway time.Duration) *Error {
-	if limit := is.cfg.MaxLifetime; limit > 0 {
-		// exp is there and in range: registered checked it. iat, when
-		// present, is a NumericDate not in the future.
-		exp, _, _ := claims.date("exp")
-		iat, withIat, _ := claims.date("iat")
-		if withIat && exp.Sub(iat) > limit || !withIat && exp.Sub(now) > limit+leeway {
-			return invalidToken(ReasonLifetime)
-		}
-	}
-	if len(is.cfg.Clients) > 0 {
-		// RFC 9068 §2.2 names the client client_id; OpenID Connect ID
-		// tokens and many access tokens say azp. client_id, when there,
-		// decides, whatever azp says.
-		raw, ok := claims["client_id"]
-		if !ok {
-			raw, ok = claims["azp"]
-		}
-		if !ok {
-			return invalidToken(ReasonClient)
-		}
-		id, isString := raw.(string)
-		if !isString {
-			return invalidToken(ReasonClaims)
-		}
-		if !slices.Contains(is.cfg.Clients, id) {
-			return invalidToken(ReasonClient)
-		}
-	}
-	return nil
 }
