@@ -250,13 +250,13 @@ func TestIssuerNameRules(t *testing.T) {
 	corpus := []string{
 		"staff", "a", "0", "-", "a-b-c", "x9", strings.Repeat("a", 32), strings.Repeat("a", 33), "",
 		"Staff", "st aff", "staff!", "staff@x", "st:aff", "stäff", "st\x00aff", "st.aff", "st_aff",
-		auth.IssuerDefault, auth.IssuerUnknown, "defaults", "unknown-1",
+		auth.UnnamedIssuerLabel, auth.UnknownIssuerLabel, "defaults", "unknown-1",
 	}
 	for _, name := range corpus {
 		_, err := auth.NewVerifier(auth.Options{}, auth.Issuer{Name: name, Config: auth.Config{Issuer: "https://idp.example/" + name}, JWS: jws.New(keys)})
 		authOK := err == nil
 		plantsOK := plants.ValidIssuerName(name)
-		reserved := name == auth.IssuerDefault || name == auth.IssuerUnknown
+		reserved := name == auth.UnnamedIssuerLabel || name == auth.UnknownIssuerLabel
 		switch {
 		case name == "" && authOK:
 			// The unnamed issuer, which qualifies nobody.

@@ -54,8 +54,8 @@ func result(ok bool) string {
 
 // Values of the issuer label that are no issuer's name.
 const (
-	IssuerDefault = "default" // the unnamed issuer of the -jwt-* flags
-	IssuerUnknown = "unknown" // refused before an issuer was chosen
+	UnnamedIssuerLabel = "default" // the unnamed issuer of the -jwt-* flags
+	UnknownIssuerLabel = "unknown" // refused before an issuer was chosen
 )
 
 // NewMetrics registers the auth metrics on reg and returns them, recording
@@ -86,11 +86,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "plantstore_jwks_keys",
 			Help: "Verification keys currently usable, over all key sources of an issuer.",
 		}, []string{"issuer"}),
-		issuer: IssuerDefault,
+		issuer: UnnamedIssuerLabel,
 		shared: &sharedMetrics{},
 	}
 	reg.MustRegister(m.failures, m.refreshes, m.reloads, m.keys, fillCollector{m.shared})
-	m.start(IssuerUnknown)
+	m.start(UnknownIssuerLabel)
 	return m
 }
 
@@ -98,8 +98,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // they have not started: its key sources and requests record through the
 // Metrics NewMetrics returned, which no call configures.
 func (m *Metrics) use(label string) {
-	if label == IssuerDefault {
-		m.shared.unnamed.Do(func() { m.start(IssuerDefault) })
+	if label == UnnamedIssuerLabel {
+		m.shared.unnamed.Do(func() { m.start(UnnamedIssuerLabel) })
 	}
 }
 
@@ -108,7 +108,7 @@ func (m *Metrics) start(label string) {
 	for _, r := range Reasons() {
 		m.failures.WithLabelValues(label, string(r))
 	}
-	if label != IssuerUnknown {
+	if label != UnknownIssuerLabel {
 		m.refreshes.WithLabelValues(label, resultSuccess)
 		m.refreshes.WithLabelValues(label, resultFailure)
 		m.reloads.WithLabelValues(label, resultSuccess)
@@ -152,9 +152,9 @@ func (m *Metrics) Forget(name string) {
 func issuerLabel(name string, routed bool) string {
 	switch {
 	case !routed:
-		return IssuerUnknown
+		return UnknownIssuerLabel
 	case name == "":
-		return IssuerDefault
+		return UnnamedIssuerLabel
 	}
 	return name
 }

@@ -189,7 +189,7 @@ func NewVerifier(o Options, issuers ...Issuer) (*Verifier, error) {
 //
 // The rules: at least one issuer; either one unnamed issuer or named ones,
 // each name 1 to 32 of [a-z0-9-], unique, and neither of the issuer label
-// values [IssuerDefault] and [IssuerUnknown]; a named issuer's iss set and
+// values [UnnamedIssuerLabel] and [UnknownIssuerLabel]; a named issuer's iss set and
 // unique; an iss that is a URL has no user information or query, since
 // the resource metadata publishes it; no algorithm "none" or unknown one,
 // no blank audience, no groups claim with an empty path element, a
@@ -305,8 +305,8 @@ func CheckIssuerName(name string) error {
 	if len(name) < 1 || len(name) > 32 || strings.Trim(name, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
 		return fmt.Errorf("issuer name %q: want 1 to 32 of a-z, 0-9 and -", name)
 	}
-	if name == IssuerDefault || name == IssuerUnknown {
-		return fmt.Errorf("issuer name %q is reserved: the metrics' issuer label names the -jwt-* flags' issuer %q and a request of no issuer %q", name, IssuerDefault, IssuerUnknown)
+	if name == UnnamedIssuerLabel || name == UnknownIssuerLabel {
+		return fmt.Errorf("issuer name %q is reserved: the metrics' issuer label names the -jwt-* flags' issuer %q and a request of no issuer %q", name, UnnamedIssuerLabel, UnknownIssuerLabel)
 	}
 	return nil
 }
