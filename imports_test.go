@@ -11,11 +11,15 @@ import (
 	"testing"
 )
 
-// TestImportRules checks the dependency direction of the house style:
-// observability ← auth ← plants/api ← main, plants (the domain, stdlib
-// only) ← plants/api and plants/postgres, and the third-party libraries
-// only in the files that own them. Test helper packages sit beside the
-// package they serve and import what it imports.
+// TestImportRules checks the dependency direction drawn in
+// docs/architecture.md: the standard-library leaves (observability/setting,
+// auth/edge) at the bottom; observability, auth/keys and auth/dpop above
+// them; the pipeline, auth, above those, knowing no way of trusting a
+// token; the ways (auth/jws) and the builders (auth/issuers, auth/mint)
+// above the pipeline; plants (the domain, stdlib only) under plants/api
+// and plants/postgres; main over all. The third-party libraries stay in
+// the files that own them. Test helper packages sit beside the package
+// they serve and import what it imports.
 func TestImportRules(t *testing.T) {
 	const mod = "github.com/plantstore/plantstore"
 	allowed := map[string][]string{
@@ -26,7 +30,7 @@ func TestImportRules(t *testing.T) {
 		"observability/metricstest": nil,
 		"observability/spantest":    nil,
 		"auth/keys":                 {"observability/setting"},
-		"auth/dpop":                 {"auth/keys", "observability/setting"},
+		"auth/dpop":                 {"observability/setting"},
 		"auth":                      {"auth/dpop", "auth/edge", "observability", "observability/setting"},
 		"auth/jws":                  {"auth", "auth/keys"},
 		"auth/mint":                 {"auth", "auth/dpop", "auth/edge", "auth/keys"},
@@ -123,6 +127,24 @@ func TestDomainLinksNoEdge(t *testing.T) {
 			if slices.Contains(strings.Fields(string(out)), banned) {
 				t.Errorf("%s links %s", pkg, banned)
 			}
+		}
+	}
+}
+
+// TestPipelineLinksNoWayOfTrust checks that the auth pipeline links no
+// way of trusting a token: neither the signature one (auth/jws) nor the
+// key sources and their JWKS library. A way (signatures, introspection)
+// is a package that implements auth.Authenticator, added beside the
+// others, not edited into auth. (golang-jwt is linked: DPoP proofs are
+// JWTs, which auth/dpop verifies with its algorithms.)
+func TestPipelineLinksNoWayOfTrust(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "./auth").Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./auth: %v", err)
+	}
+	for _, banned := range []string{"github.com/MicahParks/jwkset", "github.com/plantstore/plantstore/auth/keys", "github.com/plantstore/plantstore/auth/jws"} {
+		if slices.Contains(strings.Fields(string(out)), banned) {
+			t.Errorf("auth links %s", banned)
 		}
 	}
 }

@@ -23,35 +23,39 @@ const maxCredential = 8 << 10
 //     §2.1) or "DPoP <token>" (RFC 9449 §7.1), the scheme in any case, one
 //     or more spaces; over 8 KiB it is refused unparsed;
 //  2. the cache: a token verified before, still in the cache, whose exp,
-//     nbf and iat still hold now, of an issuer still configured whose keys
-//     have not changed since (nor, with MaxStale, gone unconfirmed for
-//     longer), goes on to step 10 as it was;
-//  3. the form: RFC 6750 b64token characters, a JWS in compact form;
-//  4. the issuer: the unnamed one, or the one whose iss the token names
-//     ([ReasonUnknownIssuer] for none, at once, with no key fetch);
-//  5. the JOSE header: alg in the issuer's allow-list (never "none"), no
-//     crit, typ an access-token type, absent, "JWT" or "at+jwt", and one
-//     of the issuer's TokenTypes when it names some (never another kind
-//     of JWT: [ReasonTokenType]), kid a string;
-//  6. the key: by kid from the issuer's keys only, of the algorithm's
-//     family ([ReasonUnknownKey] otherwise); jku, jwk, x5u and x5c are
-//     never read; with MaxStale, fetched keys that no fetch confirmed for
-//     longer are none ([ReasonKeysUnavailable]) unless one fetch, tried as
-//     for an unknown kid, confirms them;
-//  7. the signature;
-//  8. the claims: exp required, and exp, nbf and iat numbers from 0 to
-//     253402300799 held to the leeway (iat never in the future); iss and
-//     aud as the issuer's Config says; exp at most MaxLifetime after iat
-//     (or now) ([ReasonLifetime]); client_id, or without it azp, one of
-//     the issuer's Clients ([ReasonClient]);
-//  9. the caller (see claims.go): sub a non-empty string, groups (a string
+//     nbf and iat still hold now, of an issuer still configured, whose
+//     Authenticator says its verdict holds (for keys: they have not
+//     changed since, nor, with MaxStale, gone unconfirmed for longer),
+//     goes on to step 9 as it was;
+//  3. the form: RFC 6750 b64token characters;
+//  4. the issuer: for a JWS in compact form, the unnamed one, or the one
+//     whose iss the token names ([ReasonUnknownIssuer] for none, at once,
+//     with no key fetch); for any other token, the issuer whose Opaque
+//     Trust takes such tokens ([ReasonMalformed] when none does);
+//  5. the issuer's [Authenticator], which turns the token into claims the
+//     way the issuer's tokens are trusted; for a JWS, package jws: the
+//     JOSE header (alg in the issuer's allow-list, never "none"; no crit;
+//     typ an access-token type, and one of the issuer's TokenTypes when it
+//     names some; kid a string), the key by kid from the issuer's keys
+//     only, of the algorithm's family (jku, jwk, x5u and x5c never read;
+//     with MaxStale, fetched keys that no fetch confirmed for longer are
+//     none), and the signature;
+//  6. the registered claims, whatever trusted them (see
+//     registered in claims.go): exp required, and exp, nbf and iat numbers
+//     from 0 to 253402300799 held to the leeway (iat never in the
+//     future); iss and aud as the issuer's Config says;
+//  7. the issuer's rules on the claims, in order (see [Config.rules]):
+//     exp at most MaxLifetime after iat (or now) ([ReasonLifetime]);
+//     client_id, or without it azp, one of the issuer's Clients
+//     ([ReasonClient]);
+//  8. the caller (see claims.go): sub a non-empty string, groups (a string
 //     or an array of strings at the groups claim, at most MaxGroups),
 //     scope and scp (a string split at U+0020 only, the items of an array
 //     taken whole), and the required scope (403 when missing); and the
 //     binding its cnf names (see binding.go): cnf.jkt, cnf.x5t#S256, both
 //     or nothing, since a binding this service does not check would leave
 //     a bearer token ([ReasonUnknownBinding]);
-//  10. the binding, every time, cached or not: a token bound to a
+//  9. the binding, every time, cached or not: a token bound to a
 //     certificate (cnf.x5t#S256) needs the client certificate of that
 //     thumbprint in Options.ClientCertHeader from a trusted proxy (see
 //     [Verifier.bindCert]), as does any token where the issuer requires
@@ -65,13 +69,14 @@ const maxCredential = 8 << 10
 //     lifetime: [ReasonDPoPNonce], 401 use_dpop_nonce); an
 //     unbound token needs the Bearer scheme, and is refused where the
 //     issuer requires DPoP;
-//  11. admission ([Admitter]): one request taken from the caller's rate
+//  10. admission ([Admitter]): one request taken from the caller's rate
 //     when Options.RateLimit is set, and, for a proof, its jti not seen
 //     before on this replica; then the proof's signature, and its jti
 //     recorded once the signature verified.
 //
-// A token that passed steps 3 to 9 is cached until it expires, within the
-// cache's byte budget; refusals are never cached. Every error is an
+// A token that passed steps 3 to 8 is cached until it expires, within the
+// cache's byte budget, when its Authenticator's verdict may be cached;
+// refusals are never cached. Every error is an
 // *[Error], but for a caller over its rate: 401 with [ReasonMissing] when
 // there is no credential, 401 invalid_token for a credential that fails a
 // check, 401 invalid_dpop_proof for a bad proof, 403 insufficient_scope
@@ -146,7 +151,7 @@ func credentialOf(h http.Header) (credential, *Error) {
 	return c, nil
 }
 
-// verify is steps 2 to 9 of [Verifier.Authenticate] for token.
+// verify is steps 2 to 8 of [Verifier.Authenticate] for token.
 func (v *Verifier) verify(ctx context.Context, token string) (*cacheEntry, *Error) {
 	if len(token) > maxCredential {
 		return nil, invalidToken(ReasonTooLarge)

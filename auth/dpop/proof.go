@@ -18,8 +18,6 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-
-	"github.com/plantstore/plantstore/auth/keys"
 )
 
 // maxProof bounds a DPoP header: a proof is a few hundred bytes, its jwk
@@ -31,10 +29,10 @@ const maxProof = 4 << 10
 const maxJTI = 256
 
 // RSA proof keys are 2048 to 4096 bits: under that a key is weak (RFC 7518
-// §3.3), over it a signature costs more to verify than the service lets a
-// caller spend.
+// §3.3, as for the issuers' keys), over it a signature costs more to
+// verify than the service lets a caller spend.
 const (
-	minProofRSABytes = keys.MinRSABits / 8
+	minProofRSABytes = 2048 / 8
 	maxProofRSABytes = 4096 / 8
 )
 
@@ -443,7 +441,7 @@ func (k *proofJWK) read(raw []byte, alg string) bool {
 		case "d", "p", "q", "dp", "dq", "qi", "oth", "k", "x5u", "x5c", "x5t", "x5t#S256":
 			return false
 		default:
-			if _, ok := keys.OtherCase(string(name)); ok {
+			if jwkMemberInOtherCase(name) {
 				return false
 			}
 		}
@@ -464,7 +462,7 @@ func (k *proofJWK) read(raw []byte, alg string) bool {
 		size := (k.curve.Params().BitSize + 7) / 8
 		k.a, k.aRaw, ok1 = decodeMember(x, size, size)
 		k.b, k.bRaw, ok2 = decodeMember(y, size, size)
-	case string(t) == "OKP" && keys.EdDSA(alg):
+	case string(t) == "OKP" && edDSA(alg):
 		k.kty = "OKP"
 		if k.crv, ok = jsonText(crv); !ok || string(k.crv) != "Ed25519" {
 			return false
@@ -500,6 +498,33 @@ func decodeMember(raw []byte, min, max int) (text, value []byte, ok bool) {
 	return text, value[:n], true
 }
 
+// jwkMembers are the member names of a JWK (RFC 7517 §4, RFC 7518 §6).
+var jwkMembers = []string{"kty", "use", "key_ops", "alg", "kid", "x5u", "x5c", "x5t", "x5t#S256",
+	"crv", "x", "y", "d", "n", "e", "p", "q", "dp", "dq", "qi", "oth", "r", "t", "k"}
+
+// jwkMemberInOtherCase reports whether name is a member of RFC 7517 and
+// 7518 in another case, as strings.EqualFold finds them: JWK member names
+// are case-sensitive, so such a name refuses the key, as it refuses a key
+// of a JWKS (auth/keys).
+func jwkMemberInOtherCase(name []byte) bool {
+	// Unicode folds two non-ASCII letters into ASCII ones (U+017F to s,
+	// U+212A to k), so a name of up to 3 bytes a letter may fold into one
+	// of 8.
+	if len(name) > 3*8 {
+		return false
+	}
+	for _, reg := range jwkMembers {
+		if string(name) != reg && strings.EqualFold(string(name), reg) {
+			return true
+		}
+	}
+	return false
+}
+
+// edDSA reports whether alg names EdDSA over Ed25519: EdDSA, or Ed25519,
+// its fully-specified name (RFC 9864).
+func edDSA(alg string) bool { return alg == "EdDSA" || alg == "Ed25519" }
+
 // rsaSane reports whether the n and e of an RSA key are unsigned integers
 // in as few octets as they take (RFC 7518 §2), n of 2048 bits or more
 // (decoding bounded it to 4096), e odd, from 3 to 2^31-1; it sets k.e.
@@ -528,7 +553,7 @@ func proofJWKUse(use, kalg, kid, ops []byte, alg string) bool {
 		}
 	}
 	if kalg != nil {
-		if a, ok := jsonText(kalg); !ok || string(a) != alg && !(keys.EdDSA(string(a)) && keys.EdDSA(alg)) {
+		if a, ok := jsonText(kalg); !ok || string(a) != alg && !(edDSA(string(a)) && edDSA(alg)) {
 			return false
 		}
 	}
@@ -555,7 +580,7 @@ func proofJWKUse(use, kalg, kid, ops []byte, alg string) bool {
 
 // thumbprintIs reports whether the RFC 7638 thumbprint of k is jkt: the
 // SHA-256 of its required members in lexicographic order, which, checked
-// canonical as they are, are the members as written. It is [Thumbprint]
+// canonical as they are, are the members as written. It is keys.Thumbprint
 // of the key they make.
 func (k *proofJWK) thumbprintIs(jkt string) bool {
 	// Room for the longest: an RSA key of 4096 bits, on the stack.

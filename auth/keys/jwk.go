@@ -19,9 +19,9 @@ const (
 	// defaultMaxBytes is the largest JWKS, discovery or key file document
 	// accepted when no other limit is configured.
 	defaultMaxBytes int64 = 1 << 20
-	// MinRSABits is the smallest RSA modulus accepted for a verification
+	// minRSABits is the smallest RSA modulus accepted for a verification
 	// key (RFC 7518 §3.3 requires 2048 bits or more).
-	MinRSABits = 2048
+	minRSABits = 2048
 )
 
 var (
@@ -89,7 +89,7 @@ func jsonError(err error) error {
 // the curve, x5c matching the key, registered kty/use/key_ops). The rules of
 // this service come on top: keys for encryption, symmetric keys (an HMAC
 // secret comes only from the secret file), keys carrying private material,
-// keys whose alg their type cannot serve and RSA keys under [MinRSABits]
+// keys whose alg their type cannot serve and RSA keys under [minRSABits]
 // are skipped.
 func decodeJWKS(doc []byte) ([]Key, []skippedKey, error) {
 	var set struct {
@@ -133,7 +133,7 @@ func decodeJWK(raw json.RawMessage) (Key, *skippedKey) {
 		return Key{}, &skippedKey{Reason: "not a JWK: " + jsonError(err).Error(), Warn: true}
 	}
 	for name := range members {
-		if reg, ok := OtherCase(name); ok {
+		if reg, ok := otherCase(name); ok {
 			return Key{}, &skippedKey{Reason: fmt.Sprintf("member %q is %q in another case", name, reg), Warn: true}
 		}
 	}
@@ -170,8 +170,8 @@ func decodeJWK(raw json.RawMessage) (Key, *skippedKey) {
 	k := Key{ID: m.KID, Algorithm: string(m.ALG)}
 	switch pub := jwk.Key().(type) {
 	case *rsa.PublicKey:
-		if bits := pub.N.BitLen(); bits < MinRSABits {
-			return skip(true, "RSA key of %d bits, want at least %d", bits, MinRSABits)
+		if bits := pub.N.BitLen(); bits < minRSABits {
+			return skip(true, "RSA key of %d bits, want at least %d", bits, minRSABits)
 		}
 		if pub.E < 3 || pub.E%2 == 0 {
 			return skip(true, "RSA public exponent out of range")
@@ -195,11 +195,11 @@ func decodeJWK(raw json.RawMessage) (Key, *skippedKey) {
 var jwkMembers = []string{"kty", "use", "key_ops", "alg", "kid", "x5u", "x5c", "x5t", "x5t#S256",
 	"crv", "x", "y", "d", "n", "e", "p", "q", "dp", "dq", "qi", "oth", "r", "t", "k"}
 
-// OtherCase returns the member of RFC 7517 and 7518 that name is written
+// otherCase returns the member of RFC 7517 and 7518 that name is written
 // in another case of, as strings.EqualFold finds them, and false when it
 // is none. JWK member names are case-sensitive: such a name must neither
 // stand in for the member nor pass as another one, so it refuses the key.
-func OtherCase(name string) (string, bool) {
+func otherCase(name string) (string, bool) {
 	// Unicode folds two non-ASCII letters into ASCII ones (U+017F to s,
 	// U+212A to k), so a name of up to 3 bytes a letter may fold into one
 	// of 8.
@@ -223,7 +223,7 @@ func asymmetricJWSAlg(alg string) bool {
 	case "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512":
 		return true
 	}
-	return EdDSA(alg)
+	return edDSA(alg)
 }
 
 // jwksetReason keeps the first part of a jwkset error chain that names the

@@ -110,7 +110,7 @@ func unusableJWK(raw json.RawMessage, k Key) string {
 	}
 	switch pub := k.Public.(type) {
 	case *rsa.PublicKey:
-		if pub.N.BitLen() < MinRSABits {
+		if pub.N.BitLen() < minRSABits {
 			return "RSA under 2048 bits"
 		}
 		if pub.E < 3 || pub.E%2 == 0 {

@@ -210,8 +210,8 @@ func parsePEMKeys(b []byte) ([]Key, error) {
 func checkPublicKey(pub any) error {
 	switch k := pub.(type) {
 	case *rsa.PublicKey:
-		if bits := k.N.BitLen(); bits < MinRSABits {
-			return fmt.Errorf("RSA key of %d bits, want at least %d", bits, MinRSABits)
+		if bits := k.N.BitLen(); bits < minRSABits {
+			return fmt.Errorf("RSA key of %d bits, want at least %d", bits, minRSABits)
 		}
 	case *ecdsa.PublicKey:
 		switch k.Curve.Params().Name {

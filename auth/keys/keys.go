@@ -51,7 +51,7 @@ type Key struct {
 // secret, and an empty secret fits nothing), the curve must match for
 // ECDSA, and a pinned alg must be alg.
 func (k Key) Fits(alg string) bool {
-	if k.Algorithm != "" && k.Algorithm != alg && !(EdDSA(k.Algorithm) && EdDSA(alg)) {
+	if k.Algorithm != "" && k.Algorithm != alg && !(edDSA(k.Algorithm) && edDSA(alg)) {
 		return false
 	}
 	switch pub := k.Public.(type) {
@@ -72,16 +72,16 @@ func (k Key) Fits(alg string) bool {
 		}
 		return false
 	case ed25519.PublicKey:
-		return EdDSA(alg)
+		return edDSA(alg)
 	case []byte:
 		return len(pub) > 0 && (alg == "HS256" || alg == "HS384" || alg == "HS512")
 	}
 	return false
 }
 
-// EdDSA reports whether alg names EdDSA over Ed25519: EdDSA, or Ed25519,
+// edDSA reports whether alg names EdDSA over Ed25519: EdDSA, or Ed25519,
 // its fully-specified name (RFC 9864).
-func EdDSA(alg string) bool { return alg == "EdDSA" || alg == "Ed25519" }
+func edDSA(alg string) bool { return alg == "EdDSA" || alg == "Ed25519" }
 
 // KeySet is an immutable set of keys, safe for concurrent use.
 type KeySet struct {

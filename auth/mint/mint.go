@@ -63,7 +63,7 @@ type Claims struct {
 	// 8705 §3.1), and the token is accepted only with that certificate.
 	BoundToCert []byte
 	// KeyID is the kid header. Empty means the RFC 7638 thumbprint of the
-	// key's public half (see [Thumbprint]); an HMAC token then has no kid.
+	// key's public half (see [keys.Thumbprint]); an HMAC token then has no kid.
 	KeyID string
 	// Now is the iat claim; the zero value means time.Now().
 	Now time.Time
