@@ -199,7 +199,7 @@ func TestKnownAttacks(t *testing.T) {
 		t.Fatal(err)
 	}
 	jwksSrv := authtest.NewServer(t, jwksDoc)
-	jwks, _ := newSrcJWKS(t, keys.JWKSOptions{URL: jwksSrv.URL, MinRefresh: time.Hour})
+	jwks, _ := authtest.NewJWKS(t, keys.JWKSOptions{URL: jwksSrv.URL, MinRefresh: time.Hour})
 	authtest.WaitFor(t, "the first JWKS fetch", func() bool { return jwks.Ready() == nil })
 	srv := newAPIServer(t, auth.Config{}, jwks)
 	scopedSrv := newAPIServer(t, auth.Config{RequiredScope: "plants:read"}, jwks)

@@ -128,7 +128,7 @@ func TestVerifierCacheRefusals(t *testing.T) {
 func TestVerifierCacheJWKSKeyRemoved(t *testing.T) {
 	a, b := authtest.NewKeyID(t, "ES256", "a"), authtest.NewKeyID(t, "EdDSA", "b")
 	srv := authtest.NewServer(t, authtest.JWKS(t, a))
-	j, _ := newSrcJWKS(t, keys.JWKSOptions{URL: srv.URL, MinRefresh: time.Nanosecond})
+	j, _ := authtest.NewJWKS(t, keys.JWKSOptions{URL: srv.URL, MinRefresh: time.Nanosecond})
 	authtest.WaitFor(t, "first JWKS fetch", func() bool { return j.Ready() == nil })
 	v := newVerifier(t, auth.Config{}, j)
 
@@ -159,7 +159,7 @@ func TestVerifierCacheJWKSKeyRemoved(t *testing.T) {
 func TestJWKSGenerationUnchangedSet(t *testing.T) {
 	a := authtest.NewKeyID(t, "ES256", "a")
 	srv := authtest.NewServer(t, authtest.JWKS(t, a))
-	j, _ := newSrcJWKS(t, keys.JWKSOptions{URL: srv.URL, MinRefresh: time.Nanosecond})
+	j, _ := authtest.NewJWKS(t, keys.JWKSOptions{URL: srv.URL, MinRefresh: time.Nanosecond})
 	authtest.WaitFor(t, "first JWKS fetch", func() bool { return j.Ready() == nil })
 	gen := j.Generation()
 	hits := srv.Hits.Load()
@@ -311,7 +311,7 @@ func BenchmarkVerifyCache(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			k := authtest.NewKey(b, "ES256")
-			jwks, _ := newSrcJWKS(b, keys.JWKSOptions{URL: authtest.NewServer(b, authtest.JWKS(b, k)).URL})
+			jwks, _ := authtest.NewJWKS(b, keys.JWKSOptions{URL: authtest.NewServer(b, authtest.JWKS(b, k)).URL})
 			authtest.WaitFor(b, "the first JWKS fetch", func() bool { return jwks.Ready() == nil })
 			cfg := auth.Config{}
 			if rules {

@@ -2,7 +2,6 @@ package auth
 
 import (
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/plantstore/plantstore/observability/setting"
@@ -15,10 +14,8 @@ import (
 
 // checkClients refuses a blank client.
 func (c *Config) checkClients() *setting.Error {
-	for _, id := range c.Clients {
-		if strings.TrimSpace(id) == "" {
-			return setting.Errorf("clients", "blank client: a list of blanks would accept no one")
-		}
+	if hasBlank(c.Clients) {
+		return setting.Errorf("clients", "blank client: a list of blanks would accept no one")
 	}
 	c.Clients = slices.Clone(c.Clients)
 	return nil

@@ -158,13 +158,16 @@ func (c *Config) checkAlgorithms() *setting.Error {
 
 // checkAudiences refuses a blank audience.
 func (c *Config) checkAudiences() *setting.Error {
-	for _, a := range c.Audiences {
-		if strings.TrimSpace(a) == "" {
-			return setting.Errorf("audiences", "blank audience: a list of blanks would check nothing")
-		}
+	if hasBlank(c.Audiences) {
+		return setting.Errorf("audiences", "blank audience: a list of blanks would check nothing")
 	}
 	c.Audiences = slices.Clone(c.Audiences)
 	return nil
+}
+
+// hasBlank reports whether list has an item that is empty or white space.
+func hasBlank(list []string) bool {
+	return slices.ContainsFunc(list, func(s string) bool { return strings.TrimSpace(s) == "" })
 }
 
 // checkGroupsClaim refuses a path with an empty element, and fills in
@@ -197,13 +200,16 @@ func (c *Config) checkMaxStale() *setting.Error {
 
 // Token returns what a token for subject with groups, issued at now for
 // ttl, carries to pass the rules of an issuer of the checked Config c: its
-// claims (iss, aud, the groups at the groups claim, the required scope,
+// claims (sub, iss, aud, the groups at the groups claim, the required scope,
 // and what each of c's rules asks, such as a client of the list or a
 // lifetime within the cap) and its JOSE typ. It is how -dev makes tokens
 // that each mean what they say.
 func (c Config) Token(subject string, groups []string, now time.Time, ttl time.Duration) (typ string, claims Claims, err error) {
 	// Numbers as a token's JSON decodes to, for the rules to read.
-	claims = Claims{"sub": subject, "iat": float64(now.Unix()), "exp": float64(now.Add(ttl).Unix())}
+	claims = Claims{"iat": float64(now.Unix()), "exp": float64(now.Add(ttl).Unix())}
+	if subject != "" {
+		claims["sub"] = subject
+	}
 	if c.Issuer != "" {
 		claims["iss"] = c.Issuer
 	}

@@ -657,7 +657,7 @@ func TestDPoPPublicURL(t *testing.T) {
 func TestResourceMetadata(t *testing.T) {
 	key := authtest.NewKey(t, "ES256")
 	ks := authtest.KeySet(key)
-	jwks, _ := newSrcJWKS(t, keys.JWKSOptions{URL: authtest.NewServer(t, authtest.JWKS(t, key)).URL})
+	jwks, _ := authtest.NewJWKS(t, keys.JWKSOptions{URL: authtest.NewServer(t, authtest.JWKS(t, key)).URL})
 	named := func(name, iss, scope string, mode auth.DPoPMode) auth.Issuer {
 		return auth.Issuer{Name: name, Config: auth.Config{Issuer: iss, RequiredScope: scope, DPoP: mode}, JWS: jws.New(ks)}
 	}

@@ -102,15 +102,3 @@ func (c *testClock) Now() time.Time { return time.Unix(0, c.ns.Load()) }
 
 // Add moves the clock by d.
 func (c *testClock) Add(d time.Duration) { c.ns.Add(int64(d)) }
-
-// newSrcJWKS starts a JWKS for opts on the test's context, with metrics on
-// a fresh registry.
-func newSrcJWKS(t testing.TB, opts keys.JWKSOptions) (*keys.JWKS, *prometheus.Registry) {
-	t.Helper()
-	reg := prometheus.NewRegistry()
-	j, err := keys.NewJWKS(t.Context(), opts, nil, auth.NewMetrics(reg))
-	if err != nil {
-		t.Fatalf("NewJWKS(%+v): %v", opts, err)
-	}
-	return j, reg
-}

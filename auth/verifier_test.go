@@ -550,7 +550,7 @@ func TestNewVerifier(t *testing.T) {
 	named := func(name, iss string) auth.Issuer {
 		return auth.Issuer{Name: name, Config: auth.Config{Issuer: iss}, JWS: jws.New(ks)}
 	}
-	jwks, _ := newSrcJWKS(t, keys.JWKSOptions{URL: authtest.NewServer(t, authtest.JWKS(t, rsa)).URL})
+	jwks, _ := authtest.NewJWKS(t, keys.JWKSOptions{URL: authtest.NewServer(t, authtest.JWKS(t, rsa)).URL})
 	tests := []struct {
 		name    string
 		opts    auth.Options

@@ -26,6 +26,7 @@ import (
 
 	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/keys"
@@ -335,4 +336,16 @@ func ReasonOf(t testing.TB, err error) auth.Reason {
 		t.Fatalf("error %v (%T) is not an *auth.Error", err, err)
 	}
 	return ae.Reason
+}
+
+// NewJWKS starts a JWKS key source for opts on the test's context, with
+// the auth metrics on a fresh registry, which it returns.
+func NewJWKS(t testing.TB, opts keys.JWKSOptions) (*keys.JWKS, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	j, err := keys.NewJWKS(t.Context(), opts, nil, auth.NewMetrics(reg))
+	if err != nil {
+		t.Fatalf("NewJWKS(%+v): %v", opts, err)
+	}
+	return j, reg
 }

@@ -37,18 +37,6 @@ func srcVerify(t testing.TB, ks keys.Keys, tok string) error {
 	return err
 }
 
-// newSrcJWKS starts a JWKS for opts on the test's context, with metrics on
-// a fresh registry.
-func newSrcJWKS(t testing.TB, opts keys.JWKSOptions) (*keys.JWKS, *prometheus.Registry) {
-	t.Helper()
-	reg := prometheus.NewRegistry()
-	j, err := keys.NewJWKS(t.Context(), opts, nil, auth.NewMetrics(reg))
-	if err != nil {
-		t.Fatalf("NewJWKS(%+v): %v", opts, err)
-	}
-	return j, reg
-}
-
 // srcMetric returns the value of the metric name (with result label
 // result, when not empty) gathered from reg.
 func srcMetric(t testing.TB, reg *prometheus.Registry, name, result string) float64 {
@@ -114,7 +102,7 @@ func TestNewJWKSOptions(t *testing.T) {
 func TestJWKSServesKeys(t *testing.T) {
 	rs, es, ed := authtest.NewKeyID(t, "RS256", "rs"), authtest.NewKeyID(t, "ES384", "es"), authtest.NewKeyID(t, "EdDSA", "ed")
 	srv := authtest.NewServer(t, authtest.JWKS(t, rs, es, ed))
-	j, reg := newSrcJWKS(t, keys.JWKSOptions{URL: srv.URL, Refresh: time.Hour})
+	j, reg := authtest.NewJWKS(t, keys.JWKSOptions{URL: srv.URL, Refresh: time.Hour})
 	authtest.WaitFor(t, "first key set", func() bool { return j.Ready() == nil })
 
 	for _, k := range []authtest.Key{rs, es, ed} {
@@ -152,7 +140,7 @@ func TestJWKSFirstFetchFailsThenSucceeds(t *testing.T) {
 		}
 		w.Write(doc)
 	})
-	j, reg := newSrcJWKS(t, keys.JWKSOptions{URL: srv.URL, Refresh: time.Hour, MinBackoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond})
+	j, reg := authtest.NewJWKS(t, keys.JWKSOptions{URL: srv.URL, Refresh: time.Hour, MinBackoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond})
 
 	// The set is served from the fourth request on, so nothing can be
 	// ready yet unless a failed fetch was taken for a good one.
@@ -201,7 +189,7 @@ func TestJWKSKeepsKeysWhenFetchFails(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := authtest.NewServer(t, good)
-			j, reg := newSrcJWKS(t, keys.JWKSOptions{
+			j, reg := authtest.NewJWKS(t, keys.JWKSOptions{
 				URL: srv.URL, Refresh: 5 * time.Millisecond, Timeout: 200 * time.Millisecond,
 				MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond,
 			})
@@ -234,7 +222,7 @@ func mustJSON(t testing.TB, v any) []byte {
 
 func TestJWKSUnknownKidFlood(t *testing.T) {
 	srv := authtest.NewServer(t, authtest.JWKS(t, authtest.NewKeyID(t, "ES256", "k1")))
-	j, _ := newSrcJWKS(t, keys.JWKSOptions{URL: srv.URL, Refresh: time.Hour, MinRefresh: 30 * time.Second})
+	j, _ := authtest.NewJWKS(t, keys.JWKSOptions{URL: srv.URL, Refresh: time.Hour, MinRefresh: 30 * time.Second})
 	authtest.WaitFor(t, "first key set", func() bool { return j.Ready() == nil })
 
 	var wg sync.WaitGroup
@@ -269,7 +257,7 @@ func TestJWKSUnknownKidNeverWaits(t *testing.T) {
 	doc := authtest.JWKS(t, authtest.NewKeyID(t, "ES256", "k1"))
 	srv := authtest.NewServer(t, doc)
 	// MinRefresh 1ns: only the one-fetch-at-a-time rule limits fetches here.
-	j, _ := newSrcJWKS(t, keys.JWKSOptions{URL: srv.URL, Refresh: time.Hour, MinRefresh: time.Nanosecond, Timeout: time.Minute})
+	j, _ := authtest.NewJWKS(t, keys.JWKSOptions{URL: srv.URL, Refresh: time.Hour, MinRefresh: time.Nanosecond, Timeout: time.Minute})
 	authtest.WaitFor(t, "first key set", func() bool { return j.Ready() == nil })
 
 	release := make(chan struct{})
@@ -323,7 +311,7 @@ func TestJWKSRotation(t *testing.T) {
 	t.Run("added key found by the refetch of an unknown kid", func(t *testing.T) {
 		srv := authtest.NewServer(t, authtest.JWKS(t, oldKey))
 		// Refresh is an hour: only the unknown kid can cause a fetch.
-		j, _ := newSrcJWKS(t, keys.JWKSOptions{URL: srv.URL, Refresh: time.Hour, MinRefresh: time.Millisecond})
+		j, _ := authtest.NewJWKS(t, keys.JWKSOptions{URL: srv.URL, Refresh: time.Hour, MinRefresh: time.Millisecond})
 		authtest.WaitFor(t, "first key set", func() bool { return j.Ready() == nil })
 		tok := authtest.Token(t, newKey, nil, authtest.Claims(nil))
 		if err := srcVerify(t, j, tok); err == nil {
@@ -338,7 +326,7 @@ func TestJWKSRotation(t *testing.T) {
 
 	t.Run("removed key unknown after the next refresh", func(t *testing.T) {
 		srv := authtest.NewServer(t, authtest.JWKS(t, oldKey, newKey))
-		j, reg := newSrcJWKS(t, keys.JWKSOptions{URL: srv.URL, Refresh: 5 * time.Millisecond})
+		j, reg := authtest.NewJWKS(t, keys.JWKSOptions{URL: srv.URL, Refresh: 5 * time.Millisecond})
 		authtest.WaitFor(t, "first key set", func() bool { return j.Ready() == nil })
 		if err := srcVerify(t, j, authtest.Token(t, oldKey, nil, authtest.Claims(nil))); err != nil {
 			t.Fatalf("verify token of the old key: %v", err)
@@ -418,7 +406,7 @@ func TestJWKSDiscovery(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newIssuer(t, doc, tt.meta)
-			j, _ := newSrcJWKS(t, keys.JWKSOptions{Issuer: srv.URL, Refresh: time.Hour, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond})
+			j, _ := authtest.NewJWKS(t, keys.JWKSOptions{Issuer: srv.URL, Refresh: time.Hour, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond})
 			if tt.wantErr == nil {
 				authtest.WaitFor(t, "keys from the discovered JWKS", func() bool { return j.Ready() == nil })
 				if err := srcVerify(t, j, authtest.Token(t, k, nil, authtest.Claims(nil))); err != nil {

@@ -39,7 +39,7 @@ func TestJWKSFetchSpans(t *testing.T) {
 		}
 	})
 	tp, rec := spantest.Recorder(t)
-	j, _ := newSrcJWKS(t, keys.JWKSOptions{Issuer: srv.URL, Refresh: time.Hour, TracerProvider: tp, Name: "staff"})
+	j, _ := authtest.NewJWKS(t, keys.JWKSOptions{Issuer: srv.URL, Refresh: time.Hour, TracerProvider: tp, Name: "staff"})
 	authtest.WaitFor(t, "keys", func() bool { return j.Ready() == nil })
 	authtest.WaitFor(t, "the refresh span", func() bool { return len(spantest.Named(rec, "auth.jwks.refresh")) == 1 })
 
@@ -94,7 +94,7 @@ func TestJWKSFetchForRequestIsChild(t *testing.T) {
 	old, rotated := authtest.NewKeyID(t, "EdDSA", "old"), authtest.NewKeyID(t, "EdDSA", "new")
 	srv := authtest.NewServer(t, authtest.JWKS(t, old))
 	tp, rec := spantest.Recorder(t)
-	j, _ := newSrcJWKS(t, keys.JWKSOptions{URL: srv.URL, Refresh: time.Hour, MinRefresh: time.Nanosecond, TracerProvider: tp})
+	j, _ := authtest.NewJWKS(t, keys.JWKSOptions{URL: srv.URL, Refresh: time.Hour, MinRefresh: time.Nanosecond, TracerProvider: tp})
 	authtest.WaitFor(t, "keys", func() bool { return j.Ready() == nil })
 
 	srv.Serve(authtest.JWKS(t, old, rotated))

@@ -81,16 +81,9 @@ type Claims struct {
 // ed25519.PrivateKey (EdDSA), or a non-empty []byte HMAC secret
 // (HS256/384/512); any other pairing is an error.
 func Mint(key crypto.PrivateKey, alg string, c Claims) (string, error) {
-	key = normalizePrivate(key)
-	if alg == "" {
-		alg = DefaultAlgorithm(key)
-	}
-	if err := fitsPrivate(key, alg); err != nil {
-		return "", fmt.Errorf("mint token: %w", err)
-	}
-	method := signingMethod(alg)
-	if method == nil {
-		return "", fmt.Errorf("mint token: unknown algorithm %q", alg)
+	key, method, err := signer(key, alg)
+	if err != nil {
+		return "", err
 	}
 	if c.TTL == 0 {
 		return "", errors.New("mint token: ttl is zero (a negative ttl makes an expired token)")
@@ -99,23 +92,12 @@ func Mint(key crypto.PrivateKey, alg string, c Claims) (string, error) {
 	if now.IsZero() {
 		now = time.Now()
 	}
-
-	claims := jwt.MapClaims{
-		"iat": now.Unix(),
-		"exp": now.Add(c.TTL).Unix(),
-	}
-	if c.Subject != "" {
-		claims["sub"] = c.Subject
-	}
-	if c.Issuer != "" {
-		claims["iss"] = c.Issuer
-	}
-	switch len(c.Audience) {
-	case 0:
-	case 1:
-		claims["aud"] = c.Audience[0]
-	default:
-		claims["aud"] = c.Audience
+	// The claims of an issuer's token: sub, iss, aud, the groups at the
+	// groups claim, iat and exp, as auth.Config.Token makes them.
+	issuer := auth.Config{Issuer: c.Issuer, Audiences: c.Audience, GroupsClaim: c.GroupsClaim}
+	_, claims, err := issuer.Token(c.Subject, c.Groups, now, c.TTL)
+	if err != nil {
+		return "", fmt.Errorf("mint token: %w", err)
 	}
 	if !c.NotBefore.IsZero() {
 		claims["nbf"] = c.NotBefore.Unix()
@@ -135,23 +117,17 @@ func Mint(key crypto.PrivateKey, alg string, c Claims) (string, error) {
 		}
 		cnf["x5t#S256"] = edge.CertificateThumbprint(c.BoundToCert)
 	}
-	if len(c.Groups) > 0 {
-		if err := auth.Claims(claims).Set(c.GroupsClaim, c.Groups); err != nil {
-			return "", fmt.Errorf("mint token: groups claim %w", err)
-		}
-	}
 	if c.Scope != "" {
 		claims["scope"] = c.Scope
 	}
 	if c.ClientID != "" {
 		claims["client_id"] = c.ClientID
 	}
-
 	typ := "at+jwt"
 	if c.Type != "" {
 		typ = c.Type
 	}
-	return sign(key, method, typ, c.KeyID, claims)
+	return sign(key, method, typ, c.KeyID, jwt.MapClaims(claims))
 }
 
 // Sign returns a JWT of claims with the typ header typ (an access token's
@@ -160,21 +136,31 @@ func Mint(key crypto.PrivateKey, alg string, c Claims) (string, error) {
 // an HMAC secret): a token of the claims an issuer's auth.Config.Token
 // asks for. The keys and algorithms are those of [Mint].
 func Sign(key crypto.PrivateKey, alg, typ string, claims map[string]any) (string, error) {
-	key = normalizePrivate(key)
-	if alg == "" {
-		alg = DefaultAlgorithm(key)
-	}
-	if err := fitsPrivate(key, alg); err != nil {
-		return "", fmt.Errorf("mint token: %w", err)
-	}
-	method := signingMethod(alg)
-	if method == nil {
-		return "", fmt.Errorf("mint token: unknown algorithm %q", alg)
+	key, method, err := signer(key, alg)
+	if err != nil {
+		return "", err
 	}
 	if typ == "" {
 		typ = "at+jwt"
 	}
 	return sign(key, method, typ, "", jwt.MapClaims(claims))
+}
+
+// signer returns key in the form golang-jwt signs with, and the method of
+// alg (the key's default for ""), or why key cannot sign alg.
+func signer(key crypto.PrivateKey, alg string) (crypto.PrivateKey, jwt.SigningMethod, error) {
+	key = normalizePrivate(key)
+	if alg == "" {
+		alg = DefaultAlgorithm(key)
+	}
+	if err := fitsPrivate(key, alg); err != nil {
+		return nil, nil, fmt.Errorf("mint token: %w", err)
+	}
+	method := signingMethod(alg)
+	if method == nil {
+		return nil, nil, fmt.Errorf("mint token: unknown algorithm %q", alg)
+	}
+	return key, method, nil
 }
 
 // sign signs claims with key by method, with the typ and kid headers; an
