@@ -220,6 +220,14 @@ func TestServeCannotRun(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(`[{"name":"Fern","readers":["*"]},{"name":"","readers":["*"]}]`), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	comma := filepath.Join(dir, "comma.json") // one entry, and a comma after it
+	if err := os.WriteFile(comma, []byte("[\n  {\"name\": \"Fern\", \"readers\": [\"*\"]},\n]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	quote := filepath.Join(dir, "quote.json") // a quote missing on line 3
+	if err := os.WriteFile(quote, []byte("[\n  {\"name\": \"Fern\", \"readers\": [\"*\"]},\n  {\"name\": Moss\", \"readers\": [\"*\"]}\n]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -232,6 +240,8 @@ func TestServeCannotRun(t *testing.T) {
 	}{
 		{"bad catalog", []string{"-dev", "-data", bad}, []string{"bad.json", "1"}},
 		{"missing catalog", []string{"-dev", "-data", filepath.Join(dir, "none.json")}, []string{"none.json"}},
+		{"catalog with a comma after its one entry", []string{"-dev", "-data", comma}, []string{"comma.json: line 3, column 1: a comma after the last entry; JSON allows none"}},
+		{"catalog not JSON", []string{"-dev", "-data", quote}, []string{"quote.json: entry 2: line 3, column 12: invalid JSON: invalid character 'M' looking for beginning of value"}},
 		{"address in use", []string{"-dev", "-addr", busy.Addr().String()}, []string{busy.Addr().String()}},
 		{"missing key file", []string{"-jwt-key-file", filepath.Join(dir, "none.jwks")}, []string{"none.jwks"}},
 		{"missing HMAC secret file", []string{"-jwt-hmac-secret-file", filepath.Join(dir, "none.secret")}, []string{"none.secret"}},
