@@ -21,6 +21,7 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/internal/testenv"
 	"github.com/plantstore/plantstore/plants/postgres/pgtest"
 )
 
@@ -198,7 +199,7 @@ func TestDocsMarkers(t *testing.T) {
 // TestDocsCommands runs the "sh" blocks of every document, each document
 // in a session of its own (see the top of this file).
 func TestDocsCommands(t *testing.T) {
-	soak(t)
+	testenv.Docs(t)
 	repo, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"os"
@@ -27,6 +26,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/plantstore/plantstore/internal/testenv"
 )
 
 // DefaultDSN is the server tests use unless TEST_DATABASE_URL names
@@ -96,28 +97,13 @@ func Check(ctx context.Context, dsn string) error {
 
 // Main runs the tests of m, as a TestMain does, and when some were
 // skipped for want of a database, ends with one line that says how many,
-// why and what to do; a run that skipped none prints nothing. It returns
+// why and what to do, where the reader of a passing run sees it
+// ([testenv.Print]); a run that skipped none prints nothing. It returns
 // the exit status for os.Exit.
 func Main(m *testing.M) int {
 	code := m.Run()
-	if s := Summary(); s != "" {
-		fmt.Fprintln(summaryOut(), s)
-	}
+	testenv.Print(Summary())
 	return code
-}
-
-// summaryOut is where Main writes its line. "go test ./..." shows the
-// output of a package that passed only with -v; without it the line goes
-// to the terminal the tests were started from, when there is one, so that
-// a run without a database says so where its reader looks.
-func summaryOut() io.Writer {
-	if testing.Verbose() {
-		return os.Stdout
-	}
-	if tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0); err == nil {
-		return tty
-	}
-	return os.Stdout
 }
 
 // Summary returns the line Main prints, or "" when no test was skipped:
