@@ -98,23 +98,23 @@ func record(reason string) {
 func Summary() string {
 	skips.Lock()
 	defer skips.Unlock()
-	total := 0
+	total, kinds := 0, 0
 	var parts []string
 	for _, k := range []kind{soakKind, docsKind, browserKind} {
 		n := skips.by[k.name]
 		if n == 0 {
 			continue
 		}
-		total += n
-		how := "TEST_SOAK=1"
+		total, kinds = total+n, kinds+1
+		env := "TEST_SOAK"
 		if k.env != "" {
-			how = k.env + "=1"
+			env = k.env
 		}
-		noun := k.names
+		what := fmt.Sprintf("%d %s (%s=1 runs them: %s)", n, k.names, env, k.what)
 		if n == 1 {
-			noun = k.name
+			what = fmt.Sprintf("a %s (%s=1 runs it: %s)", k.name, env, k.what)
 		}
-		parts = append(parts, fmt.Sprintf("%d %s (%s: %s)", n, noun, how, k.what))
+		parts = append(parts, what)
 	}
 	for _, reason := range skips.order {
 		if !slices.Contains([]string{soakKind.name, docsKind.name, browserKind.name}, reason) {
@@ -125,11 +125,15 @@ func Summary() string {
 	if total == 0 {
 		return ""
 	}
-	tests := "tests"
+	tests, them := "tests", "them"
 	if total == 1 {
-		tests = "test"
+		tests, them = "test", "it"
 	}
-	return fmt.Sprintf("%s: %d %s skipped: %s; TEST_SOAK=1 runs every kind, go test -v names each test", pkg(), total, tests, strings.Join(parts, ", "))
+	end := "; go test -v names " + them
+	if kinds > 1 {
+		end = "; TEST_SOAK=1 runs every kind, go test -v names each test"
+	}
+	return fmt.Sprintf("%s: %d %s skipped: %s%s", pkg(), total, tests, strings.Join(parts, ", "), end)
 }
 
 // pkg returns the import path of the package under test.
