@@ -300,19 +300,57 @@ func TestKeygenAndToken(t *testing.T) {
 			}
 		})
 	}
-	t.Run("keygen refuses to overwrite", func(t *testing.T) {
+	t.Run("keygen refuses to overwrite, but with -force", func(t *testing.T) {
 		prefix := filepath.Join(t.TempDir(), "k")
 		args := []string{"keygen", "-alg", "EdDSA", "-out", prefix}
 		if err := run(context.Background(), args, envOf(nil), nil, io.Discard, io.Discard); err != nil {
 			t.Fatal(err)
 		}
-		before, _ := os.ReadFile(prefix + ".key")
-		if err := run(context.Background(), args, envOf(nil), nil, io.Discard, io.Discard); err == nil {
-			t.Errorf("second keygen -out %s succeeded, want an error", prefix)
+		before := mustRead(t, prefix+".key")
+		err := run(context.Background(), args, envOf(nil), nil, io.Discard, io.Discard)
+		want := prefix + ".key and " + prefix + ".jwks.json already exist: -force replaces " + prefix + ".key and " + prefix + ".jwks.json with a new key pair (tokens of the old key are then refused), or choose another -out"
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("second keygen -out %s = %v; want an error holding %q", prefix, err, want)
 		}
-		after, _ := os.ReadFile(prefix + ".key")
-		if !bytes.Equal(before, after) {
+		if !bytes.Equal(before, mustRead(t, prefix+".key")) {
 			t.Errorf("second keygen changed %s.key", prefix)
+		}
+		// A private key made readable to all is replaced by a file of
+		// mode 0600, not written into.
+		if err := os.Chmod(prefix+".key", 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		if err := run(context.Background(), append(args, "-force"), envOf(nil), nil, &out, io.Discard); err != nil {
+			t.Fatalf("keygen -force: %v", err)
+		}
+		if bytes.Equal(before, mustRead(t, prefix+".key")) || !strings.HasPrefix(out.String(), "wrote ") {
+			t.Errorf("keygen -force printed %q and left %s.key as it was; want a new key", out.String(), prefix)
+		}
+		if fi, err := os.Stat(prefix + ".key"); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("keygen -force: %s.key mode %v (%v); want 0600", prefix, fi.Mode().Perm(), err)
+		}
+		// The new pair is a pair: a token of the new key verifies with
+		// the new public key set.
+		var token bytes.Buffer
+		if err := run(context.Background(), []string{"token", "-key", prefix + ".key", "-sub", "bob"}, envOf(nil), nil, &token, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		in := startServe(t, nil, "-jwt-key-file", prefix+".jwks.json")
+		if status, body, _ := get(t, in.api+"/plants", strings.TrimSpace(token.String())); status != http.StatusOK {
+			t.Errorf("a token of the key keygen -force wrote: GET /plants = %d %s; want 200", status, body)
+		}
+		// Half a pair is refused too, naming the file that is there.
+		other := filepath.Join(t.TempDir(), "half")
+		if err := os.WriteFile(other+".jwks.json", []byte(`{"keys":[]}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		err = run(context.Background(), []string{"keygen", "-out", other}, envOf(nil), nil, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), other+".jwks.json already exists: -force") {
+			t.Errorf("keygen -out %s beside %s.jwks.json = %v; want it refused naming that file", other, other, err)
+		}
+		if _, err := os.Stat(other + ".key"); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the refused keygen left %s.key (%v)", other, err)
 		}
 	})
 	t.Run("usage", func(t *testing.T) {
