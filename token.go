@@ -147,6 +147,30 @@ func readPrivateKey(path string) (crypto.PrivateKey, error) {
 	return key, nil
 }
 
+// keyFileHint returns err, the refusal of the -jwt-key-file path, with the
+// file to give instead when path holds a private key: the service verifies
+// with public keys, which keygen writes to PREFIX.jwks.json beside
+// PREFIX.key. Other errors are returned as they are.
+func keyFileHint(path string, err error) error {
+	if err == nil || path == "" {
+		return err
+	}
+	data, rerr := os.ReadFile(path)
+	if rerr != nil {
+		return err
+	}
+	if _, perr := auth.ParsePrivateKey(data); perr != nil {
+		return err
+	}
+	hint := "give its public keys (a JWKS, or PEM PUBLIC KEY blocks), such as the PREFIX.jwks.json that plantstore keygen writes beside PREFIX.key"
+	if prefix, ok := strings.CutSuffix(path, ".key"); ok {
+		if _, statErr := os.Stat(prefix + ".jwks.json"); statErr == nil {
+			hint = "use " + prefix + ".jwks.json, the public key set that plantstore keygen wrote beside it"
+		}
+	}
+	return fmt.Errorf("%w; this is a private key, and the service verifies with public keys: %s", err, hint)
+}
+
 // proof implements "plantstore proof": it prints a DPoP proof (RFC 9449)
 // for one request, signed with the client key a token is bound to.
 func proof(args []string, stdout, stderr io.Writer) error {
