@@ -233,6 +233,14 @@ func TestServeCannotRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer busy.Close()
+	demo := filepath.Join(dir, "demo")
+	if err := run(t.Context(), []string{"keygen", "-alg", "ES256", "-out", demo}, nil, nil, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	lone := filepath.Join(dir, "lone.key") // a private key with no public key set beside it
+	if err := os.WriteFile(lone, mustRead(t, demo+".key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		args []string
@@ -244,6 +252,8 @@ func TestServeCannotRun(t *testing.T) {
 		{"catalog not JSON", []string{"-dev", "-data", quote}, []string{"quote.json: entry 2: line 3, column 12: invalid JSON: invalid character 'M' looking for beginning of value"}},
 		{"address in use", []string{"-dev", "-addr", busy.Addr().String()}, []string{busy.Addr().String()}},
 		{"missing key file", []string{"-jwt-key-file", filepath.Join(dir, "none.jwks")}, []string{"none.jwks"}},
+		{"private key as the key file", []string{"-jwt-key-file", demo + ".key"}, []string{"load key file " + demo + ".key: ", "this is a private key, and the service verifies with public keys: use " + demo + ".jwks.json, the public key set that plantstore keygen wrote beside it"}},
+		{"private key as the key file, none beside it", []string{"-jwt-key-file", lone}, []string{"this is a private key, and the service verifies with public keys: give its public keys (a JWKS, or PEM PUBLIC KEY blocks), such as the PREFIX.jwks.json"}},
 		{"missing HMAC secret file", []string{"-jwt-hmac-secret-file", filepath.Join(dir, "none.secret")}, []string{"none.secret"}},
 	}
 	for _, tt := range tests {

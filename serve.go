@@ -225,7 +225,7 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 		keys = set
 	} else {
 		if vf.source, err = auth.OpenSource(bg.ctx, "", cfg.JWT, cfg.Keys, src); err != nil {
-			return vf, cfg.refused(err)
+			return vf, keyFileHint(cfg.Keys.KeyFile, cfg.refused(err))
 		}
 		bg.wait(vf.source.Done())
 		keys = vf.source.Keys()
