@@ -244,22 +244,28 @@ func TestServeCannotRun(t *testing.T) {
 	tests := []struct {
 		name string
 		args []string
+		env  map[string]string
 		want []string
 	}{
-		{"bad catalog", []string{"-dev", "-data", bad}, []string{"bad.json", "1"}},
-		{"missing catalog", []string{"-dev", "-data", filepath.Join(dir, "none.json")}, []string{"none.json"}},
-		{"catalog with a comma after its one entry", []string{"-dev", "-data", comma}, []string{"comma.json: line 3, column 1: a comma after the last entry; JSON allows none"}},
-		{"catalog not JSON", []string{"-dev", "-data", quote}, []string{"quote.json: entry 2: line 3, column 12: invalid JSON: invalid character 'M' looking for beginning of value"}},
-		{"address in use", []string{"-dev", "-addr", busy.Addr().String()}, []string{busy.Addr().String()}},
-		{"missing key file", []string{"-jwt-key-file", filepath.Join(dir, "none.jwks")}, []string{"none.jwks"}},
-		{"private key as the key file", []string{"-jwt-key-file", demo + ".key"}, []string{"load key file " + demo + ".key: ", "this is a private key, and the service verifies with public keys: use " + demo + ".jwks.json, the public key set that plantstore keygen wrote beside it"}},
-		{"private key as the key file, none beside it", []string{"-jwt-key-file", lone}, []string{"this is a private key, and the service verifies with public keys: give its public keys (a JWKS, or PEM PUBLIC KEY blocks), such as the PREFIX.jwks.json"}},
-		{"missing HMAC secret file", []string{"-jwt-hmac-secret-file", filepath.Join(dir, "none.secret")}, []string{"none.secret"}},
+		{"bad catalog", []string{"-dev", "-data", bad}, nil, []string{"bad.json", "1"}},
+		{"missing catalog", []string{"-dev", "-data", filepath.Join(dir, "none.json")}, nil, []string{"none.json"}},
+		{"catalog with a comma after its one entry", []string{"-dev", "-data", comma}, nil, []string{"comma.json: line 3, column 1: a comma after the last entry; JSON allows none"}},
+		{"catalog not JSON", []string{"-dev", "-data", quote}, nil, []string{"quote.json: entry 2: line 3, column 12: invalid JSON: invalid character 'M' looking for beginning of value"}},
+		{"address in use", []string{"-dev", "-addr", busy.Addr().String()}, nil, []string{"API listener: listen tcp " + busy.Addr().String() + ": bind: address already in use: the address of -addr is taken, most likely by another plantstore (a go run . -dev left running?); stop it, or give -addr (or PLANTSTORE_ADDR) another port"}},
+		{"admin address in use, from its variable", []string{"-dev"}, map[string]string{"PLANTSTORE_ADMIN_ADDR": busy.Addr().String()}, []string{"admin listener: listen tcp " + busy.Addr().String() + ": bind: address already in use: the address of PLANTSTORE_ADMIN_ADDR is taken, most likely by another plantstore", "give -admin-addr (or PLANTSTORE_ADMIN_ADDR) another port"}},
+		{"missing key file", []string{"-jwt-key-file", filepath.Join(dir, "none.jwks")}, nil, []string{"none.jwks"}},
+		{"private key as the key file", []string{"-jwt-key-file", demo + ".key"}, nil, []string{"load key file " + demo + ".key: ", "this is a private key, and the service verifies with public keys: use " + demo + ".jwks.json, the public key set that plantstore keygen wrote beside it"}},
+		{"private key as the key file, none beside it", []string{"-jwt-key-file", lone}, nil, []string{"this is a private key, and the service verifies with public keys: give its public keys (a JWKS, or PEM PUBLIC KEY blocks), such as the PREFIX.jwks.json"}},
+		{"missing HMAC secret file", []string{"-jwt-hmac-secret-file", filepath.Join(dir, "none.secret")}, nil, []string{"none.secret"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			args := append([]string{"serve", "-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0"}, tt.args...)
-			err := run(context.Background(), args, envOf(nil), nil, io.Discard, io.Discard)
+			args := []string{"serve", "-addr", "127.0.0.1:0"}
+			if tt.env["PLANTSTORE_ADMIN_ADDR"] == "" {
+				args = append(args, "-admin-addr", "127.0.0.1:0")
+			}
+			args = append(args, tt.args...)
+			err := run(context.Background(), args, envOf(tt.env), nil, io.Discard, io.Discard)
 			if err == nil || errors.Is(err, errUsage) {
 				t.Fatalf("run(%q) = %v, want a non-usage error", tt.args, err)
 			}

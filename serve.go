@@ -338,11 +338,11 @@ func listen(cfg serveConfig, log *zap.Logger, api, admin http.Handler, store, ve
 	}
 	var err error
 	if s.apiLn, err = net.Listen("tcp", cfg.Addr); err != nil {
-		return s, fmt.Errorf("API listener: %w", err)
+		return s, listenError(cfg, "API listener", "addr", err)
 	}
 	if s.adminLn, err = net.Listen("tcp", cfg.AdminAddr); err != nil {
 		s.apiLn.Close()
-		return s, fmt.Errorf("admin listener: %w", err)
+		return s, listenError(cfg, "admin listener", "admin-addr", err)
 	}
 	log.Info("listening",
 		zap.String("api_addr", s.apiLn.Addr().String()),
