@@ -278,6 +278,38 @@ func TestServeCannotRun(t *testing.T) {
 	}
 }
 
+// TestListeningNamesCatalog checks that the start's "listening" line says
+// which catalog the service serves: the embedded sample one when no -data
+// names a file, the file, or the database.
+func TestListeningNamesCatalog(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "mine.json")
+	if err := os.WriteFile(file, []byte(`[{"name": "Fern", "readers": ["*"]}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	keys := edKeyFile(t)
+	tests := []struct {
+		name string
+		args func(t *testing.T) []string
+		want string
+	}{
+		{"no -data", func(*testing.T) []string { return []string{"-jwt-key-file", keys} }, "the embedded sample catalog"},
+		{"-data", func(*testing.T) []string { return []string{"-jwt-key-file", keys, "-data", file} }, file},
+		{"-database-url", func(t *testing.T) []string {
+			return []string{"-jwt-key-file", keys, "-database-url", migratedDatabase(t)}
+		}, "the PostgreSQL database of -database-url"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := startServe(t, nil, tt.args(t)...)
+			for _, line := range logLines(t, in.stderr.String()) {
+				if line["msg"] == "listening" && line["catalog"] != tt.want {
+					t.Errorf("the listening line says catalog %q; want %q", line["catalog"], tt.want)
+				}
+			}
+		})
+	}
+}
+
 // mintTestToken makes a key pair with keygen and a token with the token
 // command, and returns the token and the public JWKS path.
 func mintTestToken(t testing.TB, alg string, tokenArgs ...string) (token, jwksPath string) {

@@ -94,7 +94,7 @@ func serve(ctx context.Context, args []string, e env, stdout, stderr io.Writer) 
 	admin := observability.AdminHandler(observability.AdminOptions{
 		Registry: reg, Ready: readiness(&draining, keys.verifier, cat.ready), OpenAPI: api.OpenAPI, Pprof: cfg.Pprof,
 	})
-	srv, err := listen(cfg, log, newAPIHandler(apiOpts), admin, cat.name, version)
+	srv, err := listen(cfg, log, newAPIHandler(apiOpts), admin, cat, version)
 	if err != nil {
 		return err
 	}
@@ -309,8 +309,8 @@ type servers struct {
 }
 
 // listen builds the two servers of api and admin and binds their
-// listeners; store and version are for the log line that says so.
-func listen(cfg serveConfig, log *zap.Logger, api, admin http.Handler, store, version string) (servers, error) {
+// listeners; cat and version are for the log line that says so.
+func listen(cfg serveConfig, log *zap.Logger, api, admin http.Handler, cat catalog, version string) (servers, error) {
 	serverLog := zap.NewStdLog(log.Named("http"))
 	// The first read and write deadlines: the list handler moves the write
 	// deadline (and the read one, which would otherwise end the request's
@@ -347,7 +347,8 @@ func listen(cfg serveConfig, log *zap.Logger, api, admin http.Handler, store, ve
 	log.Info("listening",
 		zap.String("api_addr", s.apiLn.Addr().String()),
 		zap.String("admin_addr", s.adminLn.Addr().String()),
-		zap.String("store", store),
+		zap.String("store", cat.name),
+		zap.String("catalog", cat.source),
 		zap.String("version", version),
 		zap.Bool("dev", cfg.Dev))
 	return s, nil
