@@ -152,9 +152,9 @@ func passwordRefuser(t *testing.T) string {
 			}
 			go func() {
 				defer c.Close()
-				if err := refusePassword(c); err != nil {
-					t.Errorf("the stand-in server: %v", err)
-				}
+				// A client that gave up early fails the test by what it
+				// reports, which the test checks.
+				_ = refusePassword(c)
 			}()
 		}
 	}()
