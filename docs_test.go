@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -251,11 +252,29 @@ func TestDocsMarkers(t *testing.T) {
 		}
 	}
 	// One database for the tests and the examples, named where a
-	// newcomer looks for it.
+	// newcomer looks for it, and made by the container the documentation
+	// starts (a block that cannot run here, so its text is checked).
 	for _, f := range []string{"README.md", "docs/postgres.md"} {
 		if b, err := os.ReadFile(f); err != nil || !bytes.Contains(b, []byte(docDSN)) {
 			t.Errorf("%s does not name %s, the database of the tests and of the examples (%v)", f, docDSN, err)
 		}
+	}
+	u, err := url.Parse(docDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creates := regexp.MustCompile(`-e POSTGRES_DB=` + regexp.QuoteMeta(strings.TrimPrefix(u.Path, "/")) + `(\s|$)`)
+	containers := 0
+	for _, b := range shellBlocks(t, "docs/postgres.md") {
+		if run := strings.ReplaceAll(b.text, "\\\n", " "); strings.Contains(run, "docker run") {
+			containers++
+			if !creates.MatchString(run) {
+				t.Errorf("docs/postgres.md:%d: the container does not create the database of %s (-e POSTGRES_DB=%s)", b.line, docDSN, strings.TrimPrefix(u.Path, "/"))
+			}
+		}
+	}
+	if containers == 0 {
+		t.Errorf("docs/postgres.md starts no PostgreSQL container")
 	}
 }
 
