@@ -145,7 +145,8 @@ type catalog struct {
 	// memory is the in-memory store of the -data file or of the sample,
 	// which SIGHUP reloads; nil on PostgreSQL.
 	memory *plants.MemoryStore
-	// source is where the catalog comes from, for the -dev banner.
+	// source is where the catalog comes from, for the -dev banner and
+	// the listening line.
 	source string
 }
 
