@@ -196,6 +196,7 @@ func openDatabase(bg *background, cfg serveConfig, reg prometheus.Registerer, lo
 		done <-chan struct{}
 		err  error
 	)
+	c.source = "the PostgreSQL database of -database-url"
 	if cfg.DatabaseSnapshot {
 		var snap *postgres.Snapshot
 		if snap, err = postgres.OpenSnapshot(bg.ctx, cfg.DatabaseURL, o, m); err == nil {

@@ -76,7 +76,9 @@ func printDevBanner(w io.Writer, key crypto.Signer, dev devSetup, addr net.Addr)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "\n# %s (reads as %s)\ncurl -sS -H 'Authorization: Bearer %s' %s/plants\n",
+		// -w '\n': the JSON body ends without a newline, which would put
+		// the next prompt on its line.
+		fmt.Fprintf(w, "\n# %s (reads as %s)\ncurl -sS -w '\\n' -H 'Authorization: Bearer %s' %s/plants\n",
 			u.Subject, strings.Join(u.Principals(), ", "), token, base)
 	}
 	fmt.Fprintln(w)

@@ -94,7 +94,7 @@ func serve(ctx context.Context, args []string, e env, stdout, stderr io.Writer) 
 	admin := observability.AdminHandler(observability.AdminOptions{
 		Registry: reg, Ready: readiness(&draining, keys.verifier, cat.ready), OpenAPI: api.OpenAPI, Pprof: cfg.Pprof,
 	})
-	srv, err := listen(cfg, log, newAPIHandler(apiOpts), admin, cat.name, version)
+	srv, err := listen(cfg, log, newAPIHandler(apiOpts), admin, cat, version)
 	if err != nil {
 		return err
 	}
@@ -145,7 +145,8 @@ type catalog struct {
 	// memory is the in-memory store of the -data file or of the sample,
 	// which SIGHUP reloads; nil on PostgreSQL.
 	memory *plants.MemoryStore
-	// source is where the catalog comes from, for the -dev banner.
+	// source is where the catalog comes from, for the -dev banner and
+	// the listening line.
 	source string
 }
 
@@ -225,7 +226,7 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 		keys = set
 	} else {
 		if vf.source, err = auth.OpenSource(bg.ctx, "", cfg.JWT, cfg.Keys, src); err != nil {
-			return vf, cfg.refused(err)
+			return vf, keyFileHint(cfg.Keys.KeyFile, cfg.refused(err))
 		}
 		bg.wait(vf.source.Done())
 		keys = vf.source.Keys()
@@ -309,8 +310,8 @@ type servers struct {
 }
 
 // listen builds the two servers of api and admin and binds their
-// listeners; store and version are for the log line that says so.
-func listen(cfg serveConfig, log *zap.Logger, api, admin http.Handler, store, version string) (servers, error) {
+// listeners; cat and version are for the log line that says so.
+func listen(cfg serveConfig, log *zap.Logger, api, admin http.Handler, cat catalog, version string) (servers, error) {
 	serverLog := zap.NewStdLog(log.Named("http"))
 	// The first read and write deadlines: the list handler moves the write
 	// deadline (and the read one, which would otherwise end the request's
@@ -338,16 +339,17 @@ func listen(cfg serveConfig, log *zap.Logger, api, admin http.Handler, store, ve
 	}
 	var err error
 	if s.apiLn, err = net.Listen("tcp", cfg.Addr); err != nil {
-		return s, fmt.Errorf("API listener: %w", err)
+		return s, listenError(cfg, "API listener", "addr", err)
 	}
 	if s.adminLn, err = net.Listen("tcp", cfg.AdminAddr); err != nil {
 		s.apiLn.Close()
-		return s, fmt.Errorf("admin listener: %w", err)
+		return s, listenError(cfg, "admin listener", "admin-addr", err)
 	}
 	log.Info("listening",
 		zap.String("api_addr", s.apiLn.Addr().String()),
 		zap.String("admin_addr", s.adminLn.Addr().String()),
-		zap.String("store", store),
+		zap.String("store", cat.name),
+		zap.String("catalog", cat.source),
 		zap.String("version", version),
 		zap.Bool("dev", cfg.Dev))
 	return s, nil

@@ -13,12 +13,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/internal/testenv"
 	"github.com/plantstore/plantstore/observability/metricstest"
 )
 
 func TestMain(m *testing.M) {
 	gin.SetMode(gin.TestMode)
-	os.Exit(m.Run())
+	os.Exit(testenv.Main(m))
 }
 
 // verifierOptions are the Options of newVerifier: no leeway, unless a test
