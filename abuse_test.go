@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/plantstore/plantstore/auth"
-	"github.com/plantstore/plantstore/internal/testenv"
+	"github.com/plantstore/plantstore/observability/testenv"
 	"github.com/plantstore/plantstore/plants"
 	"github.com/plantstore/plantstore/plants/postgres"
 	"github.com/plantstore/plantstore/plants/postgres/pgtest"

@@ -22,7 +22,7 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
-	"github.com/plantstore/plantstore/internal/testenv"
+	"github.com/plantstore/plantstore/observability/testenv"
 	"github.com/plantstore/plantstore/plants/postgres/pgtest"
 )
 

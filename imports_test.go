@@ -31,8 +31,8 @@ func TestImportRules(t *testing.T) {
 		"plants/storetest":          {"plants"},
 		"plants/api":                {"auth", "observability", "plants"},
 		"plants/postgres":           {"plants"},
-		"plants/postgres/pgtest":    {"internal/testenv"},
-		"internal/testenv":          nil,
+		"plants/postgres/pgtest":    {"observability/testenv"},
+		"observability/testenv":     nil,
 	}
 	// Each library, and the only files (by directory/file) that may import it.
 	owners := map[string]func(dir, file string) bool{

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/plantstore/plantstore/internal/testenv"
+	"github.com/plantstore/plantstore/observability/testenv"
 	"github.com/plantstore/plantstore/plants"
 	"github.com/plantstore/plantstore/plants/postgres"
 	"github.com/plantstore/plantstore/plants/storetest"

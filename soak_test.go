@@ -24,8 +24,8 @@ import (
 	"time"
 
 	"github.com/plantstore/plantstore/auth"
-	"github.com/plantstore/plantstore/internal/testenv"
 	"github.com/plantstore/plantstore/observability/logtest"
+	"github.com/plantstore/plantstore/observability/testenv"
 	"github.com/plantstore/plantstore/plants"
 )
 

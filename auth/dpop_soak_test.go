@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/plantstore/plantstore/auth"
-	"github.com/plantstore/plantstore/internal/testenv"
+	"github.com/plantstore/plantstore/observability/testenv"
 )
 
 // TestDPoPQuotaUnderLoad floods a replica's replay cache, made small (512

@@ -13,8 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/plantstore/plantstore/auth"
-	"github.com/plantstore/plantstore/internal/testenv"
 	"github.com/plantstore/plantstore/observability/metricstest"
+	"github.com/plantstore/plantstore/observability/testenv"
 )
 
 func TestMain(m *testing.M) {

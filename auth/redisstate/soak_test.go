@@ -13,7 +13,7 @@ import (
 	"github.com/plantstore/plantstore/auth/authtest"
 	"github.com/plantstore/plantstore/auth/redisstate"
 	"github.com/plantstore/plantstore/auth/redisstate/redistest"
-	"github.com/plantstore/plantstore/internal/testenv"
+	"github.com/plantstore/plantstore/observability/testenv"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }

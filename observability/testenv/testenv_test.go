@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/plantstore/plantstore/internal/testenv"
+	"github.com/plantstore/plantstore/observability/testenv"
 )
 
 // TestOptional runs each kind of optional test with and without the
@@ -44,7 +44,7 @@ func TestOptional(t *testing.T) {
 	}
 	s := testenv.Summary()
 	for _, want := range []string{
-		"github.com/plantstore/plantstore/internal/testenv: 4 tests skipped: ",
+		"github.com/plantstore/plantstore/observability/testenv: 4 tests skipped: ",
 		"a soak or load test (TEST_SOAK=1 runs it: minutes)",
 		"2 docs tests (TEST_DOCS=1 runs them: every command of README.md and docs/",
 		"1 for no chromium: apt-get install chromium",
