@@ -335,7 +335,7 @@ func TestBeforePagingRejected(t *testing.T) {
 		defect, overlay, want string
 	}{
 		{"spread counts tainted nodes", "prod", "topology spread on kubernetes.io/hostname is DoNotSchedule without nodeTaintsPolicy: Honor"},
-		{"memory request under the limit", "prod", "container plantstore: memory request 128Mi below its limit 256Mi"},
+		{"memory request under GOMEMLIMIT", "prod", "container plantstore: memory request 128Mi below GOMEMLIMIT (230Mi)"},
 		{"pods without env", "prod", "the pods have no env label"},
 		{"pods without env (dev)", "dev", "the pods have no env label"},
 		{"ServiceMonitor drops env", "prod", "ServiceMonitor plantstore: podTargetLabels must hold env"},
@@ -607,9 +607,20 @@ func TestViolationsCatch(t *testing.T) {
 			alertRule(promRule(o), "PlantstoreDown").Annotations["runbook_url"] = "https://github.com/plantstore/plantstore/blob/main/docs/runbooks/outage.md"
 		}, "alert PlantstoreDown: runbook_url https://github.com/plantstore/plantstore/blob/main/docs/runbooks/outage.md is not the runbook of the version deployed (v0.1.0)"},
 		{"production by tag", func(o []runtime.Object) { ctr(o).Image = "ghcr.io/plantstore/plantstore:v0.1.0" }, "production deploys by digest"},
-		{"memory request under the limit", func(o []runtime.Object) {
+		{"memory request under a written GOMEMLIMIT", func(o []runtime.Object) {
 			ctr(o).Resources.Requests[corev1.ResourceMemory] = resource.MustParse("128Mi")
-		}, "container plantstore: memory request 128Mi below its limit 256Mi"},
+			setEnv(ctr(o), corev1.EnvVar{Name: "GOMEMLIMIT", Value: "230MiB"})
+		}, "container plantstore: memory request 128Mi below GOMEMLIMIT (230Mi)"},
+		{"memory request at a third of the limit", func(o []runtime.Object) {
+			ctr(o).Resources.Requests[corev1.ResourceMemory] = resource.MustParse("80Mi")
+		}, "GOMEMLIMIT is 31 % of the memory limit 256Mi"},
+		{"GOMEMLIMIT written out", func(o []runtime.Object) { setEnv(ctr(o), corev1.EnvVar{Name: "GOMEMLIMIT", Value: "230MiB"}) }, "GOMEMLIMIT=230MiB is written out: take it from requests.memory"},
+		{"migration Job memory request under its limit", func(o []runtime.Object) {
+			job(o).Spec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceMemory] = resource.MustParse("64Mi")
+		}, "container migrate: memory request 64Mi below its limit 128Mi"},
+		{"HPA target at the CPU limit", func(o []runtime.Object) {
+			ctr(o).Resources.Requests[corev1.ResourceCPU] = resource.MustParse("1")
+		}, "HorizontalPodAutoscaler plantstore: its target, 1000m (averageUtilization 100 of requests.cpu 1), is within 10 % of the CPU limit 1"},
 		{"spread counting tainted nodes", func(o []runtime.Object) {
 			dep(o).Spec.Template.Spec.TopologySpreadConstraints[1].NodeTaintsPolicy = nil
 		}, "topology spread on kubernetes.io/hostname is DoNotSchedule without nodeTaintsPolicy: Honor"},
@@ -620,6 +631,30 @@ func TestViolationsCatch(t *testing.T) {
 			i := slices.IndexFunc(o, func(x runtime.Object) bool { _, ok := x.(*monitoringv1.Probe); return ok })
 			o[i] = find[*corev1.ServiceAccount](o, "").DeepCopyObject()
 		}, "without a Probe of the public URL"},
+		{"no API Probe", func(o []runtime.Object) {
+			i := slices.IndexFunc(o, func(x runtime.Object) bool { p, ok := x.(*monitoringv1.Probe); return ok && p.Name == "plantstore-api" })
+			o[i] = find[*corev1.ServiceAccount](o, "").DeepCopyObject()
+		}, "without a Probe that calls GET /plants?limit=1 with a token (job plantstore-api-probe)"},
+		{"API Probe of the metadata", func(o []runtime.Object) {
+			p := find[*monitoringv1.Probe](o, "plantstore-api")
+			p.Spec.Targets.StaticConfig.Targets[0] = "https://plants.example.com/.well-known/oauth-protected-resource"
+		}, "Probe plantstore-api: target https://plants.example.com/.well-known/oauth-protected-resource, want the public URL's https://plants.example.com/plants?limit=1"},
+		{"alert without team", func(o []runtime.Object) {
+			delete(alertRule(promRule(o), "PlantstoreDown").Labels, "team")
+		}, "alert PlantstoreDown has no team label"},
+		{"rule merging clusters", func(o []runtime.Object) {
+			a := alertRule(promRule(o), "PlantstoreStoreErrors")
+			a.Expr = intstr.FromString(strings.ReplaceAll(a.Expr.String(), "cluster, ", ""))
+		}, "rule PlantstoreStoreErrors aggregates by (namespace, job, env, store) without cluster"},
+		{"recording rule merging clusters", func(o []runtime.Object) {
+			for g := range promRule(o).Spec.Groups {
+				for i := range promRule(o).Spec.Groups[g].Rules {
+					if r := &promRule(o).Spec.Groups[g].Rules[i]; r.Record == "plantstore:plants_requests:rate1h" {
+						r.Expr = intstr.FromString(`sum by (namespace, job, env) (rate(plantstore_http_requests_total{job="plantstore", route="/plants"}[1h]))`)
+					}
+				}
+			}
+		}, "rule plantstore:plants_requests:rate1h aggregates by (namespace, job, env) without cluster"},
 		{"Probe of another host", func(o []runtime.Object) {
 			probe(o).Spec.Targets.StaticConfig.Targets[0] = "https://plants.other.example/.well-known/oauth-protected-resource"
 		}, "Probe plantstore: target https://plants.other.example/.well-known/oauth-protected-resource, want the public URL's https://plants.example.com/.well-known/oauth-protected-resource"},
@@ -774,7 +809,9 @@ func promRule(objs []runtime.Object) *monitoringv1.PrometheusRule {
 	return find[*monitoringv1.PrometheusRule](objs, "")
 }
 
-func probe(objs []runtime.Object) *monitoringv1.Probe { return find[*monitoringv1.Probe](objs, "") }
+func probe(objs []runtime.Object) *monitoringv1.Probe {
+	return find[*monitoringv1.Probe](objs, "plantstore")
+}
 
 func securityPolicy(objs []runtime.Object) *egv1a1.SecurityPolicy {
 	return find[*egv1a1.SecurityPolicy](objs, "")
