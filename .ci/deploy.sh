@@ -222,6 +222,20 @@ for want in "Application plantstore-prod is invalid" "Kustomization plantstore-p
   grep -q "$want" "$tmp/broken.out" || { cat "$tmp/broken.out"; fail "kubeconform did not report: $want"; }
 done
 echo "the same objects with a misspelled field are rejected, as they must be"
+# The gateway that verifies tokens, which docs/deploy.md shows as the other
+# way (indented in its list item): its SecurityPolicy and
+# BackendTrafficPolicy against Envoy Gateway's CRDs, here and in the
+# server dry-run below.
+awk '/^  ```yaml$/ {f = 1; next} /^  ```$/ {if (f) print "---"; f = 0} f {sub(/^  /, ""); print}' docs/deploy.md > "$tmp/docs-gateway.yaml"
+grep -q '^kind: SecurityPolicy$' "$tmp/docs-gateway.yaml" && grep -q '^kind: BackendTrafficPolicy$' "$tmp/docs-gateway.yaml" ||
+  fail "docs/deploy.md shows no SecurityPolicy and BackendTrafficPolicy of a gateway that verifies tokens"
+kubeconform_ "$tmp/docs-gateway.yaml"
+sed 's/^\( *\)cacheDuration:/\1cacheDurations:/' "$tmp/docs-gateway.yaml" > "$tmp/docs-broken.yaml"
+if kubeconform_ "$tmp/docs-broken.yaml" > "$tmp/broken.out" 2>&1; then
+  cat "$tmp/broken.out"; fail "kubeconform accepted a misspelled cacheDuration"
+fi
+grep -q "SecurityPolicy plantstore is invalid.*'cacheDurations' not allowed" "$tmp/broken.out" || { cat "$tmp/broken.out"; fail "kubeconform did not name cacheDurations"; }
+echo "docs/deploy.md's gateway that verifies tokens validates, and rejects a misspelled cacheDuration"
 
 step "build plantstore and the OTLP sink; the binary's SBOM"
 .ci/build "$tmp/plantstore"
@@ -315,6 +329,9 @@ KCFG
     grep -q "$want" "$d/out" || { cat "$d/out"; fail "the API server's refusal of $file does not name $want"; }
     echo "$file rejected ($want): $(grep -v '^Warning: version difference' "$d/out" | grep -m1 "$want" | cut -c1-160)"
   done
+  echo "-- docs/deploy.md: the gateway that verifies tokens"
+  kubectl -n plantstore apply --dry-run=server --validate=strict -f "$tmp/docs-gateway.yaml" > "$d/out" 2>&1 || { cat "$d/out"; fail "server dry-run of docs/deploy.md's gateway objects"; }
+  grep -v '^Warning: version difference' "$d/out"
   kubectl apply --dry-run=server --validate=strict -f deploy/check/testdata/not-restricted.yaml > "$d/out" 2>&1 || true
   grep -q 'would violate PodSecurity "restricted' "$d/out" || { cat "$d/out"; fail "no PodSecurity warning for testdata/not-restricted.yaml"; }
   echo "deploy/check/testdata/not-restricted.yaml warned: $(grep -m1 'would violate' "$d/out" | cut -c1-100)..."
