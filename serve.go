@@ -203,7 +203,9 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 	if err != nil {
 		return vf, err
 	}
-	vf.nonces = opts.Nonces
+	if vf.nonces = opts.Nonces; vf.nonces != nil {
+		bg.wait(vf.nonces.Watch(bg.ctx, log))
+	}
 	if opts.Shared, err = openShared(bg, cfg, reg, log); err != nil {
 		return vf, err
 	}
@@ -551,7 +553,7 @@ func waitOrStop[T any](done <-chan T, sigs <-chan os.Signal) (v T, stopped bool)
 }
 
 // reload re-reads -data, the key files, the issuers file and the DPoP
-// nonce key (SIGHUP). A
+// nonce key (SIGHUP; the key files and the nonce key are also watched). A
 // bad file is refused and what was serving keeps serving. The catalog's
 // readers are checked against the issuers once, after both.
 func (s *service) reload() {
@@ -588,12 +590,6 @@ func (s *service) reload() {
 		s.keys.source.Reload()
 	}
 	if n := s.keys.nonces; n != nil {
-		changed, err := n.Reload(time.Now())
-		switch {
-		case err != nil:
-			s.log.Error("DPoP nonce key reload refused; the previous key keeps serving", zap.Error(err))
-		case changed:
-			s.log.Info("DPoP nonce key rotated; nonces of the previous key are accepted for one lifetime more", zap.Duration("dpop_nonce_lifetime", n.Lifetime()))
-		}
+		_, _ = n.ReloadLogged(s.log, time.Now())
 	}
 }

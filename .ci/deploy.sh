@@ -115,6 +115,21 @@ for dir in deploy/overlays/*/ deploy/namespaces/; do
   "${kustomize[@]}" "$dir" > "$tmp/manifests/$name.yaml"
   echo "$name: $(grep -c '^kind:' "$tmp/manifests/$name.yaml") objects"
 done
+# Each component no overlay takes, on prod as an overlay that takes it
+# would (kustomize reads bases only by relative paths), and the gateway's
+# half of components/mtls, applied on its own in the Gateway's namespace.
+for dir in deploy/components/*/; do
+  name="$(basename "$dir")"
+  grep -q "/components/$name\$" deploy/overlays/*/kustomization.yaml && continue
+  k="$tmp/with-$name"
+  mkdir -p "$k"
+  printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - %s\ncomponents:\n  - %s\n' \
+    "$(realpath --relative-to="$k" deploy/overlays/prod)" "$(realpath --relative-to="$k" "$dir")" > "$k/kustomization.yaml"
+  "${kustomize[@]}" "$k" > "$tmp/manifests/prod-with-$name.yaml"
+  echo "prod with components/$name: $(grep -c '^kind:' "$tmp/manifests/prod-with-$name.yaml") objects"
+done
+"${kustomize[@]}" deploy/components/mtls/gateway > "$tmp/manifests/mtls-gateway.yaml"
+echo "mtls/gateway: $(grep -c '^kind:' "$tmp/manifests/mtls-gateway.yaml") objects"
 
 step "schemas from k8s.io/kubernetes@v$k8s_version, the HTTPRoute CRD, the Prometheus Operator and Envoy Gateway CRDs"
 k8s_dir="$(go mod download -json "k8s.io/kubernetes@v$k8s_version" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
@@ -135,7 +150,7 @@ echo "prometheus-operator $po_version"
 # of the API types deploy/check decodes with.
 eg_version="$(cd deploy/check && go list -m -f '{{.Version}}' github.com/envoyproxy/gateway)"
 eg_dir="$(go mod download -json "github.com/envoyproxy/gateway@$eg_version" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
-for kind in securitypolicies backendtrafficpolicies; do
+for kind in securitypolicies backendtrafficpolicies clienttrafficpolicies; do
   f="$eg_dir/charts/gateway-helm/charts/crds/crds/generated/gateway.envoyproxy.io_$kind.yaml"
   [ -f "$f" ] || fail "no $kind CRD in github.com/envoyproxy/gateway@$eg_version"
   crds+=("$f")
@@ -172,6 +187,11 @@ for want in "ServiceMonitor broken is invalid.*'intervall' not allowed" "PodMoni
   grep -q "$want" "$tmp/broken.out" || { cat "$tmp/broken.out"; fail "kubeconform did not report: $want"; }
 done
 echo "deploy/check/testdata/broken-monitoring.yaml rejected (ServiceMonitor, PodMonitor, PrometheusRule, Probe, BackendTrafficPolicy, SecurityPolicy), as it must be"
+if kubeconform_ deploy/check/testdata/broken-mtls.yaml > "$tmp/broken.out" 2>&1; then
+  cat "$tmp/broken.out"; fail "kubeconform accepted deploy/check/testdata/broken-mtls.yaml"
+fi
+grep -q "ClientTrafficPolicy broken-optional is invalid.*'optionall' not allowed" "$tmp/broken.out" || { cat "$tmp/broken.out"; fail "kubeconform did not name optionall"; }
+echo "deploy/check/testdata/broken-mtls.yaml: its misspelled ClientTrafficPolicy rejected, as it must be"
 
 step "deploy/release/set-image.sh on a copy of deploy/: prod by digest, runbooks of that version"
 mkdir -p "$tmp/release"
@@ -202,6 +222,20 @@ for want in "Application plantstore-prod is invalid" "Kustomization plantstore-p
   grep -q "$want" "$tmp/broken.out" || { cat "$tmp/broken.out"; fail "kubeconform did not report: $want"; }
 done
 echo "the same objects with a misspelled field are rejected, as they must be"
+# The gateway that verifies tokens, which docs/deploy.md shows as the other
+# way (indented in its list item): its SecurityPolicy and
+# BackendTrafficPolicy against Envoy Gateway's CRDs, here and in the
+# server dry-run below.
+awk '/^  ```yaml$/ {f = 1; next} /^  ```$/ {if (f) print "---"; f = 0} f {sub(/^  /, ""); print}' docs/deploy.md > "$tmp/docs-gateway.yaml"
+grep -q '^kind: SecurityPolicy$' "$tmp/docs-gateway.yaml" && grep -q '^kind: BackendTrafficPolicy$' "$tmp/docs-gateway.yaml" ||
+  fail "docs/deploy.md shows no SecurityPolicy and BackendTrafficPolicy of a gateway that verifies tokens"
+kubeconform_ "$tmp/docs-gateway.yaml"
+sed 's/^\( *\)cacheDuration:/\1cacheDurations:/' "$tmp/docs-gateway.yaml" > "$tmp/docs-broken.yaml"
+if kubeconform_ "$tmp/docs-broken.yaml" > "$tmp/broken.out" 2>&1; then
+  cat "$tmp/broken.out"; fail "kubeconform accepted a misspelled cacheDuration"
+fi
+grep -q "SecurityPolicy plantstore is invalid.*'cacheDurations' not allowed" "$tmp/broken.out" || { cat "$tmp/broken.out"; fail "kubeconform did not name cacheDurations"; }
+echo "docs/deploy.md's gateway that verifies tokens validates, and rejects a misspelled cacheDuration"
 
 step "build plantstore and the OTLP sink; the binary's SBOM"
 .ci/build "$tmp/plantstore"
@@ -266,9 +300,13 @@ KCFG
   done
   kubectl wait --for=condition=Established --timeout=60s crd/httproutes.gateway.networking.k8s.io \
     crd/servicemonitors.monitoring.coreos.com crd/podmonitors.monitoring.coreos.com crd/prometheusrules.monitoring.coreos.com \
-    crd/probes.monitoring.coreos.com crd/securitypolicies.gateway.envoyproxy.io crd/backendtrafficpolicies.gateway.envoyproxy.io 2>&1 |
+    crd/probes.monitoring.coreos.com crd/securitypolicies.gateway.envoyproxy.io crd/backendtrafficpolicies.gateway.envoyproxy.io \
+    crd/clienttrafficpolicies.gateway.envoyproxy.io 2>&1 |
     grep -v '^Warning: version difference'
   kubectl apply -f "$tmp/manifests/namespaces.yaml" 2>&1 | grep -v '^Warning: version difference'
+  # The Gateway's namespace, where deploy/components/mtls/gateway goes; the
+  # platform's, not this repository's.
+  kubectl create namespace gateway-system 2>&1 | grep -v '^Warning: version difference'
   for f in "$tmp"/manifests/*.yaml; do
     [ "$(basename "$f")" = namespaces.yaml ] && continue
     echo "-- $(basename "$f")"
@@ -282,7 +320,8 @@ KCFG
   # broken-monitoring.yaml is named, not just the first to fail.
   for bad in "broken.yaml:containerPortt" "selector-mismatch.yaml:does not match template" \
     "broken-monitoring.yaml:ServiceMonitor" "broken-monitoring.yaml:PodMonitor" "broken-monitoring.yaml:PrometheusRule" \
-    "broken-monitoring.yaml:Probe" "broken-monitoring.yaml:BackendTrafficPolicy" "broken-monitoring.yaml:SecurityPolicy"; do
+    "broken-monitoring.yaml:Probe" "broken-monitoring.yaml:BackendTrafficPolicy" "broken-monitoring.yaml:SecurityPolicy" \
+    "broken-mtls.yaml:optionall" "broken-mtls.yaml:certDetailsToAdd can only be set when mode is AppendForward or SanitizeSet"; do
     file="deploy/check/testdata/${bad%%:*}" want="${bad#*:}"
     if kubectl apply --dry-run=server --validate=strict -f "$file" > "$d/out" 2>&1; then
       cat "$d/out"; fail "the API server accepted $file"
@@ -290,6 +329,9 @@ KCFG
     grep -q "$want" "$d/out" || { cat "$d/out"; fail "the API server's refusal of $file does not name $want"; }
     echo "$file rejected ($want): $(grep -v '^Warning: version difference' "$d/out" | grep -m1 "$want" | cut -c1-160)"
   done
+  echo "-- docs/deploy.md: the gateway that verifies tokens"
+  kubectl -n plantstore apply --dry-run=server --validate=strict -f "$tmp/docs-gateway.yaml" > "$d/out" 2>&1 || { cat "$d/out"; fail "server dry-run of docs/deploy.md's gateway objects"; }
+  grep -v '^Warning: version difference' "$d/out"
   kubectl apply --dry-run=server --validate=strict -f deploy/check/testdata/not-restricted.yaml > "$d/out" 2>&1 || true
   grep -q 'would violate PodSecurity "restricted' "$d/out" || { cat "$d/out"; fail "no PodSecurity warning for testdata/not-restricted.yaml"; }
   echo "deploy/check/testdata/not-restricted.yaml warned: $(grep -m1 'would violate' "$d/out" | cut -c1-100)..."
