@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -40,7 +41,10 @@ func helmTemplate(t testing.TB, ns string, values []string, set ...string) ([]by
 	t.Helper()
 	args := []string{"template", "plantstore", chartDir, "--namespace", ns}
 	for _, v := range values {
-		args = append(args, "--values", filepath.Join(chartDir, v))
+		if !filepath.IsAbs(v) {
+			v = filepath.Join(chartDir, v)
+		}
+		args = append(args, "--values", v)
 	}
 	for _, s := range set {
 		args = append(args, "--set", s)
@@ -370,5 +374,92 @@ func TestChartValues(t *testing.T) {
 				t.Errorf("Violations:\n  %s\nwant one containing %q", strings.Join(v, "\n  "), tt.wantBad)
 			}
 		})
+	}
+}
+
+// docsYAML returns the yaml blocks of docs/deploy.md.
+func docsYAML(t testing.TB) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "deploy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blocks []string
+	var cur *strings.Builder
+	for _, line := range strings.Split(string(b), "\n") {
+		switch {
+		case cur == nil && strings.TrimSpace(line) == "```yaml":
+			cur = &strings.Builder{}
+		case cur != nil && strings.TrimSpace(line) == "```":
+			blocks = append(blocks, cur.String())
+			cur = nil
+		case cur != nil:
+			cur.WriteString(line + "\n")
+		}
+	}
+	return blocks
+}
+
+// TestDocsChartValues: docs/deploy.md's values-prod.yaml, and the values
+// its Argo CD Application and Flux HelmRelease give the chart (the same),
+// render what deploy/overlays/prod renders (but the gateway's policies),
+// and pass the deploy policy.
+func TestDocsChartValues(t *testing.T) {
+	var valuesProd map[string]any
+	found := map[string]map[string]any{}
+	for _, blk := range docsYAML(t) {
+		for _, doc := range strings.Split(blk, "\n---\n") {
+			var m map[string]any
+			if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+				t.Fatalf("docs/deploy.md: %v\n%s", err, doc)
+			}
+			if strings.HasPrefix(doc, "# values-prod.yaml\n") {
+				valuesProd = m
+				continue
+			}
+			spec, _ := m["spec"].(map[string]any)
+			switch m["kind"] {
+			case "Application":
+				src, _ := spec["source"].(map[string]any)
+				if src["chart"] == "plantstore" {
+					h, _ := src["helm"].(map[string]any)
+					found["the Argo CD Application's valuesObject"], _ = h["valuesObject"].(map[string]any)
+				}
+			case "HelmRelease":
+				found["the Flux HelmRelease's values"], _ = spec["values"].(map[string]any)
+			}
+		}
+	}
+	if valuesProd == nil || len(found) != 2 {
+		t.Fatalf("docs/deploy.md: values-prod.yaml found: %v; chart values found in %d of the Argo CD Application and the Flux HelmRelease", valuesProd != nil, len(found))
+	}
+	for where, v := range found {
+		if !reflect.DeepEqual(v, valuesProd) {
+			a, _ := json.Marshal(v)
+			b, _ := json.Marshal(valuesProd)
+			t.Errorf("docs/deploy.md: %s differ from values-prod.yaml:\n%s\n%s", where, a, b)
+		}
+	}
+	b, err := yaml.Marshal(valuesProd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "values-prod.yaml")
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if v := check.Violations(append(renderChart(t, "plantstore", []string{file}), gatewayPolicies(t)...)); len(v) > 0 {
+		t.Errorf("docs/deploy.md's values-prod.yaml: Violations:\n  %s", strings.Join(v, "\n  "))
+	}
+	// The release pins the image and the runbooks (set-image.sh): the
+	// docs' example digest may be an older release's.
+	want := build(t, "../overlays/prod")
+	got := renderChart(t, "plantstore", []string{file}, append(imageValues(t, want), "prometheusRule.runbookBase="+runbookBase(t))...)
+	diffs, err := check.Compare(want, got, map[string]bool{"SecurityPolicy plantstore": true, "BackendTrafficPolicy plantstore": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range diffs {
+		t.Errorf("docs/deploy.md's values-prod.yaml against deploy/overlays/prod: %s", d)
 	}
 }
