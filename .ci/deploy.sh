@@ -399,7 +399,8 @@ KCFG
     echo "-- chart $set"
     helm install --dry-run=server plantstore "$chart" --namespace "$(chart_ns "$set")" "${args[@]}" > "$d/out" 2>&1 ||
       { cat "$d/out"; fail "helm install --dry-run=server with $set"; }
-    grep -q '^STATUS: pending-install$' "$d/out" || { cat "$d/out"; fail "helm install --dry-run=server with $set: no pending install"; }
+    grep -q '^STATUS: pending-install$' "$d/out" && grep -q "readyz?verbose" "$d/out" ||
+      { cat "$d/out"; fail "helm install --dry-run=server with $set: no pending install, or no NOTES"; }
     kubectl apply --dry-run=server --validate=strict -f "$tmp/chart/${set//,/+}.yaml" > "$d/out" 2>&1 || { cat "$d/out"; fail "server dry-run of the chart with $set"; }
     grep -v '^Warning: version difference' "$d/out" > "$d/out2" || true
     if grep -q '^Warning' "$d/out2"; then cat "$d/out2"; fail "server dry-run of the chart with $set warned"; fi
