@@ -445,6 +445,29 @@ KCFG
   grep -q '^kind: PrometheusRule$' "$d/docs/rendered.yaml" && grep -q '^  digest: ""$' "$d/docs/defaults.yaml" ||
     fail "docs/deploy.md: helm template or helm show values gave nothing"
   echo "docs/deploy.md: helm show values, helm template and helm upgrade --install ran against oci://$reg/charts"
+  # /readyz?verbose: the service's lines have the grammar of the API
+  # server's own, and so does a failing check (the service draining).
+  echo "-- /readyz?verbose, the service's as the API server's"
+  curl -sk -H 'Authorization: Bearer admin-token' "https://127.0.0.1:$sp/readyz?verbose" > "$d/readyz-kube-apiserver"
+  pa="$(free_port)" pm="$(free_port)"
+  "$TEST_PLANTSTORE_BIN" serve -dev -addr "127.0.0.1:$pa" -admin-addr "127.0.0.1:$pm" -shutdown-delay 3s > "$d/plantstore.log" 2>&1 &
+  ps_pid=$!
+  pids+=("$ps_pid")
+  for _ in $(seq 1 40); do curl -sf "http://127.0.0.1:$pm/readyz" >/dev/null && break; sleep 0.25; done
+  curl -s "http://127.0.0.1:$pm/readyz?verbose" > "$d/readyz-plantstore"
+  kill -TERM "$ps_pid"
+  for _ in $(seq 1 40); do [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$pm/readyz")" = 503 ] && break; sleep 0.25; done
+  curl -s "http://127.0.0.1:$pm/readyz?verbose" > "$d/readyz-plantstore-draining"
+  wait "$ps_pid" || { cat "$d/plantstore.log"; fail "plantstore did not stop cleanly after SIGTERM"; }
+  for f in kube-apiserver:passed plantstore:passed plantstore-draining:failed; do
+    file="$d/readyz-${f%%:*}"
+    bad="$(sed '$d' "$file" | grep -Ev '^\[[+-]\][A-Za-z0-9:._/-]+ [^ ]' || true)"
+    [ -z "$bad" ] && [ "$(wc -l < "$file")" -ge 2 ] && [ "$(tail -n1 "$file")" = "readyz check ${f#*:}" ] ||
+      { cat "$file"; fail "/readyz?verbose of ${f%%:*}: not [+]name ok or [-]name reason lines, then readyz check ${f#*:}"; }
+  done
+  grep -q '^\[-\]draining ' "$d/readyz-plantstore-draining" || { cat "$d/readyz-plantstore-draining"; fail "no [-]draining line"; }
+  echo "kube-apiserver: $(sed -n 1p "$d/readyz-kube-apiserver") ... $(tail -n1 "$d/readyz-kube-apiserver") ($(wc -l < "$d/readyz-kube-apiserver") lines);" \
+    "plantstore: $(tr '\n' ' ' < "$d/readyz-plantstore"); draining: $(tr '\n' ' ' < "$d/readyz-plantstore-draining")"
   kubectl apply --dry-run=server --validate=strict -f deploy/check/testdata/not-restricted.yaml > "$d/out" 2>&1 || true
   grep -q 'would violate PodSecurity "restricted' "$d/out" || { cat "$d/out"; fail "no PodSecurity warning for testdata/not-restricted.yaml"; }
   echo "deploy/check/testdata/not-restricted.yaml warned: $(grep -m1 'would violate' "$d/out" | cut -c1-100)..."
