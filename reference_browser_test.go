@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
@@ -98,7 +99,8 @@ func foreign(requests []string, host string) []string {
 // parameters limit and after; every request the page sends goes to the
 // admin listener (none to a CDN, a font host or a validator), and the
 // page's Content-Security-Policy, which allows its own assets only, is
-// never violated. The same watch is shown to catch a page that breaks
+// never violated, not even when a link names another document in the
+// page's query. The same watch is shown to catch a page that breaks
 // either rule. With TEST_SCREENSHOT=FILE it writes what the page shows,
 // as docs/api-reference.png was made.
 func TestBrowserAPIReference(t *testing.T) {
@@ -175,13 +177,27 @@ func TestBrowserAPIReference(t *testing.T) {
 		t.Logf("wrote %s", filepath.Clean(out))
 	}
 
-	// A page under the same policy with an inline script and another
-	// host's stylesheet shows two violations; one without a policy that
-	// loads another host's image, a foreign request.
+	// A link cannot point the page at another document or configuration.
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "image/gif")
 	}))
 	t.Cleanup(other.Close)
+	bait := in.admin + "/docs?url=" + url.QueryEscape(other.URL+"/evil.json") + "&configUrl=" + url.QueryEscape(other.URL+"/config.json")
+	// Rendered within 20 s: a page that went for the other document
+	// would be refused it by its policy and render nothing.
+	bctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Do(bctx, chromedp.Navigate(bait), chromedp.WaitVisible(chromedp.CSS(op+` .opblock-summary`))); err != nil {
+		t.Fatalf("open %s, wait for GET /plants: %v", bait, err)
+	}
+	requests, _ = events.snapshot()
+	if f := foreign(requests, admin.Host); len(f) > 0 {
+		t.Errorf("/docs?url=...&configUrl=... sent requests to %q; want the admin listener only", f)
+	}
+
+	// A page under the same policy with an inline script and another
+	// host's stylesheet shows two violations; one without a policy that
+	// loads another host's image, a foreign request.
 	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		if r.URL.Path == "/strict" {
