@@ -301,6 +301,11 @@ for set in prod dev,features; do
   diff -u "$tmp/chart/${set//,/+}.yaml" "$tmp/chart-oci.yaml" || fail "the chart pulled from the registry renders $set otherwise"
 done
 echo "pulled back from the registry, the chart renders prod and dev,features as the directory does"
+if helm show chart "oci://$reg/charts/plantstore" --version 9.9.9 --plain-http > "$tmp/broken.out" 2>&1; then
+  cat "$tmp/broken.out"; fail "helm found a chart version the registry does not hold"
+fi
+grep -q 'not found' "$tmp/broken.out" || { cat "$tmp/broken.out"; fail "helm show chart of a missing version did not say not found"; }
+echo "a version the registry does not hold is refused: $(grep -m1 'not found' "$tmp/broken.out" | head -c 160)"
 
 step "build plantstore and the OTLP sink; the binary's SBOM"
 .ci/build "$tmp/plantstore"
