@@ -463,3 +463,45 @@ func TestDocsChartValues(t *testing.T) {
 		t.Errorf("docs/deploy.md's values-prod.yaml against deploy/overlays/prod: %s", d)
 	}
 }
+
+// TestChartSchemaDocumentsValues: every value of values.schema.json has a
+// description and a default in values.yaml (whose keys the schema holds
+// all of, or helm would refuse the chart's own defaults).
+func TestChartSchemaDocumentsValues(t *testing.T) {
+	var schema, values map[string]any
+	for file, dst := range map[string]*map[string]any{"values.schema.json": &schema, "values.yaml": &values} {
+		b, err := os.ReadFile(filepath.Join(chartDir, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(b, dst); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+	}
+	var walk func(path string, s, v map[string]any)
+	walk = func(path string, s, v map[string]any) {
+		props, _ := s["properties"].(map[string]any)
+		for name, p := range props {
+			ps, _ := p.(map[string]any)
+			where := strings.TrimPrefix(path+"."+name, ".")
+			if d, _ := ps["description"].(string); d == "" {
+				t.Errorf("values.schema.json: %s has no description", where)
+			}
+			if where == "issuersFile.issuers" {
+				continue // empty by default: no issuers file
+			}
+			val, ok := v[name]
+			if !ok {
+				t.Errorf("values.yaml: no default for %s", where)
+				continue
+			}
+			if vm, ok := val.(map[string]any); ok && ps["additionalProperties"] == false {
+				walk(where, ps, vm)
+			}
+		}
+	}
+	walk("", schema, values)
+	if schema["additionalProperties"] != false {
+		t.Error("values.schema.json: the top level allows unknown keys")
+	}
+}
