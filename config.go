@@ -140,7 +140,7 @@ func serveSettings() settings {
 	return settings{
 		{flag: "addr", key: "addr", def: ":8080", help: "API listen address (127.0.0.1:8080 with -dev)",
 			value: func(c *serveConfig) flag.Value { return addrFlag{&c.Addr} }},
-		{flag: "admin-addr", key: "admin_addr", def: ":9090", help: "admin listen address: /metrics, /healthz, /readyz, /openapi.json (127.0.0.1:9090 with -dev)",
+		{flag: "admin-addr", key: "admin_addr", def: ":9090", help: "admin listen address: /metrics, /livez, /readyz, /openapi.json, /docs (127.0.0.1:9090 with -dev)",
 			value: func(c *serveConfig) flag.Value { return addrFlag{&c.AdminAddr} }},
 		{flag: "cors-origins", key: "cors_origins", help: "origins whose pages may call the API from a browser (CORS), a comma list of exact origins such as https://app.example.com, or * for any; preflights (OPTIONS /plants) are then answered, and never with credentials mode (default: none, OPTIONS is 405)",
 			value: func(c *serveConfig) flag.Value { return corsFlag{&c.CORS} }},

@@ -30,6 +30,7 @@ func TestImportRules(t *testing.T) {
 		"plants":                    nil,
 		"plants/storetest":          {"plants"},
 		"plants/api":                {"auth", "observability", "plants"},
+		"plants/api/reference":      nil,
 		"plants/postgres":           {"plants"},
 		"plants/postgres/pgtest":    {"observability/testenv"},
 		"observability/testenv":     nil,

@@ -25,6 +25,7 @@ import (
 	"github.com/plantstore/plantstore/observability"
 	"github.com/plantstore/plantstore/plants"
 	"github.com/plantstore/plantstore/plants/api"
+	"github.com/plantstore/plantstore/plants/api/reference"
 )
 
 // maxHeaderBytes is the request header budget. api.HeaderLimit answers
@@ -93,6 +94,7 @@ func serve(ctx context.Context, args []string, e env, stdout, stderr io.Writer) 
 	var draining atomic.Bool
 	admin := observability.AdminHandler(observability.AdminOptions{
 		Registry: reg, Ready: readiness(&draining, keys.verifier, cat.ready), OpenAPI: api.OpenAPI, Pprof: cfg.Pprof,
+		Checks: readyChecks(&draining, keys, cat.ready), Docs: reference.Handler(),
 	})
 	srv, err := listen(cfg, log, newAPIHandler(apiOpts), admin, cat, version)
 	if err != nil {
@@ -184,6 +186,8 @@ type verification struct {
 	// nonces are the DPoP server nonces of -dpop-nonce-key-file; nil
 	// without it.
 	nonces *auth.Nonces
+	// shared is the state of -redis-url; nil without it.
+	shared auth.SharedState
 }
 
 // issuerList returns the issuers configured now: those of the issuers
@@ -209,6 +213,7 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 	if opts.Shared, err = openShared(bg, cfg, reg, log); err != nil {
 		return vf, err
 	}
+	vf.shared = opts.Shared
 	src := auth.SourceOptions{
 		Refresh: cfg.JWKSRefresh, MinRefresh: cfg.JWKSMinRefresh,
 		RequiredScope: cfg.JWT.RequiredScope, DPoP: cfg.JWT.DPoP, MTLS: cfg.JWT.MTLS,

@@ -524,15 +524,11 @@ func sameConfig(a, b Config) bool {
 // succeeds again.
 func (v *Verifier) Ready() error {
 	var errs []error
-	now := v.now()
-	for _, is := range v.issuers.Load().all {
-		err := keysReady(is.keys)
-		if err == nil {
-			err = is.staleness(now)
-		}
+	for _, s := range v.KeysReady() {
+		err := s.Err
 		if err != nil {
-			if is.name != "" {
-				err = fmt.Errorf("issuer %s: %w", is.name, err)
+			if s.Issuer != "" {
+				err = fmt.Errorf("issuer %s: %w", s.Issuer, err)
 			}
 			errs = append(errs, err)
 		}

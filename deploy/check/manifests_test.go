@@ -422,6 +422,7 @@ func TestViolationsCatch(t *testing.T) {
 		{"untagged migration image", func(o []runtime.Object) { job(o).Spec.Template.Spec.Containers[0].Image = "plantstore" }, "container migrate: image"},
 		{"readiness on API port", func(o []runtime.Object) { ctr(o).ReadinessProbe.HTTPGet.Port = intstr.FromString("http") }, "readinessProbe port http"},
 		{"liveness on /readyz", func(o []runtime.Object) { ctr(o).LivenessProbe.HTTPGet.Path = "/readyz" }, `livenessProbe path "/readyz"`},
+		{"liveness on /healthz, the old name", func(o []runtime.Object) { ctr(o).LivenessProbe.HTTPGet.Path = "/healthz" }, `livenessProbe path "/healthz", want "/livez"`},
 		{"no readiness", func(o []runtime.Object) { ctr(o).ReadinessProbe = nil }, "readinessProbe must be an httpGet"},
 		{"readiness timeout at the check budget", func(o []runtime.Object) { ctr(o).ReadinessProbe.TimeoutSeconds = 5 }, "readinessProbe timeoutSeconds 5s is not above the 5s"},
 		{"readiness timeout defaulted", func(o []runtime.Object) { ctr(o).ReadinessProbe.TimeoutSeconds = 0 }, "readinessProbe timeoutSeconds 1s"},

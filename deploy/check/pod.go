@@ -162,7 +162,9 @@ func checkMain(c *corev1.Container, env map[string]string, v *violations) {
 		v.add("container %s: want port %s = %d", c.Name, AdminPortName, AdminPort)
 	}
 	checkProbe(c.Name, "readinessProbe", c.ReadinessProbe, "/readyz", v)
-	checkProbe(c.Name, "livenessProbe", c.LivenessProbe, "/healthz", v)
+	// /livez, the Kubernetes name of the service's /healthz: one name in
+	// every manifest, as the docs give it.
+	checkProbe(c.Name, "livenessProbe", c.LivenessProbe, "/livez", v)
 	if p := c.ReadinessProbe; p != nil {
 		timeout := time.Duration(max(p.TimeoutSeconds, 1)) * time.Second
 		if timeout <= ReadyCheckBudget {
