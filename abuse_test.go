@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/plantstore/plantstore/auth/mint"
+	"github.com/plantstore/plantstore/observability/testenv"
 	"github.com/plantstore/plantstore/plants"
 	"github.com/plantstore/plantstore/plants/postgres"
 	"github.com/plantstore/plantstore/plants/postgres/pgtest"
@@ -134,7 +135,7 @@ func pct(d []time.Duration, p float64) time.Duration { return d[int(float64(len(
 // before the groups were bounded (hundreds of times the ordinary p99): 10
 // times the ordinary load's p99.
 func TestHostileTokensCost(t *testing.T) {
-	soak(t)
+	testenv.Soak(t)
 	data, _ := abuseCatalog(t)
 	sg := newSigner(t)
 	type store struct {
@@ -212,7 +213,7 @@ func TestHostileTokensCost(t *testing.T) {
 // service in its own process, and checks that its peak resident memory
 // stays under 128 MiB above what it held at rest.
 func TestTokenMemoryBounded(t *testing.T) {
-	soak(t)
+	testenv.Soak(t)
 	sg := newSigner(t)
 	c := startChild(t, nil, "-jwt-key-file", sg.keyFile, "-rate-limit", "1000")
 	waitFor(t, patience, "/readyz 200", answers(c.admin+"/readyz", http.StatusOK))

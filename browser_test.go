@@ -15,6 +15,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/plantstore/plantstore/observability/testenv"
 	"github.com/plantstore/plantstore/plants"
 )
 
@@ -23,9 +24,7 @@ import (
 // Chromium they skip, unless TEST_REQUIRE_TOOLS=1.
 func chromium(t *testing.T) string {
 	t.Helper()
-	if os.Getenv("TEST_SOAK") != "1" && os.Getenv("TEST_BROWSER") != "1" {
-		t.Skip("a browser test: set TEST_BROWSER=1 (or TEST_SOAK=1) to run it")
-	}
+	testenv.Browser(t)
 	for _, name := range []string{"chromium", "chromium-headless-shell", "/usr/lib/chromium/chromium"} {
 		if path, err := exec.LookPath(name); err == nil {
 			return path
@@ -34,7 +33,7 @@ func chromium(t *testing.T) string {
 	if os.Getenv("TEST_REQUIRE_TOOLS") == "1" {
 		t.Fatal("chromium is required (TEST_REQUIRE_TOOLS=1): apt-get install chromium")
 	}
-	t.Skip("no chromium: apt-get install chromium")
+	testenv.Skip(t, "no chromium: apt-get install chromium")
 	return ""
 }
 

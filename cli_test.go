@@ -220,32 +220,90 @@ func TestServeCannotRun(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(`[{"name":"Fern","readers":["*"]},{"name":"","readers":["*"]}]`), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	comma := filepath.Join(dir, "comma.json") // one entry, and a comma after it
+	if err := os.WriteFile(comma, []byte("[\n  {\"name\": \"Fern\", \"readers\": [\"*\"]},\n]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	quote := filepath.Join(dir, "quote.json") // a quote missing on line 3
+	if err := os.WriteFile(quote, []byte("[\n  {\"name\": \"Fern\", \"readers\": [\"*\"]},\n  {\"name\": Moss\", \"readers\": [\"*\"]}\n]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer busy.Close()
+	demo := filepath.Join(dir, "demo")
+	if err := run(t.Context(), []string{"keygen", "-alg", "ES256", "-out", demo}, nil, nil, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	lone := filepath.Join(dir, "lone.key") // a private key with no public key set beside it
+	if err := os.WriteFile(lone, mustRead(t, demo+".key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		args []string
+		env  map[string]string
 		want []string
 	}{
-		{"bad catalog", []string{"-dev", "-data", bad}, []string{"bad.json", "1"}},
-		{"missing catalog", []string{"-dev", "-data", filepath.Join(dir, "none.json")}, []string{"none.json"}},
-		{"address in use", []string{"-dev", "-addr", busy.Addr().String()}, []string{busy.Addr().String()}},
-		{"missing key file", []string{"-jwt-key-file", filepath.Join(dir, "none.jwks")}, []string{"none.jwks"}},
-		{"missing HMAC secret file", []string{"-jwt-hmac-secret-file", filepath.Join(dir, "none.secret")}, []string{"none.secret"}},
+		{"bad catalog", []string{"-dev", "-data", bad}, nil, []string{"bad.json", "1"}},
+		{"missing catalog", []string{"-dev", "-data", filepath.Join(dir, "none.json")}, nil, []string{"none.json"}},
+		{"catalog with a comma after its one entry", []string{"-dev", "-data", comma}, nil, []string{"comma.json: line 3, column 1: a comma after the last entry; JSON allows none"}},
+		{"catalog not JSON", []string{"-dev", "-data", quote}, nil, []string{"quote.json: entry 2: line 3, column 12: invalid JSON: invalid character 'M' looking for beginning of value"}},
+		{"address in use", []string{"-dev", "-addr", busy.Addr().String()}, nil, []string{"API listener: listen tcp " + busy.Addr().String() + ": bind: address already in use: the address of -addr is taken, most likely by another plantstore (a go run . -dev left running?); stop it, or give -addr (or PLANTSTORE_ADDR) another port"}},
+		{"admin address in use, from its variable", []string{"-dev"}, map[string]string{"PLANTSTORE_ADMIN_ADDR": busy.Addr().String()}, []string{"admin listener: listen tcp " + busy.Addr().String() + ": bind: address already in use: the address of PLANTSTORE_ADMIN_ADDR is taken, most likely by another plantstore", "give -admin-addr (or PLANTSTORE_ADMIN_ADDR) another port"}},
+		{"missing key file", []string{"-jwt-key-file", filepath.Join(dir, "none.jwks")}, nil, []string{"none.jwks"}},
+		{"private key as the key file", []string{"-jwt-key-file", demo + ".key"}, nil, []string{"load key file " + demo + ".key: ", "this is a private key, and the service verifies with public keys: use " + demo + ".jwks.json, the public key set that plantstore keygen wrote beside it"}},
+		{"private key as the key file, none beside it", []string{"-jwt-key-file", lone}, nil, []string{"this is a private key, and the service verifies with public keys: give its public keys (a JWKS, or PEM PUBLIC KEY blocks), such as the PREFIX.jwks.json"}},
+		{"missing HMAC secret file", []string{"-jwt-hmac-secret-file", filepath.Join(dir, "none.secret")}, nil, []string{"none.secret"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			args := append([]string{"serve", "-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0"}, tt.args...)
-			err := run(context.Background(), args, envOf(nil), nil, io.Discard, io.Discard)
+			args := []string{"serve", "-addr", "127.0.0.1:0"}
+			if tt.env["PLANTSTORE_ADMIN_ADDR"] == "" {
+				args = append(args, "-admin-addr", "127.0.0.1:0")
+			}
+			args = append(args, tt.args...)
+			err := run(context.Background(), args, envOf(tt.env), nil, io.Discard, io.Discard)
 			if err == nil || errors.Is(err, errUsage) {
 				t.Fatalf("run(%q) = %v, want a non-usage error", tt.args, err)
 			}
 			for _, w := range tt.want {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("run(%q) = %q, want it to mention %q", tt.args, err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestListeningNamesCatalog checks that the start's "listening" line says
+// which catalog the service serves: the embedded sample one when no -data
+// names a file, the file, or the database.
+func TestListeningNamesCatalog(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "mine.json")
+	if err := os.WriteFile(file, []byte(`[{"name": "Fern", "readers": ["*"]}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	keys := edKeyFile(t)
+	tests := []struct {
+		name string
+		args func(t *testing.T) []string
+		want string
+	}{
+		{"no -data", func(*testing.T) []string { return []string{"-jwt-key-file", keys} }, "the embedded sample catalog"},
+		{"-data", func(*testing.T) []string { return []string{"-jwt-key-file", keys, "-data", file} }, file},
+		{"-database-url", func(t *testing.T) []string {
+			return []string{"-jwt-key-file", keys, "-database-url", migratedDatabase(t)}
+		}, "the PostgreSQL database of -database-url"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := startServe(t, nil, tt.args(t)...)
+			for _, line := range logLines(t, in.stderr.String()) {
+				if line["msg"] == "listening" && line["catalog"] != tt.want {
+					t.Errorf("the listening line says catalog %q; want %q", line["catalog"], tt.want)
 				}
 			}
 		})
@@ -290,19 +348,57 @@ func TestKeygenAndToken(t *testing.T) {
 			}
 		})
 	}
-	t.Run("keygen refuses to overwrite", func(t *testing.T) {
+	t.Run("keygen refuses to overwrite, but with -force", func(t *testing.T) {
 		prefix := filepath.Join(t.TempDir(), "k")
 		args := []string{"keygen", "-alg", "EdDSA", "-out", prefix}
 		if err := run(context.Background(), args, envOf(nil), nil, io.Discard, io.Discard); err != nil {
 			t.Fatal(err)
 		}
-		before, _ := os.ReadFile(prefix + ".key")
-		if err := run(context.Background(), args, envOf(nil), nil, io.Discard, io.Discard); err == nil {
-			t.Errorf("second keygen -out %s succeeded, want an error", prefix)
+		before := mustRead(t, prefix+".key")
+		err := run(context.Background(), args, envOf(nil), nil, io.Discard, io.Discard)
+		want := prefix + ".key and " + prefix + ".jwks.json already exist: -force replaces " + prefix + ".key and " + prefix + ".jwks.json with a new key pair (tokens of the old key are then refused), or choose another -out"
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("second keygen -out %s = %v; want an error holding %q", prefix, err, want)
 		}
-		after, _ := os.ReadFile(prefix + ".key")
-		if !bytes.Equal(before, after) {
+		if !bytes.Equal(before, mustRead(t, prefix+".key")) {
 			t.Errorf("second keygen changed %s.key", prefix)
+		}
+		// A private key made readable to all is replaced by a file of
+		// mode 0600, not written into.
+		if err := os.Chmod(prefix+".key", 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		if err := run(context.Background(), append(args, "-force"), envOf(nil), nil, &out, io.Discard); err != nil {
+			t.Fatalf("keygen -force: %v", err)
+		}
+		if bytes.Equal(before, mustRead(t, prefix+".key")) || !strings.HasPrefix(out.String(), "wrote ") {
+			t.Errorf("keygen -force printed %q and left %s.key as it was; want a new key", out.String(), prefix)
+		}
+		if fi, err := os.Stat(prefix + ".key"); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("keygen -force: %s.key mode %v (%v); want 0600", prefix, fi.Mode().Perm(), err)
+		}
+		// The new pair is a pair: a token of the new key verifies with
+		// the new public key set.
+		var token bytes.Buffer
+		if err := run(context.Background(), []string{"token", "-key", prefix + ".key", "-sub", "bob"}, envOf(nil), nil, &token, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		in := startServe(t, nil, "-jwt-key-file", prefix+".jwks.json")
+		if status, body, _ := get(t, in.api+"/plants", strings.TrimSpace(token.String())); status != http.StatusOK {
+			t.Errorf("a token of the key keygen -force wrote: GET /plants = %d %s; want 200", status, body)
+		}
+		// Half a pair is refused too, naming the file that is there.
+		other := filepath.Join(t.TempDir(), "half")
+		if err := os.WriteFile(other+".jwks.json", []byte(`{"keys":[]}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		err = run(context.Background(), []string{"keygen", "-out", other}, envOf(nil), nil, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), other+".jwks.json already exists: -force") {
+			t.Errorf("keygen -out %s beside %s.jwks.json = %v; want it refused naming that file", other, other, err)
+		}
+		if _, err := os.Stat(other + ".key"); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the refused keygen left %s.key (%v)", other, err)
 		}
 	})
 	t.Run("usage", func(t *testing.T) {

@@ -137,7 +137,7 @@ func serveSettings() settingRows {
 	return settingRows{
 		{flag: "addr", key: "addr", def: ":8080", help: "API listen address (127.0.0.1:8080 with -dev)",
 			value: func(c *serveConfig) flag.Value { return addrFlag{&c.Addr} }},
-		{flag: "admin-addr", key: "admin_addr", def: ":9090", help: "admin listen address: /metrics, /healthz, /readyz, /openapi.json (127.0.0.1:9090 with -dev)",
+		{flag: "admin-addr", key: "admin_addr", def: ":9090", help: "admin listen address: /metrics, /livez, /readyz, /openapi.json, /docs (127.0.0.1:9090 with -dev)",
 			value: func(c *serveConfig) flag.Value { return addrFlag{&c.AdminAddr} }},
 		{flag: "cors-origins", key: "cors_origins", help: "origins whose pages may call the API from a browser (CORS), a comma list of exact origins such as https://app.example.com, or * for any; preflights (OPTIONS /plants) are then answered, and never with credentials mode (default: none, OPTIONS is 405)",
 			value: func(c *serveConfig) flag.Value { return corsFlag{&c.CORS} }},
@@ -161,7 +161,7 @@ func serveSettings() settingRows {
 			value: func(c *serveConfig) flag.Value { return boolFlag{&c.Dev} }},
 		{flag: "dpop-algorithms", key: "dpop_algorithms", def: strings.Join(dpop.DefaultAlgorithms(), ","), help: "algorithms a DPoP proof may be signed with, a comma list of asymmetric ones (never an HMAC or none), which the DPoP challenge and the resource metadata name",
 			value: func(c *serveConfig) flag.Value { return listFlag{items: &c.Verify.DPoPAlgorithms} }},
-		{flag: "dpop-nonce-key-file", key: "dpop_nonce_key_file", help: "secret of at least 32 bytes, the same file on every replica, that makes DPoP server nonces (RFC 9449 §9): every DPoP proof must then carry one issued within -dpop-nonce-lifetime (401 use_dpop_nonce with a DPoP-Nonce header otherwise); read again on SIGHUP, the previous key's nonces then accepted for one lifetime",
+		{flag: "dpop-nonce-key-file", key: "dpop_nonce_key_file", help: "secret of at least 32 bytes, the same file on every replica, that makes DPoP server nonces (RFC 9449 §9): every DPoP proof must then carry one issued within -dpop-nonce-lifetime (401 use_dpop_nonce with a DPoP-Nonce header otherwise); read again when it changes (a mounted Secret updated) and on SIGHUP, the previous key's nonces then accepted for one lifetime",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.NonceKeyFile} }},
 		{flag: "dpop-nonce-lifetime", key: "dpop_nonce_lifetime", def: dpop.DefaultNonceLifetime.String(), help: "how long a DPoP server nonce is accepted after it was issued (from 3/4 of it to all of it); with -dpop-nonce-key-file",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.NonceLifetime} }},

@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/dpop"
 	"github.com/plantstore/plantstore/observability"
 	"github.com/plantstore/plantstore/plants"
 	"github.com/plantstore/plantstore/plants/postgres"
@@ -105,11 +107,25 @@ func importCatalog(ctx context.Context, args []string, e env, stdout, stderr io.
 	fs.BoolVar(&upsert, "upsert", false, "add the file's plants and update those whose id is stored, keeping the others; every plant of the file needs an id")
 	fs.BoolVar(&replace, "replace", false, "replace the whole catalog with the file's plants")
 	fs.BoolVar(&dryRun, "dry-run", false, "say how many plants the import would add, update and remove, and change nothing")
-	maxBytes := int64(postgres.DefaultMaxCatalogBytes)
-	fs.Var(sizeFlag{&maxBytes}, "max-catalog-bytes", "refuse an import that leaves the catalog with more bytes of text (ids, names, tags, readers) than this, which every replica holds in memory; 0 for no limit")
+	// The guard counts every bounded structure a replica holds besides the
+	// catalog (postgres.Budget): by default what the base Deployment's
+	// replicas hold.
+	budget := postgres.Budget{Memory: postgres.DefaultMemory, TokenCache: auth.DefaultCacheBytes, ReplayCache: dpop.ReplayCacheBytes}
+	maxBytes := budget.MaxCatalogBytes()
+	fs.Var(sizeFlag{&maxBytes}, "max-catalog-bytes", "refuse an import that leaves the catalog with more bytes of text (ids, names, tags, readers) than this, which every replica holds in memory; by default what -replica-memory holds besides the process, the token cache (-jwt-cache-bytes) and a full DPoP replay cache, through a reload; 0 for no limit")
+	fs.Var(sizeFlag{&budget.Memory}, "replica-memory", "the memory of each serving replica's Go runtime (its GOMEMLIMIT: the Deployment's memory request), which the default -max-catalog-bytes is computed from")
+	fs.Var(sizeFlag{&budget.TokenCache}, "jwt-cache-bytes", "the serving replicas' -jwt-cache-bytes, which the default -max-catalog-bytes counts")
 	dsn, rest, err := databaseFlags(fs, args, e, stderr)
 	if err != nil {
 		return err
+	}
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "max-catalog-bytes" })
+	if !explicit {
+		if err := budget.Check(); err != nil {
+			return usagef("import: -replica-memory: %v; give more, or set -max-catalog-bytes", err)
+		}
+		maxBytes = budget.MaxCatalogBytes()
 	}
 	switch {
 	case len(rest) != 1:
@@ -196,6 +212,7 @@ func openDatabase(bg *background, cfg serveConfig, reg prometheus.Registerer, lo
 		done <-chan struct{}
 		err  error
 	)
+	c.source = "the PostgreSQL database of -database-url"
 	if cfg.DatabaseSnapshot {
 		var snap *postgres.Snapshot
 		if snap, err = postgres.OpenSnapshot(bg.ctx, cfg.DatabaseURL, o, m); err == nil {

@@ -68,7 +68,9 @@ func printDevBanner(w io.Writer, key crypto.Signer, dev devSetup, addr net.Addr)
 		}
 		// What the rules left of the lifetime (a cap on it shortens it).
 		valid = time.Duration(claims["exp"].(float64)-claims["iat"].(float64)) * time.Second
-		fmt.Fprintf(&lines, "\n# %s (reads as %s)\ncurl -sS -H 'Authorization: Bearer %s' %s/plants\n",
+		// -w '\n': the JSON body ends without a newline, which would put
+		// the next prompt on its line.
+		fmt.Fprintf(&lines, "\n# %s (reads as %s)\ncurl -sS -w '\\n' -H 'Authorization: Bearer %s' %s/plants\n",
 			u.Subject, strings.Join(u.Principals(), ", "), token, base)
 	}
 	fmt.Fprintf(w, "plantstore -dev: %s, ephemeral Ed25519 key; these tokens are valid for %s:\n%s\n", dev.catalog, valid, lines.String())

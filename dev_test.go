@@ -16,7 +16,7 @@ import (
 
 // bannerLine is one user of the -dev banner: "# NAME (reads as P, ...)"
 // and the curl line under it.
-var bannerLine = regexp.MustCompile(`(?m)^# (\S+) \(reads as ([^)]*)\)\ncurl -sS -H 'Authorization: Bearer ([A-Za-z0-9_.-]+)' (http://\S+)$`)
+var bannerLine = regexp.MustCompile(`(?m)^# (\S+) \(reads as ([^)]*)\)\ncurl -sS -w '\\n' -H 'Authorization: Bearer ([A-Za-z0-9_.-]+)' (http://\S+)$`)
 
 // TestDevBanner pastes each curl line that -dev prints, under the default
 // configuration and under one where every setting the tokens must meet is

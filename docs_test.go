@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
 	"github.com/plantstore/plantstore/auth/issuers"
+	"github.com/plantstore/plantstore/observability/testenv"
 	"github.com/plantstore/plantstore/plants/postgres/pgtest"
 )
 
@@ -32,6 +34,11 @@ import (
 //	<!-- run: sh -->                the block runs: TestDocsCommands
 //	<!-- run: sh, database -->      the same, and the document gets a
 //	                                PostgreSQL database (below)
+//	<!-- run: sh, after FILE -->    the same, and the document goes on from
+//	                                FILE: its session runs FILE's blocks
+//	                                first, as a reader who read FILE first
+//	                                (the options combine: sh, database,
+//	                                after README.md)
 //	<!-- run: by FILE[:Test], ... --> it runs in that script or test
 //	<!-- run: none (REASON) -->     it cannot run here (a cluster, a registry)
 //
@@ -42,7 +49,10 @@ import (
 // command that fails, on a block that leaves a job running (an example
 // stops the servers it starts, so that the next one's readiness loop
 // cannot pass against an old server), and on any process the document
-// leaves behind. Each document gets ports of its own: 127.0.0.1:8080 and
+// leaves behind. A block that starts a service in the background waits
+// for it with readyLoop, which stops waiting when the service has exited,
+// so that a service that cannot start fails the block instead of hanging
+// it. Each document gets ports of its own: 127.0.0.1:8080 and
 // 127.0.0.1:9090 (and localhost:...) in its text are rewritten to free
 // loopback ports, which PLANTSTORE_ADDR and PLANTSTORE_ADMIN_ADDR name too,
 // for the commands that listen by default; PLANTSTORE_SHUTDOWN_DELAY=0s
@@ -52,9 +62,21 @@ import (
 // are made one after the other at one path, so that the build the
 // documents run reuses the build cache.
 
-// docDSN is the database the documents' examples use, a local server's
-// default database; the docs test rewrites it to a schema of its own.
-const docDSN = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+// docDSN is the database the documents' examples use: the one the tests
+// use, which the container of docs/postgres.md creates. The docs test
+// rewrites it to a schema of its own.
+const docDSN = pgtest.DefaultDSN
+
+// readyLoop is how a block waits for the service it started in the
+// background: until /readyz answers, or until the service has exited
+// ($! is gone), when the loop ends and the next command, which needs the
+// service, fails. A reader who pastes it into a terminal gets the same:
+// no endless loop, and the terminal stays open.
+const readyLoop = "until curl -sf http://127.0.0.1:9090/readyz >/dev/null; do kill -0 $! || break; sleep 0.1; done"
+
+// untilExited is what every wait loop of a block that started a job in
+// the background must hold (readyLoop, or a wait for the job's output).
+const untilExited = "kill -0 $! || break"
 
 // docBlock is a shell block of a document.
 type docBlock struct {
@@ -62,6 +84,36 @@ type docBlock struct {
 	line int    // of the opening fence
 	run  string // the marker's text after "run:"
 	text string
+}
+
+// shOptions are the options of a "run: sh, ..." marker.
+type shOptions struct {
+	database bool   // "database": the document gets a database
+	after    string // "after FILE": the document goes on from FILE
+}
+
+// runsHere reports whether the block runs in TestDocsCommands, and with
+// what options; err says what is wrong with a marker that starts with sh.
+func (b docBlock) runsHere() (ok bool, o shOptions, err error) {
+	kind, rest, _ := strings.Cut(b.run, ",")
+	if strings.TrimSpace(kind) != "sh" {
+		return false, o, nil
+	}
+	if rest == "" {
+		return true, o, nil
+	}
+	for _, opt := range strings.Split(rest, ",") {
+		opt = strings.TrimSpace(opt)
+		switch file, isAfter := strings.CutPrefix(opt, "after "); {
+		case opt == "database":
+			o.database = true
+		case isAfter && file != "":
+			o.after = file
+		default:
+			return false, o, fmt.Errorf("run: %q: option %q: want database or after FILE", b.run, opt)
+		}
+	}
+	return true, o, nil
 }
 
 var (
@@ -146,9 +198,14 @@ func TestDocsMarkers(t *testing.T) {
 			counts[kind]++
 			switch kind {
 			case "sh":
-				if rest != "" && rest != "database" {
-					t.Errorf("%s: run: %q: want sh or sh, database", where, b.run)
+				_, o, err := b.runsHere()
+				if err != nil {
+					t.Errorf("%s: %v", where, err)
 				}
+				if o.after != "" && !slices.Contains(docFiles(t), o.after) {
+					t.Errorf("%s: run: after %s: no such document", where, o.after)
+				}
+				checkWaits(t, b)
 			case "by":
 				for _, ref := range strings.Split(rest, ",") {
 					ref = strings.TrimSpace(ref)
@@ -181,10 +238,11 @@ func TestDocsMarkers(t *testing.T) {
 	for _, f := range docFiles(t) {
 		database, named := false, false
 		for _, b := range shellBlocks(t, f) {
-			if b.run != "sh" && b.run != "sh, database" {
+			runs, o, _ := b.runsHere()
+			if !runs {
 				continue
 			}
-			database = database || b.run == "sh, database"
+			database = database || o.database
 			named = named || strings.Contains(b.text, docDSN)
 			if n := strings.Count(b.text, "postgres://"); n != strings.Count(b.text, docDSN) {
 				t.Errorf("%s:%d: a DSN other than %s, which the docs test would not rewrite", b.file, b.line, docDSN)
@@ -194,12 +252,57 @@ func TestDocsMarkers(t *testing.T) {
 			t.Errorf("%s names %s in a block the test runs, but no block is marked sh, database", f, docDSN)
 		}
 	}
+	// One database for the tests and the examples, named where a
+	// newcomer looks for it, and made by the container the documentation
+	// starts (a block that cannot run here, so its text is checked).
+	for _, f := range []string{"README.md", "docs/postgres.md"} {
+		if b, err := os.ReadFile(f); err != nil || !bytes.Contains(b, []byte(docDSN)) {
+			t.Errorf("%s does not name %s, the database of the tests and of the examples (%v)", f, docDSN, err)
+		}
+	}
+	u, err := url.Parse(docDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creates := regexp.MustCompile(`-e POSTGRES_DB=` + regexp.QuoteMeta(strings.TrimPrefix(u.Path, "/")) + `(\s|$)`)
+	containers := 0
+	for _, b := range shellBlocks(t, "docs/postgres.md") {
+		if run := strings.ReplaceAll(b.text, "\\\n", " "); strings.Contains(run, "docker run") {
+			containers++
+			if !creates.MatchString(run) {
+				t.Errorf("docs/postgres.md:%d: the container does not create the database of %s (-e POSTGRES_DB=%s)", b.line, docDSN, strings.TrimPrefix(u.Path, "/"))
+			}
+		}
+	}
+	if containers == 0 {
+		t.Errorf("docs/postgres.md starts no PostgreSQL container")
+	}
+}
+
+// checkWaits fails t for a wait loop (until ...) of b that would go on
+// forever once the job b started in the background has exited.
+func checkWaits(t *testing.T, b docBlock) {
+	t.Helper()
+	started := false
+	for i, line := range strings.Split(b.text, "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasSuffix(line, "&") && !strings.HasSuffix(line, "&&") {
+			started = true
+		}
+		if strings.Contains(line, "/readyz") && strings.HasPrefix(line, "until ") && line != readyLoop {
+			t.Errorf("%s:%d: a wait for /readyz other than\n\t%s\nwhich stops when the service has exited", b.file, b.line+1+i, readyLoop)
+		}
+		if started && strings.HasPrefix(line, "until ") && !strings.Contains(line, untilExited) {
+			t.Errorf("%s:%d: a wait loop after a job started in the background, without %q: it would never end if the job exited", b.file, b.line+1+i, untilExited)
+		}
+	}
 }
 
 // TestDocsCommands runs the "sh" blocks of every document, each document
-// in a session of its own (see the top of this file).
+// in a session of its own (see the top of this file), and then one whose
+// service cannot start, which must fail at once.
 func TestDocsCommands(t *testing.T) {
-	soak(t)
+	testenv.Docs(t)
 	repo, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
@@ -214,12 +317,7 @@ func TestDocsCommands(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	for _, f := range docFiles(t) {
-		var blocks []docBlock
-		for _, b := range shellBlocks(t, f) {
-			if b.run == "sh" || b.run == "sh, database" {
-				blocks = append(blocks, b)
-			}
-		}
+		blocks := docSession(t, f)
 		if len(blocks) == 0 {
 			continue
 		}
@@ -228,10 +326,101 @@ func TestDocsCommands(t *testing.T) {
 				t.Fatal(err)
 			}
 			copyTracked(t, repo, dir)
-			if err := runDoc(t, dir, blocks); err != nil {
+			if err := runDoc(t, dir, blocks, 5*time.Minute); err != nil {
 				t.Error(err)
 			}
+			notIgnored(t, repo, dir)
 		})
+	}
+	// A service that cannot start (a catalog with a trailing comma) fails
+	// the block that waits for it, at once, with its error in the output.
+	t.Run("a service that cannot start", func(t *testing.T) {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
+		copyTracked(t, repo, dir)
+		blocks := []docBlock{{file: "made-up.md", line: 10, run: "sh", text: `go build -o plantstore . && export PATH="$PWD:$PATH"
+plantstore keygen -alg ES256 -out broken
+printf '[\n  {"id": "a", "name": "A", "readers": ["*"]},\n]\n' > broken.json
+plantstore serve -jwt-key-file broken.jwks.json -data broken.json &
+` + readyLoop + `
+curl -sSf http://127.0.0.1:8080/plants
+`}}
+		start := time.Now()
+		err := runDoc(t, dir, blocks, time.Minute)
+		took := time.Since(start)
+		for _, want := range []string{" at made-up.md:16: ", "broken.json: line 3, column 1: a comma after the last entry"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("a document whose service cannot start: %v; want an error holding %q", err, want)
+			}
+		}
+		if took > 30*time.Second {
+			t.Errorf("a document whose service cannot start took %s to fail; want seconds", took)
+		}
+	})
+}
+
+// docSession returns the blocks TestDocsCommands runs for the document f,
+// in the order of its session: those of the document it goes on from
+// (after FILE), if any, then its own.
+func docSession(t *testing.T, f string) []docBlock {
+	t.Helper()
+	var before, own []docBlock
+	for _, b := range shellBlocks(t, f) {
+		runs, o, _ := b.runsHere()
+		if !runs {
+			continue
+		}
+		if o.after != "" && before == nil {
+			before = docSession(t, o.after)
+		}
+		own = append(own, b)
+	}
+	if len(own) == 0 {
+		return nil
+	}
+	return append(before, own...)
+}
+
+// notIgnored fails t for each file a document wrote into dir, a copy of
+// repo, that repo's .gitignore does not ignore: a reader who follows the
+// documentation in a clone must not find its files among the changes
+// git shows.
+func notIgnored(t *testing.T, repo, dir string) {
+	t.Helper()
+	list, err := exec.Command("git", "-C", repo, "ls-files", "-z").Output()
+	if err != nil {
+		t.Fatalf("git ls-files: %v", err)
+	}
+	tracked := map[string]bool{}
+	for _, name := range strings.Split(string(list), "\x00") {
+		tracked[name] = true
+	}
+	var written []string
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err == nil && !tracked[filepath.ToSlash(rel)] {
+			written = append(written, rel)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(written) == 0 {
+		return
+	}
+	cmd := exec.Command("git", "-C", repo, "check-ignore", "--no-index", "--")
+	cmd.Args = append(cmd.Args, written...)
+	out, _ := cmd.Output() // exit status 1 when none is ignored
+	ignored := strings.Fields(string(out))
+	for _, name := range written {
+		if !slices.Contains(ignored, name) {
+			t.Errorf("the document wrote %s into the clone, which .gitignore does not ignore", name)
+		}
 	}
 }
 
@@ -263,13 +452,14 @@ docs_block_end() {
 
 // runDoc runs the blocks of one document in dir, a fresh copy of the
 // repository, and returns why the document fails, with its output.
-func runDoc(t *testing.T, dir string, blocks []docBlock) error {
+func runDoc(t *testing.T, dir string, blocks []docBlock, timeout time.Duration) error {
 	api, admin := freeAddr(t), freeAddr(t)
 	script, starts := docScript(blocks)
+	doc := blocks[len(blocks)-1].file
 	rewrite := []string{"127.0.0.1:8080", api, "127.0.0.1:9090", admin, "localhost:8080", api, "localhost:9090", admin}
-	if slices.ContainsFunc(blocks, func(b docBlock) bool { return b.run == "sh, database" }) {
+	if slices.ContainsFunc(blocks, func(b docBlock) bool { _, o, _ := b.runsHere(); return o.database }) {
 		if !strings.Contains(script, docDSN) {
-			t.Fatalf("%s has a database block but never names %s, which the test rewrites to its own schema", blocks[0].file, docDSN)
+			t.Fatalf("%s has a database block but never names %s, which the test rewrites to its own schema", doc, docDSN)
 		}
 		rewrite = append(rewrite, docDSN, pgtest.NewSchema(t))
 	}
@@ -278,7 +468,7 @@ func runDoc(t *testing.T, dir string, blocks []docBlock) error {
 	if err := os.WriteFile(path, []byte(script), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", path)
 	cmd.Dir = dir
@@ -303,19 +493,20 @@ func runDoc(t *testing.T, dir string, blocks []docBlock) error {
 			where = " at " + docLine(blocks, starts, n)
 		}
 		said := strings.Join(regexp.MustCompile(`(?m)^docs test: .*$`).FindAllString(out.String(), -1), "; ")
-		return fmt.Errorf("%s: %v%s: %s\n--- its output:\n%s", blocks[0].file, err, where, said, out.String())
+		return fmt.Errorf("%s: %v%s: %s\n--- its output:\n%s", doc, err, where, said, out.String())
 	}
 	if left != "" {
-		return fmt.Errorf("%s left processes running at its end (stop what an example starts: kill %%1; wait %%1):\n%s\n--- its output:\n%s", blocks[0].file, left, out.String())
+		return fmt.Errorf("%s left processes running at its end (stop what an example starts: kill %%1; wait %%1):\n%s\n--- its output:\n%s", doc, left, out.String())
 	}
 	return nil
 }
 
 // TestDocsRunner runs made-up documents through the runner of
 // TestDocsCommands: it must refuse a failed step (naming its line), a
-// block that leaves a job running, a process left behind at the end, and
-// a plantstore the document did not put on PATH; and pass a document that
-// stops what it starts.
+// block that leaves a job running, a process left behind at the end, a
+// plantstore the document did not put on PATH, and a job that exits
+// while readyLoop waits for it, at once; and pass a document that stops
+// what it starts.
 func TestDocsRunner(t *testing.T) {
 	dir := t.TempDir()
 	// A plantstore on this test's PATH, which the documents must not see.
@@ -341,9 +532,10 @@ func TestDocsRunner(t *testing.T) {
 		{"a block that leaves a job", doc("sleep 30 &\n", "true\n"), "the block at made-up.md:10 left running"},
 		{"a process left behind", doc("(sleep 30 &)\n"), "left processes running at its end"},
 		{"plantstore not put on PATH", doc("plantstore\n"), "plantstore: command not found"},
+		{"a job that exits while readyLoop waits", doc("sh -c 'echo cannot start >&2; exit 1' &\n" + readyLoop + "\ncurl -sSf http://127.0.0.1:9090/readyz\n"), "made-up.md:13"},
 	}
 	for _, tt := range tests {
-		err := runDoc(t, dir, tt.blocks)
+		err := runDoc(t, dir, tt.blocks, 30*time.Second)
 		switch {
 		case tt.want == "" && err != nil:
 			t.Errorf("%s: %v; want it to pass", tt.name, err)

@@ -57,8 +57,8 @@ type servers struct {
 }
 
 // listen builds the two servers of api and admin and binds their
-// listeners; store and version are for the log line that says so.
-func listen(cfg serveConfig, log *zap.Logger, api, admin http.Handler, store, version string) (servers, error) {
+// listeners; cat and version are for the log line that says so.
+func listen(cfg serveConfig, log *zap.Logger, api, admin http.Handler, cat catalog, version string) (servers, error) {
 	serverLog := zap.NewStdLog(log.Named("http"))
 	// The first read and write deadlines: the list handler moves the write
 	// deadline (and the read one, which would otherwise end the request's
@@ -86,16 +86,17 @@ func listen(cfg serveConfig, log *zap.Logger, api, admin http.Handler, store, ve
 	}
 	var err error
 	if s.apiLn, err = net.Listen("tcp", cfg.Addr); err != nil {
-		return s, fmt.Errorf("API listener: %w", err)
+		return s, listenError(cfg, "API listener", "addr", err)
 	}
 	if s.adminLn, err = net.Listen("tcp", cfg.AdminAddr); err != nil {
 		s.apiLn.Close()
-		return s, fmt.Errorf("admin listener: %w", err)
+		return s, listenError(cfg, "admin listener", "admin-addr", err)
 	}
 	log.Info("listening",
 		zap.String("api_addr", s.apiLn.Addr().String()),
 		zap.String("admin_addr", s.adminLn.Addr().String()),
-		zap.String("store", store),
+		zap.String("store", cat.name),
+		zap.String("catalog", cat.source),
 		zap.String("version", version),
 		zap.Bool("dev", cfg.Dev))
 	return s, nil
@@ -208,7 +209,7 @@ func waitOrStop[T any](done <-chan T, sigs <-chan os.Signal) (v T, stopped bool)
 }
 
 // reload re-reads -data, the key files, the issuers file and the DPoP
-// nonce key (SIGHUP). A
+// nonce key (SIGHUP; the key files and the nonce key are also watched). A
 // bad file is refused and what was serving keeps serving. The catalog's
 // readers are checked against the issuers once, after both.
 func (s *service) reload() {
@@ -246,12 +247,6 @@ func (s *service) reload() {
 		_, _, _ = set.Reload(nil)
 	}
 	if n := s.keys.nonces; n != nil {
-		changed, err := n.Reload(time.Now())
-		switch {
-		case err != nil:
-			s.log.Error("DPoP nonce key reload refused; the previous key keeps serving", zap.Error(err))
-		case changed:
-			s.log.Info("DPoP nonce key rotated; nonces of the previous key are accepted for one lifetime more", zap.Duration("dpop_nonce_lifetime", n.Lifetime()))
-		}
+		_, _ = n.ReloadLogged(s.log, time.Now())
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/plantstore/plantstore/observability/logtest"
+	"github.com/plantstore/plantstore/observability/testenv"
 	"github.com/plantstore/plantstore/plants"
 	"github.com/plantstore/plantstore/plants/postgres/pgtest"
 )
@@ -33,9 +34,7 @@ func TestMain(m *testing.M) {
 	if code == 0 {
 		code = logsChecked.report()
 	}
-	if s := pgtest.Summary(); s != "" {
-		fmt.Println(s)
-	}
+	testenv.Print(testenv.Summary(), pgtest.Summary())
 	os.Exit(code)
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/plantstore/plantstore/observability"
 	"github.com/plantstore/plantstore/plants"
 	"github.com/plantstore/plantstore/plants/api"
+	"github.com/plantstore/plantstore/plants/api/reference"
 )
 
 // serve runs the service until ctx ends or SIGINT or SIGTERM arrives, then
@@ -82,8 +83,9 @@ func serve(ctx context.Context, args []string, e env, stdout, stderr io.Writer) 
 	var draining atomic.Bool
 	admin := observability.AdminHandler(observability.AdminOptions{
 		Registry: reg, Ready: readiness(&draining, keys.verifier, cat.ready), OpenAPI: api.OpenAPI, Pprof: cfg.Pprof,
+		Checks: readyChecks(&draining, keys, cat.ready), Docs: reference.Handler(),
 	})
-	srv, err := listen(cfg, log, newAPIHandler(apiOpts), admin, cat.name, version)
+	srv, err := listen(cfg, log, newAPIHandler(apiOpts), admin, cat, version)
 	if err != nil {
 		return err
 	}
@@ -106,7 +108,8 @@ type catalog struct {
 	// memory is the in-memory store of the -data file or of the sample,
 	// which SIGHUP reloads; nil on PostgreSQL.
 	memory *plants.MemoryStore
-	// source is where the catalog comes from, for the -dev banner.
+	// source is where the catalog comes from, for the -dev banner and
+	// the listening line.
 	source string
 }
 
@@ -142,6 +145,8 @@ type verification struct {
 	// nonces are the DPoP server nonces of -dpop-nonce-key-file; nil
 	// without it.
 	nonces *dpop.Nonces
+	// shared is the state of -redis-url; nil without it.
+	shared auth.SharedState
 }
 
 // issuerList returns the issuers configured now: those of the issuers
@@ -162,10 +167,13 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 	if err != nil {
 		return vf, err
 	}
-	vf.nonces = opts.Nonces
+	if vf.nonces = opts.Nonces; vf.nonces != nil {
+		bg.wait(vf.nonces.Watch(bg.ctx, log))
+	}
 	if opts.Shared, err = openShared(bg, cfg, reg, log); err != nil {
 		return vf, err
 	}
+	vf.shared = opts.Shared
 	// apply makes the verifier of the issuers.
 	apply := func(is []auth.Issuer) (err error) {
 		vf.verifier, err = auth.NewVerifier(opts, is...)
@@ -192,7 +200,7 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 		vf.issuers, err = issuers.Flags(bg.ctx, cfg.Keys, o, apply)
 	}
 	if err != nil {
-		return vf, cfg.refused(err)
+		return vf, keyFileHint(cfg.Keys.KeyFile, cfg.refused(err))
 	}
 	done := make(chan struct{})
 	go func() { vf.issuers.Wait(); close(done) }()

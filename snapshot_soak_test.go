@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/plantstore/plantstore/observability/testenv"
 	"github.com/plantstore/plantstore/plants"
 	"github.com/plantstore/plantstore/plants/postgres"
 	"github.com/plantstore/plantstore/plants/storetest"
@@ -25,7 +26,7 @@ import (
 // memory during the reload must stay under twice its peak while serving
 // before.
 func TestSnapshotReloadUnderLoad(t *testing.T) {
-	soak(t)
+	testenv.Soak(t)
 	const n = 1_000_000
 	dsn := migratedDatabase(t)
 	a := storetest.LargeCatalog(t, n, "A")

@@ -25,17 +25,9 @@ import (
 
 	"github.com/plantstore/plantstore/auth/mint"
 	"github.com/plantstore/plantstore/observability/logtest"
+	"github.com/plantstore/plantstore/observability/testenv"
 	"github.com/plantstore/plantstore/plants"
 )
-
-// soak skips a load, soak or long end-to-end test unless TEST_SOAK=1,
-// which .ci/run sets: "go test ./..." stays a matter of seconds.
-func soak(t *testing.T) {
-	t.Helper()
-	if os.Getenv("TEST_SOAK") != "1" {
-		t.Skip("a soak test: set TEST_SOAK=1 to run it")
-	}
-}
 
 // loadUser is one caller of the load test, with its valid token and the
 // list the service must send it.
@@ -288,7 +280,7 @@ const loadDuration = 10 * time.Second
 // would within the -shutdown-delay, and every request in flight, slow
 // readers of long lists included, completes; serve returns nil.
 func TestLoad(t *testing.T) {
-	soak(t)
+	testenv.Soak(t)
 	if testing.Short() {
 		t.Skip("load test skipped with -short")
 	}
@@ -460,7 +452,7 @@ func inFlight(t testing.TB, admin string) float64 {
 // asking: the server cuts each slow connection at its 5s read-header
 // timeout, and serves the other client promptly all along.
 func TestSlowloris(t *testing.T) {
-	soak(t)
+	testenv.Soak(t)
 	if testing.Short() {
 		t.Skip("slowloris test (about 6s) skipped with -short")
 	}
@@ -548,7 +540,7 @@ func TestSlowloris(t *testing.T) {
 // -write-timeout the handler gives up and the request leaves the in-flight
 // gauge; without one it would wait for the client for ever.
 func TestStalledReader(t *testing.T) {
-	soak(t)
+	testenv.Soak(t)
 	if testing.Short() {
 		t.Skip("stalled reader test skipped with -short")
 	}
@@ -603,7 +595,7 @@ func TestStalledReader(t *testing.T) {
 // answer is 200 with exactly one of the good catalogs' lists, and a broken
 // file never replaces the one serving.
 func TestReloadUnderLoad(t *testing.T) {
-	soak(t)
+	testenv.Soak(t)
 	if testing.Short() {
 		t.Skip("reload under load skipped with -short")
 	}
@@ -699,7 +691,7 @@ func TestReloadUnderLoad(t *testing.T) {
 // closes the connection and the drain ends cleanly; without it, the request
 // holds its connection until the drain gives up on it and cuts it.
 func TestUnsentBody(t *testing.T) {
-	soak(t)
+	testenv.Soak(t)
 	if testing.Short() {
 		t.Skip("unsent body test skipped with -short")
 	}
@@ -749,7 +741,7 @@ func TestUnsentBody(t *testing.T) {
 // run, and for ever after (no verified token outlives its key), and nothing
 // else ever fails.
 func TestKeyRotationUnderLoad(t *testing.T) {
-	soak(t)
+	testenv.Soak(t)
 	if testing.Short() {
 		t.Skip("key rotation under load skipped with -short")
 	}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -147,6 +148,30 @@ func readPrivateKey(path string) (crypto.PrivateKey, error) {
 	return key, nil
 }
 
+// keyFileHint returns err, the refusal of the -jwt-key-file path, with the
+// file to give instead when path holds a private key: the service verifies
+// with public keys, which keygen writes to PREFIX.jwks.json beside
+// PREFIX.key. Other errors are returned as they are.
+func keyFileHint(path string, err error) error {
+	if err == nil || path == "" {
+		return err
+	}
+	data, rerr := os.ReadFile(path)
+	if rerr != nil {
+		return err
+	}
+	if _, perr := mint.ParsePrivateKey(data); perr != nil {
+		return err
+	}
+	hint := "give its public keys (a JWKS, or PEM PUBLIC KEY blocks), such as the PREFIX.jwks.json that plantstore keygen writes beside PREFIX.key"
+	if prefix, ok := strings.CutSuffix(path, ".key"); ok {
+		if _, statErr := os.Stat(prefix + ".jwks.json"); statErr == nil {
+			hint = "use " + prefix + ".jwks.json, the public key set that plantstore keygen wrote beside it"
+		}
+	}
+	return fmt.Errorf("%w; this is a private key, and the service verifies with public keys: %s", err, hint)
+}
+
 // proof implements "plantstore proof": it prints a DPoP proof (RFC 9449)
 // for one request, signed with the client key a token is bound to.
 func proof(args []string, stdout, stderr io.Writer) error {
@@ -212,13 +237,15 @@ func checkProofMethod(m string) error {
 }
 
 // keygen implements "plantstore keygen": PREFIX.key (PKCS#8 PEM, mode 0600)
-// and PREFIX.jwks.json (the public JWKS). Existing files are never
-// overwritten.
+// and PREFIX.jwks.json (the public JWKS). Existing files are overwritten
+// only with -force; without it keygen refuses, naming them and -force.
 func keygen(args []string, stdout, stderr io.Writer) error {
 	var alg, out string
+	var force bool
 	fs := flag.NewFlagSet("keygen", flag.ContinueOnError)
 	fs.StringVar(&alg, "alg", "RS256", "RS256, ES256 or EdDSA")
 	fs.StringVar(&out, "out", "", "output prefix: writes PREFIX.key and PREFIX.jwks.json (required)")
+	fs.BoolVar(&force, "force", false, "replace PREFIX.key and PREFIX.jwks.json when they exist (a new key: tokens signed with the old one no longer verify once the service reads the new PREFIX.jwks.json)")
 	_, rest, err := parseFlags(fs, args, env{}, nil, stderr)
 	if err != nil {
 		return err
@@ -231,6 +258,21 @@ func keygen(args []string, stdout, stderr io.Writer) error {
 	case alg != "RS256" && alg != "ES256" && alg != "EdDSA":
 		return usagef("keygen: invalid value %q for flag -alg: want RS256, ES256 or EdDSA", alg)
 	}
+	if !force {
+		var exist []string
+		for _, name := range []string{out + ".key", out + ".jwks.json"} {
+			if _, err := os.Lstat(name); err == nil {
+				exist = append(exist, name)
+			}
+		}
+		if len(exist) > 0 {
+			verb := "exist"
+			if len(exist) == 1 {
+				verb = "exists"
+			}
+			return fmt.Errorf("keygen: %s already %s: -force replaces %s.key and %s.jwks.json with a new key pair (tokens of the old key are then refused), or choose another -out", strings.Join(exist, " and "), verb, out, out)
+		}
+	}
 	priv, jwks, err := mint.GenerateKey(alg)
 	if err != nil {
 		return fmt.Errorf("keygen: %w", err)
@@ -239,11 +281,13 @@ func keygen(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("keygen: %w", err)
 	}
-	if err := writeNew(out+".key", pemBytes, 0o600); err != nil {
+	if err := writeKeyFile(out+".key", pemBytes, 0o600, force); err != nil {
 		return fmt.Errorf("keygen: %w", err)
 	}
-	if err := writeNew(out+".jwks.json", jwks, 0o644); err != nil {
-		_ = os.Remove(out + ".key")
+	if err := writeKeyFile(out+".jwks.json", jwks, 0o644, force); err != nil {
+		if !force {
+			_ = os.Remove(out + ".key")
+		}
 		return fmt.Errorf("keygen: %w", err)
 	}
 	kid, err := keys.Thumbprint(priv.Public())
@@ -254,16 +298,40 @@ func keygen(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// writeNew writes data to a file that must not exist yet.
-func writeNew(path string, data []byte, perm os.FileMode) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+// writeKeyFile writes data to a file that must not exist yet or, with
+// replace, to a new file renamed over the one at path: a file of another
+// mode (a private key made readable) is never written into, and a reader
+// of path sees the old content or the new, never part of it.
+func writeKeyFile(path string, data []byte, perm os.FileMode, replace bool) error {
+	if !replace {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+		if err != nil {
+			return err
+		}
+		if _, err := f.Write(data); err != nil {
+			f.Close()
+			os.Remove(path)
+			return err
+		}
+		return f.Close()
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		os.Remove(path)
-		return err
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(perm)
 	}
-	return f.Close()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
 }

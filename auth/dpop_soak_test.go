@@ -2,13 +2,13 @@ package auth_test
 
 import (
 	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/observability/testenv"
 )
 
 // TestDPoPQuotaUnderLoad floods a replica's replay cache, made small (512
@@ -24,9 +24,7 @@ import (
 // other user sends 4 a second.
 // It runs with TEST_SOAK=1 (about 12 s).
 func TestDPoPQuotaUnderLoad(t *testing.T) {
-	if os.Getenv("TEST_SOAK") != "1" {
-		t.Skip("a load test: set TEST_SOAK=1 to run it")
-	}
+	testenv.Soak(t)
 	for _, tt := range []struct {
 		name  string
 		rate  bool

@@ -15,11 +15,12 @@ import (
 	"github.com/plantstore/plantstore/auth/jws"
 	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/observability/metricstest"
+	"github.com/plantstore/plantstore/observability/testenv"
 )
 
 func TestMain(m *testing.M) {
 	gin.SetMode(gin.TestMode)
-	os.Exit(m.Run())
+	os.Exit(testenv.Main(m))
 }
 
 // verifierOptions are the Options of newVerifier: no leeway, unless a test

@@ -415,15 +415,11 @@ func issuerOf(err error, name string) error {
 // succeeds again.
 func (v *Verifier) Ready() error {
 	var errs []error
-	now := v.now()
-	for _, is := range v.issuers.Load().all {
-		err := is.jws.Ready(now)
-		if err == nil && is.opaque != nil {
-			err = is.opaque.Ready(now)
-		}
+	for _, s := range v.KeysReady() {
+		err := s.Err
 		if err != nil {
-			if is.name != "" {
-				err = fmt.Errorf("issuer %s: %w", is.name, err)
+			if s.Issuer != "" {
+				err = fmt.Errorf("issuer %s: %w", s.Issuer, err)
 			}
 			errs = append(errs, err)
 		}

@@ -1,7 +1,8 @@
 // Package observability owns what operators see of the service: the zap
 // logger and its output, the access log line, the HTTP metrics, tracing, the
 // registry with the Go, process and build collectors, and the admin
-// listener (/metrics, /healthz, /readyz, /openapi.json, pprof).
+// listener (/metrics, /livez and /healthz, /readyz, /openapi.json, /docs,
+// pprof).
 package observability
 
 import "github.com/gin-gonic/gin"

@@ -1,6 +1,7 @@
 package plants
 
 import (
+	"bufio"
 	"bytes"
 	_ "embed"
 	"encoding/json"
@@ -34,19 +35,26 @@ type Catalog struct {
 // A CatalogError is a problem with a catalog file. Index is the zero-based
 // position of the entry at fault in the file's array (its message counts
 // entries from 1, as people do), or -1 when the problem
-// concerns the whole file (not JSON, not an array, data after the array, an
-// unreadable file).
+// concerns the whole file (not JSON, not an array, data after the array, a
+// comma after the last entry, an unreadable file). A file that is not valid
+// JSON has the Line and Column of the first byte at fault.
 type CatalogError struct {
 	// File names the catalog, as given to [ParseCatalog].
 	File string
 	// Index is the entry's zero-based position, or -1.
 	Index int
+	// Line and Column (in bytes) locate a JSON syntax error, both
+	// counted from 1; 0 when the error is of another kind, or its place
+	// is not known.
+	Line, Column int
 	// Err is the problem.
 	Err error
 }
 
 // Error returns "<file>: entry <n>: <problem>", where n is Index+1 (the
-// first entry is entry 1), or "<file>: <problem>" when Index is -1.
+// first entry is entry 1), or "<file>: <problem>" when Index is -1; a
+// syntax error's line and column come before the problem: "<file>: entry
+// <n>: line <l>, column <c>: <problem>".
 func (e *CatalogError) Error() string {
 	var b strings.Builder
 	if e.File != "" {
@@ -57,6 +65,9 @@ func (e *CatalogError) Error() string {
 		b.WriteString("entry ")
 		b.WriteString(strconv.Itoa(e.Index + 1))
 		b.WriteString(": ")
+	}
+	if e.Line > 0 {
+		fmt.Fprintf(&b, "line %d, column %d: ", e.Line, e.Column)
 	}
 	b.WriteString(e.Err.Error())
 	return b.String()
@@ -77,18 +88,57 @@ func (e *CatalogError) Unwrap() error { return e.Err }
 //
 // The array is decoded one entry at a time, each straight into the
 // catalog. Every error is a [*CatalogError] naming name, the entry and the
-// problem.
+// problem; when r is an [io.Seeker] (a file), an error of JSON syntax also
+// names its line and column, which r is read again to find.
 func ParseCatalog(r io.Reader, name string) (*Catalog, error) {
 	fail := func(index int, err error) error {
 		return &CatalogError{File: name, Index: index, Err: err}
 	}
+	var start int64 = -1 // where r started, when it can be read again
+	rs, seeks := r.(io.ReadSeeker)
+	if seeks {
+		if off, err := rs.Seek(0, io.SeekCurrent); err == nil {
+			start = off
+		}
+	}
 	dec := json.NewDecoder(r)
+	// syntax is the CatalogError of the JSON syntax error err, met by the
+	// decoding of entry index (-1 outside an entry).
+	syntax := func(index int, err error) error {
+		var syn *json.SyntaxError
+		if !errors.As(err, &syn) {
+			return fail(index, jsonProblem(err))
+		}
+		ce := &CatalogError{File: name, Index: index, Err: jsonProblem(err)}
+		if index >= 0 && closesArray(dec.Buffered()) {
+			// The decoder took the comma for the start of another
+			// entry, which the file does not have.
+			ce.Index, ce.Err = -1, errors.New("a comma after the last entry; JSON allows none")
+		}
+		if start < 0 {
+			return ce
+		}
+		at, ok := locate(rs, start)
+		if !ok {
+			return ce
+		}
+		ce.Line, ce.Column = at.line, at.column
+		switch {
+		case ce.Index < 0 && ce.Err != nil && index >= 0:
+			// The comma after the last entry, said above.
+		case at.afterComma && (at.c == ']' || at.c == '}'):
+			ce.Err = fmt.Errorf("a comma before the closing '%c'; JSON allows none after the last item", at.c)
+		default:
+			ce.Err = jsonProblem(at.err) // the message of the byte located
+		}
+		return ce
+	}
 	tok, err := dec.Token()
 	switch {
 	case errors.Is(err, io.EOF):
 		return nil, fail(-1, errors.New("empty file; want a JSON array"))
 	case err != nil:
-		return nil, fail(-1, jsonProblem(err))
+		return nil, syntax(-1, err)
 	case tok != json.Delim('['):
 		return nil, fail(-1, errors.New("not a JSON array"))
 	}
@@ -99,7 +149,7 @@ func ParseCatalog(r io.Reader, name string) (*Catalog, error) {
 	)
 	for i := 0; dec.More(); i++ {
 		if err := dec.Decode(&raw); err != nil {
-			return nil, fail(i, jsonProblem(err))
+			return nil, syntax(i, err)
 		}
 		if err := e.parse(raw); err != nil {
 			return nil, fail(i, err)
@@ -114,7 +164,7 @@ func ParseCatalog(r io.Reader, name string) (*Catalog, error) {
 		}
 	}
 	if _, err := dec.Token(); err != nil { // the closing ']'
-		return nil, fail(-1, jsonProblem(err))
+		return nil, syntax(-1, err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, fail(-1, errors.New("data after the JSON array"))
@@ -133,11 +183,76 @@ func jsonProblem(err error) error {
 	var syn *json.SyntaxError
 	switch {
 	case errors.As(err, &syn):
-		return fmt.Errorf("invalid JSON at byte %d: %s", syn.Offset, strings.TrimPrefix(syn.Error(), "json: "))
+		return fmt.Errorf("invalid JSON: %s", strings.TrimPrefix(syn.Error(), "json: "))
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return errors.New("unexpected end of file; the JSON array is not closed")
 	}
 	return fmt.Errorf("read: %w", err)
+}
+
+// closesArray reports whether the first byte of r that is not white space
+// is ']'.
+func closesArray(r io.Reader) bool {
+	br := bufio.NewReader(r)
+	for {
+		c, err := br.ReadByte()
+		switch {
+		case err != nil:
+			return false
+		case c != ' ' && c != '\t' && c != '\n' && c != '\r':
+			return c == ']'
+		}
+	}
+}
+
+// syntaxAt is where a JSON syntax error lies.
+type syntaxAt struct {
+	err          *json.SyntaxError // as a decoder of the whole input reports it
+	line, column int               // of the byte at fault, from 1
+	c            byte              // the byte at fault
+	afterComma   bool              // the last byte before c but white space is a comma
+}
+
+// locate reads rs again from start, up to the first JSON syntax error,
+// and says where it lies. The decoder that parses a catalog entry by
+// entry reports offsets that leave out what it read between entries,
+// so the input is scanned anew as one value, which counts every byte.
+// It reports false when rs cannot be read again or holds no syntax error.
+func locate(rs io.ReadSeeker, start int64) (syntaxAt, bool) {
+	var at syntaxAt
+	if _, err := rs.Seek(start, io.SeekStart); err != nil {
+		return at, false
+	}
+	err := json.NewDecoder(rs).Decode(new(json.RawMessage))
+	if !errors.As(err, &at.err) || at.err.Offset < 1 {
+		return at, false
+	}
+	if _, err := rs.Seek(start, io.SeekStart); err != nil {
+		return at, false
+	}
+	// The byte at fault is the last of the Offset bytes the decoder read.
+	at.line, at.column = 1, 1
+	prev := byte(0)
+	br := bufio.NewReader(io.LimitReader(rs, at.err.Offset))
+	for off := int64(0); ; off++ {
+		c, err := br.ReadByte()
+		if err != nil {
+			return at, false
+		}
+		if off == at.err.Offset-1 {
+			at.c, at.afterComma = c, prev == ','
+
+			return at, true
+		}
+		if c == '\n' {
+			at.line, at.column = at.line+1, 1
+		} else {
+			at.column++
+		}
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			prev = c
+		}
+	}
 }
 
 // NewCatalog returns a Catalog of the given plants, by the rules of

@@ -2,6 +2,8 @@ package plants_test
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -31,7 +33,8 @@ func TestParseCatalogErrors(t *testing.T) {
 		{"second array", `[] []`, -1, "data after the JSON array"},
 		{"unclosed array", `[` + ok, -1, "not closed"},
 		{"truncated entry", `[` + ok + `,{"name":"B`, 1, "unexpected end of file"},
-		{"syntax error in entry", `[` + ok + `,{"name" "B"}]`, 1, "invalid JSON at byte"},
+		{"syntax error in entry", `[` + ok + `,{"name" "B"}]`, 1, `invalid JSON: invalid character '"' after object key`},
+		{"comma after the last entry", `[` + ok + `,]`, -1, "a comma after the last entry; JSON allows none"},
 		{"entry is a string", `["Basil"]`, 0, "entry is a string; want an object"},
 		{"entry is null", `[` + ok + `,null]`, 1, "entry is null; want an object"},
 		{"entry is an array", `[[]]`, 0, "entry is an array"},
@@ -99,6 +102,61 @@ func TestParseCatalogErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestParseCatalogSyntaxPlace checks that a JSON syntax error names the
+// line and column of the byte at fault, and a comma after the last entry
+// names no entry, since there is none after it; a reader that cannot be
+// read again gets the same problem without the place.
+func TestParseCatalogSyntaxPlace(t *testing.T) {
+	const ok = `{"id": "a", "name": "A", "readers": ["*"]}`
+	tests := []struct {
+		name         string
+		in           string
+		index        int
+		line, column int
+		want         string // the error, without the place when not seekable
+	}{
+		{"a comma after the only entry", "[\n  " + ok + ",\n]\n", -1, 3, 1,
+			"plants.json: line 3, column 1: a comma after the last entry; JSON allows none"},
+		{"a comma after the third entry", "[\n  " + ok + ",\n  {\"name\": \"B\", \"readers\": [\"*\"]},\n  {\"name\": \"C\", \"readers\": [\"*\"]},\n  ]", -1, 5, 3,
+			"plants.json: line 5, column 3: a comma after the last entry; JSON allows none"},
+		{"a quote missing in entry 2", "[\n  " + ok + ",\n  {\"name\": B\", \"readers\": [\"*\"]}\n]", 1, 3, 12,
+			"plants.json: entry 2: line 3, column 12: invalid JSON: invalid character 'B' looking for beginning of value"},
+		{"a comma after the last reader", "[\n  {\"name\": \"A\",\n   \"readers\": [\"*\", ]}\n]", 0, 3, 21,
+			"plants.json: entry 1: line 3, column 21: a comma before the closing ']'; JSON allows none after the last item"},
+		{"a comma after the last field", "[{\"name\": \"A\", \"readers\": [\"*\"],}]", 0, 1, 33,
+			"plants.json: entry 1: line 1, column 33: a comma before the closing '}'; JSON allows none after the last item"},
+		{"not JSON", "\n\n  plants", -1, 3, 3, "plants.json: line 3, column 3: invalid JSON: invalid character 'p' looking for beginning of value"},
+		{"a colon for a comma between entries", "[" + ok + ":" + ok + "]", 1, 1, 44, "plants.json: entry 2: line 1, column 44: invalid JSON: invalid character ':' after array element"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := plants.ParseCatalog(strings.NewReader(tt.in), "plants.json")
+			var ce *plants.CatalogError
+			if !errors.As(err, &ce) || ce.Index != tt.index || ce.Line != tt.line || ce.Column != tt.column || err.Error() != tt.want {
+				t.Fatalf("ParseCatalog(%q) = %v (%+v); want index %d, line %d, column %d: %q", tt.in, err, ce, tt.index, tt.line, tt.column, tt.want)
+			}
+			// A reader that cannot be read again: the same entry and kind of
+			// problem, with no place.
+			_, err = plants.ParseCatalog(onlyReader{strings.NewReader(tt.in)}, "plants.json")
+			prefix, problem := "plants.json: ", "invalid JSON: "
+			if tt.index >= 0 {
+				prefix += fmt.Sprintf("entry %d: ", tt.index+1)
+			}
+			if strings.Contains(tt.want, "after the last entry") {
+				problem = "a comma after the last entry"
+			}
+			if !errors.As(err, &ce) || ce.Index != tt.index || ce.Line != 0 || !strings.HasPrefix(err.Error(), prefix+problem) {
+				t.Errorf("ParseCatalog(not seekable %q) = %v; want index %d, no line, %q", tt.in, err, tt.index, prefix+problem)
+			}
+		})
+	}
+}
+
+// onlyReader hides every method of a reader but Read.
+type onlyReader struct{ r io.Reader }
+
+func (o onlyReader) Read(p []byte) (int, error) { return o.r.Read(p) }
 
 func TestParseCatalogAccepts(t *testing.T) {
 	tests := []struct {

@@ -2,8 +2,9 @@
 # prints the sizing tables of docs/capacity.md as Markdown. Run it through
 # .ci/capacity.
 #
-# A replica's capacity is its CPU: pod_cpu cores at target_util, each
-# doing 1e6 / cpu_us requests a second. Replicas are counted from cores,
+# A replica's capacity is its CPU at the autoscaler's target,
+# pod_cpu_target cores (requests.cpu times averageUtilization), each doing
+# 1e6 / cpu_us requests a second. Replicas are counted from cores,
 # never the other way round: three replicas on one core serve what one
 # does (.ci/capacity --check measures it). Redis runs its commands on one
 # thread: its load is the sum of its CPU per call over the calls. Memory
@@ -33,7 +34,7 @@ function group(n,   s, out) {
 	return s out
 }
 function cores(rps, us) { return rps * us / 1e6 }
-function replicas(rps, us) { return max(need("min_replicas"), ceil(cores(rps, us) / (need("pod_cpu") * need("target_util")))) }
+function replicas(rps, us) { return max(need("min_replicas"), ceil(cores(rps, us) / need("pod_cpu_target"))) }
 # mem_mb: resident memory per pod at its peak, in MiB, for a catalog of
 # plants held in memory and a replay cache holding replay proofs.
 function mem_mb(plants, replay) {
@@ -48,7 +49,7 @@ function fmt1(x) { return x < 10 ? sprintf("%.2f", x) : sprintf("%.1f", x) }
 # replicas meets, the first (the one met at the lowest rate) and what to
 # do, then the others: the replay cache's room per replica, replicas past
 # the HPA's maximum, database connections past max_connections, Redis's
-# one thread past target_util.
+# one thread past redis_util.
 function limit(p, r, n,   conns, l, t, k) {
 	k = 0
 	conns = q[p] ? n * need("pg_conns_request") : n * need("pg_conns_snapshot")
@@ -64,7 +65,7 @@ function limit(p, r, n,   conns, l, t, k) {
 		l[++k] = sprintf("HPA maxReplicas %d", need("max_replicas"))
 		t[k] = sprintf("maxReplicas %d, or pods of more CPU", n)
 	}
-	if (cores(r, rus[p]) > need("target_util")) {
+	if (cores(r, rus[p]) > need("redis_util")) {
 		l[++k] = sprintf("Redis's one thread (%s cores)", fmt1(cores(r, rus[p])))
 		t[k] = "a Redis of its own core with io-threads, or no -redis-url (each replica's own guarantees)"
 	}
@@ -95,7 +96,7 @@ END {
 	name["pg_request"] = "bearer, cached token, -database-snapshot=false"
 	us["pg_request"] = need("cpu_pg_request"); q["pg_request"] = 1
 
-	printf "Pods of %s CPU at %d %% utilisation (the HPA's target), at least %d; CPU µs of the machine the inputs were measured on.\n\n", need("pod_cpu"), need("target_util") * 100, need("min_replicas")
+	printf "Pods serving %s CPU each at the HPA's target (requests.cpu %dm, averageUtilization 100), at least %d; CPU µs of the machine the inputs were measured on.\n\n", need("pod_cpu_target"), need("pod_cpu_target") * 1000, need("min_replicas")
 	print "| requests/s | path | CPU µs/request | cores | replicas | Redis calls/s | Redis cores | Redis memory | database queries/s | database cores | database connections | first limit | then |"
 	print "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"
 	for (i = 1; i <= 3; i++) {
@@ -129,7 +130,7 @@ END {
 			lim = "none"; then = ""
 			if (m > need("pod_mem_mb")) {
 				lim = sprintf("memory per pod (%.0f MiB > %d MiB)", m, need("pod_mem_mb"))
-				then = sprintf("limits.memory %.0f MiB", ceil(m / 64) * 64)
+				then = sprintf("requests.memory %.0f MiB and limits.memory %.0f MiB", ceil(m / 64) * 64, ceil(ceil(m / 64) * 64 / 0.9 / 64) * 64)
 				if (np_ * need("pg_conns_request") <= need("pg_max_connections"))
 					then = then sprintf(", or -database-snapshot=false (%d replicas, %s queries/s, %d connections)", np_, group(r), np_ * need("pg_conns_request"))
 			}

@@ -74,7 +74,7 @@ type listening struct {
 
 var (
 	bannerUser = regexp.MustCompile(`^# (\S+) \(reads as `)
-	bannerCurl = regexp.MustCompile(`^curl -sS -H 'Authorization: Bearer ([A-Za-z0-9._-]+)' (http://\S+)/plants$`)
+	bannerCurl = regexp.MustCompile(`^curl -sS -w '\\n' -H 'Authorization: Bearer ([A-Za-z0-9._-]+)' (http://\S+)/plants$`)
 )
 
 // startService runs "plantstore serve" on free 127.0.0.1 ports with args

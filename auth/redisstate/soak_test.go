@@ -13,7 +13,10 @@ import (
 	"github.com/plantstore/plantstore/auth/redisstate"
 	"github.com/plantstore/plantstore/auth/redisstate/redistest"
 	"github.com/plantstore/plantstore/observability/setting"
+	"github.com/plantstore/plantstore/observability/testenv"
 )
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // TestSoakRedisFailures sends DPoP requests from several callers to two
 // replicas while Redis is stopped, restarted, paused (SIGSTOP: calls time
@@ -22,9 +25,7 @@ import (
 // (error while stopped, timeout while paused), each replica logs one
 // warning and one restore per outage, and both end up. TEST_SOAK=1.
 func TestSoakRedisFailures(t *testing.T) {
-	if os.Getenv("TEST_SOAK") != "1" {
-		t.Skip("soak test: set TEST_SOAK=1")
-	}
+	testenv.Soak(t)
 	srv := redistest.Start(t)
 	issuer := authtest.NewKey(t, "ES256")
 	replicas := []replica{newReplica(t, issuer, srv.URL(), 10000, 1000), newReplica(t, issuer, srv.URL(), 10000, 1000)}

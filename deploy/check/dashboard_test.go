@@ -46,15 +46,61 @@ type panel struct {
 }
 
 type dashboard struct {
-	UID        string  `json:"uid"`
-	Title      string  `json:"title"`
-	Panels     []panel `json:"panels"`
+	UID    string  `json:"uid"`
+	Title  string  `json:"title"`
+	Panels []panel `json:"panels"`
+	Links  []struct {
+		Title string `json:"title"`
+		URL   string `json:"url"`
+	} `json:"links"`
 	Templating struct {
 		List []struct {
-			Name string `json:"name"`
-			Type string `json:"type"`
+			Name       string `json:"name"`
+			Type       string `json:"type"`
+			Definition string `json:"definition"`
 		} `json:"list"`
 	} `json:"templating"`
+}
+
+// runbookLinkProblems returns what is wrong with the dashboard's link to
+// the runbooks: it must open those of the version running, the variable
+// version that plantstore_build_info gives, never a branch that moves on.
+func runbookLinkProblems(d dashboard) []string {
+	var out []string
+	found := false
+	for _, l := range d.Links {
+		if !strings.Contains(l.URL, "docs/runbooks") {
+			continue
+		}
+		found = true
+		if !strings.Contains(l.URL, "/blob/${version}/docs/runbooks") {
+			out = append(out, fmt.Sprintf("dashboard link %q: %s, want the runbooks of the version running (/blob/${version}/docs/runbooks)", l.Title, l.URL))
+		}
+	}
+	if !found {
+		out = append(out, "the dashboard has no link to the runbooks")
+	}
+	for _, v := range d.Templating.List {
+		if v.Name == "version" && !strings.Contains(v.Definition, "label_values(plantstore_build_info{") {
+			out = append(out, fmt.Sprintf("dashboard variable version: %s, want the versions of plantstore_build_info", v.Definition))
+		}
+	}
+	return out
+}
+
+// TestDashboardRunbookLink shows the link check refusing the link as it
+// was, on main.
+func TestDashboardRunbookLink(t *testing.T) {
+	d := readDashboard(t)
+	if got := runbookLinkProblems(d); len(got) > 0 {
+		t.Errorf("shipped dashboard: %q", got)
+	}
+	for i := range d.Links {
+		d.Links[i].URL = "https://github.com/plantstore/plantstore/tree/main/docs/runbooks"
+	}
+	if got := runbookLinkProblems(d); len(got) != 1 || !strings.Contains(got[0], "want the runbooks of the version running") {
+		t.Errorf("a link to main: %q, want it refused", got)
+	}
 }
 
 // panels returns the dashboard's panels, rows' nested panels included, but
@@ -108,8 +154,11 @@ func TestDashboardShape(t *testing.T) {
 	for _, v := range d.Templating.List {
 		vars[v.Name] = v.Type
 	}
-	if vars["datasource"] != "datasource" || vars["namespace"] != "query" {
-		t.Errorf("templating %v, want a datasource variable and a namespace query", vars)
+	if vars["datasource"] != "datasource" || vars["namespace"] != "query" || vars["version"] != "query" {
+		t.Errorf("templating %v, want a datasource variable and namespace and version queries", vars)
+	}
+	for _, p := range runbookLinkProblems(d) {
+		t.Error(p)
 	}
 
 	ids := map[int]bool{}
@@ -162,6 +211,9 @@ func TestDashboardShape(t *testing.T) {
 			job := `job="plantstore"`
 			if strings.Contains(tg.Expr, "probe_success") {
 				job = `job="plantstore-probe"`
+				if strings.Contains(tg.Expr, `job="plantstore-api-probe"`) {
+					job = `job="plantstore-api-probe"`
+				}
 			}
 			for _, sel := range []string{job, `namespace=~"$namespace"`} {
 				if !strings.Contains(tg.Expr, sel) {

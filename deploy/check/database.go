@@ -1,6 +1,7 @@
 package check
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -8,6 +9,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -24,11 +26,16 @@ const DefaultConnectionBudget = 97
 // advisory lock and one for the schema changes.
 const migrateConnections = 2
 
-// The hook annotations of the migration Job.
+// The hook annotations of the migration Job, and the order within them.
 const (
-	argoHook = "argocd.argoproj.io/hook"
-	helmHook = "helm.sh/hook"
+	argoHook   = "argocd.argoproj.io/hook"
+	argoWave   = "argocd.argoproj.io/sync-wave"
+	helmHook   = "helm.sh/hook"
+	helmWeight = "helm.sh/hook-weight"
 )
+
+// componentLabel tells the Deployment's pods from the migration's.
+const componentLabel = "app.kubernetes.io/component"
 
 // dsnSecret returns the Secret a container's PLANTSTORE_DATABASE_URL comes
 // from, "" when it has none, and whether the DSN is a literal value.
@@ -125,7 +132,47 @@ func checkMigrationJob(j *batchv1.Job, c corev1.Container, serving string, m *ma
 	}
 	checkSettings(configEnv(spec.Containers, m.configMaps, v), v)
 	checkEgress("Job "+j.Name, m.netpols, labels.Set(j.Spec.Template.Labels),
-		[]egressNeed{{53, corev1.ProtocolUDP, "DNS"}, {PostgresPort, corev1.ProtocolTCP, "PostgreSQL"}}, v)
+		[]egressNeed{dnsNeed, {PostgresPort, corev1.ProtocolTCP, "PostgreSQL", true}}, v)
+	checkMigrationPolicyOrder(j, m.netpols, v)
+}
+
+// checkMigrationPolicyOrder requires the NetworkPolicies that give the
+// migration Job's pods their egress to exist before the Job runs, every
+// way the Job is run: under a default-deny policy a first install's
+// migration has no egress otherwise. An Argo CD PreSync hook in an earlier
+// sync wave, a Helm hook of a lower weight, and the Job's component label
+// (the documented kubectl apply selects the Job by it).
+func checkMigrationPolicyOrder(j *batchv1.Job, nps []*networkingv1.NetworkPolicy, v *violations) {
+	podLabels := labels.Set(j.Spec.Template.Labels)
+	wave := func(a map[string]string) int {
+		n, _ := strconv.Atoi(a[argoWave])
+		return n
+	}
+	weight := func(a map[string]string) int {
+		n, _ := strconv.Atoi(a[helmWeight])
+		return n
+	}
+	for _, np := range selecting(nps, podLabels) {
+		if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) {
+			continue
+		}
+		a := np.Annotations
+		switch {
+		case strings.Contains(j.Annotations[argoHook], "PreSync") && !strings.Contains(a[argoHook], "PreSync"):
+			v.add("NetworkPolicy %s: Job %s is an Argo CD PreSync hook and the policy it needs is not: Argo CD syncs the policy after the hook, and a first install's migration has no egress under default-deny; make it a PreSync hook in an earlier sync wave", np.Name, j.Name)
+		case strings.Contains(j.Annotations[argoHook], "PreSync") && wave(a) >= wave(j.Annotations):
+			v.add("NetworkPolicy %s: sync wave %d, not before Job %s's %d", np.Name, wave(a), j.Name, wave(j.Annotations))
+		}
+		switch {
+		case j.Annotations[helmHook] != "" && a[helmHook] != j.Annotations[helmHook]:
+			v.add("NetworkPolicy %s: Helm hook %q, want the Job's %q", np.Name, a[helmHook], j.Annotations[helmHook])
+		case j.Annotations[helmHook] != "" && weight(a) >= weight(j.Annotations):
+			v.add("NetworkPolicy %s: Helm hook weight %d, not below Job %s's %d", np.Name, weight(a), j.Name, weight(j.Annotations))
+		}
+		if c := j.Labels[componentLabel]; c != "" && np.Labels[componentLabel] != c {
+			v.add("NetworkPolicy %s: label %s=%q, want the Job's %q: kubectl apply --selector %s=%s applies the Job without it", np.Name, componentLabel, np.Labels[componentLabel], c, componentLabel, c)
+		}
+	}
 }
 
 // checkConnectionBudget requires the most connections the pools can open

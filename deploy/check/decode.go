@@ -65,6 +65,8 @@ func newObject(apiVersion, kind string) runtime.Object {
 		return &egv1a1.SecurityPolicy{}
 	case "gateway.envoyproxy.io/v1alpha1 BackendTrafficPolicy":
 		return &egv1a1.BackendTrafficPolicy{}
+	case "gateway.envoyproxy.io/v1alpha1 ClientTrafficPolicy":
+		return &egv1a1.ClientTrafficPolicy{}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package check
 import (
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -10,12 +11,27 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
-// checkEnvoyGateway checks the Envoy Gateway policies of the route: a
-// SecurityPolicy that verifies tokens of the service's own issuer and
-// audience, lets a request without a token through to the service, and
-// copies the subject into a header; a BackendTrafficPolicy whose rate limit
-// counts by that header and only for requests whose token Envoy verified;
-// and Envoy's own refusals in the service's Error shape.
+// ServiceIdleTimeout is how long the service keeps an idle connection
+// open (its http.Server IdleTimeout): whoever holds connections to it must
+// close them sooner.
+const ServiceIdleTimeout = 120 * time.Second
+
+// MaxJWKSCache is the longest a gateway that verifies tokens may cache the
+// identity provider's keys: Envoy does not refetch them for an unknown
+// kid, so a key must be published that long before it signs.
+const MaxJWKSCache = time.Minute
+
+// defaultJWKSCache is Envoy Gateway's remoteJWKS cache when none is set.
+const defaultJWKSCache = 5 * time.Minute
+
+// checkEnvoyGateway checks the Envoy Gateway policies of the route. A
+// SecurityPolicy that verifies tokens (the service does in any case) must
+// trust the service's own issuer and audience, let a request without a
+// token through to the service, cache the keys briefly, and copy the
+// subject into a header; a BackendTrafficPolicy's rate limit must count by
+// that header and only for requests whose token Envoy verified, with
+// Envoy's refusals in the service's Error shape. Envoy must close idle
+// upstream connections before the service does.
 func checkEnvoyGateway(m *manifests, env map[string]string, v *violations) {
 	routes := map[string]bool{}
 	for _, r := range m.routes {
@@ -37,6 +53,17 @@ func checkEnvoyGateway(m *manifests, env map[string]string, v *violations) {
 		}
 		audiences := strings.Split(env["PLANTSTORE_JWT_AUDIENCE"], ",")
 		for _, p := range jwt.Providers {
+			if p.RemoteJWKS != nil {
+				cache := defaultJWKSCache
+				if d := p.RemoteJWKS.CacheDuration; d != nil {
+					if c, err := time.ParseDuration(string(*d)); err == nil {
+						cache = c
+					}
+				}
+				if cache > MaxJWKSCache {
+					v.add("SecurityPolicy %s: provider %s caches the JWKS for %v: Envoy does not refetch it for an unknown kid, so every token signed with a key published less than that ago is refused; set remoteJWKS.cacheDuration to %v at most and have the identity provider publish a key that long before it signs with it", sp.Name, p.Name, cache, MaxJWKSCache)
+				}
+			}
 			if p.Issuer != env["PLANTSTORE_JWT_ISSUER"] {
 				v.add("SecurityPolicy %s: provider %s trusts issuer %q, the service PLANTSTORE_JWT_ISSUER=%q", sp.Name, p.Name, p.Issuer, env["PLANTSTORE_JWT_ISSUER"])
 			}
@@ -85,6 +112,20 @@ func checkEnvoyGateway(m *manifests, env map[string]string, v *violations) {
 		}) {
 			v.add("BackendTrafficPolicy %s: no responseOverride for Envoy's 429: callers would get an empty body without Retry-After instead of the service's Error shape", bp.Name)
 		}
+	}
+	if len(m.securityPols)+len(m.trafficPols) == 0 {
+		return // not Envoy Gateway
+	}
+	idle := time.Hour // Envoy's default
+	for _, bp := range m.trafficPols {
+		if t := bp.Spec.Timeout; t != nil && t.HTTP != nil && t.HTTP.ConnectionIdleTimeout != nil {
+			if d, err := time.ParseDuration(string(*t.HTTP.ConnectionIdleTimeout)); err == nil {
+				idle = d
+			}
+		}
+	}
+	if idle >= ServiceIdleTimeout {
+		v.add("Envoy keeps idle connections to the service for %v, the service closes them after %v: a request Envoy sends on one as the service closes it fails (503, upstream reset); set a BackendTrafficPolicy's timeout.http.connectionIdleTimeout below %v", idle, ServiceIdleTimeout, ServiceIdleTimeout)
 	}
 }
 
@@ -160,10 +201,12 @@ func checkProduction(m *manifests, main *corev1.Container, env map[string]string
 	if env["PLANTSTORE_RATE_LIMIT"] == "" || env["PLANTSTORE_RATE_LIMIT"] == "0" {
 		v.add("PLANTSTORE_RATE_LIMIT is off: production keeps the per-replica limit as a backstop to the gateway's")
 	}
-	if len(m.routes) > 0 && !slices.ContainsFunc(m.trafficPols, func(p *egv1a1.BackendTrafficPolicy) bool {
+	_, shared := env["PLANTSTORE_REDIS_URL"]
+	atGateway := len(m.routes) > 0 && slices.ContainsFunc(m.trafficPols, func(p *egv1a1.BackendTrafficPolicy) bool {
 		return p.Spec.RateLimit != nil && p.Spec.RateLimit.Global != nil && len(p.Spec.RateLimit.Global.Rules) > 0
-	}) {
-		v.add("HTTPRoute %s: no global rate limit at the gateway: the service's own limit is per replica, N times looser with N replicas", m.routes[0].Name)
+	})
+	if !shared && !atGateway {
+		v.add("no rate limit per subject for the whole deployment: without PLANTSTORE_REDIS_URL the service's PLANTSTORE_RATE_LIMIT holds per replica, N times looser with N replicas, and no gateway rate limit counts by the token's subject")
 	}
 }
 

@@ -335,7 +335,7 @@ func TestBeforePagingRejected(t *testing.T) {
 		defect, overlay, want string
 	}{
 		{"spread counts tainted nodes", "prod", "topology spread on kubernetes.io/hostname is DoNotSchedule without nodeTaintsPolicy: Honor"},
-		{"memory request under the limit", "prod", "container plantstore: memory request 128Mi below its limit 256Mi"},
+		{"memory request under GOMEMLIMIT", "prod", "container plantstore: memory request 128Mi below GOMEMLIMIT (230Mi)"},
 		{"pods without env", "prod", "the pods have no env label"},
 		{"pods without env (dev)", "dev", "the pods have no env label"},
 		{"ServiceMonitor drops env", "prod", "ServiceMonitor plantstore: podTargetLabels must hold env"},
@@ -350,7 +350,7 @@ func TestBeforePagingRejected(t *testing.T) {
 		{"gateway namespace admitted whole", "prod", "admits every pod of the namespaces kubernetes.io/metadata.name=gateway-system to the API port"},
 		{"listener left out of the budget", "prod", "(10 pods + 1 surging) x (PLANTSTORE_DB_MAX_CONNS 4 + 1 listening) + 2 for a migration = 57 PostgreSQL connections, over the budget of 50"},
 		{"production by tag", "prod", `image "ghcr.io/plantstore/plantstore:v0.1.0": production deploys by digest`},
-		{"no rate limit at the gateway", "prod", "HTTPRoute plantstore: no global rate limit at the gateway"},
+		{"no rate limit for the whole deployment", "prod", "no rate limit per subject for the whole deployment"},
 		{"no rate limit in the pods", "prod", "PLANTSTORE_RATE_LIMIT is off"},
 	}
 	for _, tt := range tests {
@@ -422,6 +422,7 @@ func TestViolationsCatch(t *testing.T) {
 		{"untagged migration image", func(o []runtime.Object) { job(o).Spec.Template.Spec.Containers[0].Image = "plantstore" }, "container migrate: image"},
 		{"readiness on API port", func(o []runtime.Object) { ctr(o).ReadinessProbe.HTTPGet.Port = intstr.FromString("http") }, "readinessProbe port http"},
 		{"liveness on /readyz", func(o []runtime.Object) { ctr(o).LivenessProbe.HTTPGet.Path = "/readyz" }, `livenessProbe path "/readyz"`},
+		{"liveness on /healthz, the old name", func(o []runtime.Object) { ctr(o).LivenessProbe.HTTPGet.Path = "/healthz" }, `livenessProbe path "/healthz", want "/livez"`},
 		{"no readiness", func(o []runtime.Object) { ctr(o).ReadinessProbe = nil }, "readinessProbe must be an httpGet"},
 		{"readiness timeout at the check budget", func(o []runtime.Object) { ctr(o).ReadinessProbe.TimeoutSeconds = 5 }, "readinessProbe timeoutSeconds 5s is not above the 5s"},
 		{"readiness timeout defaulted", func(o []runtime.Object) { ctr(o).ReadinessProbe.TimeoutSeconds = 0 }, "readinessProbe timeoutSeconds 1s"},
@@ -524,7 +525,8 @@ func TestViolationsCatch(t *testing.T) {
 			settings(o).Data["OTEL_EXPORTER_OTLP_PROTOCOL"] = "grpc"
 		}, "the trace collector (OTEL_EXPORTER_OTLP_ENDPOINT) (TCP port 14317)"},
 		{"Redis without its egress", func(o []runtime.Object) {
-			settings(o).Data["PLANTSTORE_REDIS_URL"] = "redis://redis-master.redis.svc:6379/0"
+			np := netpolNamed(o, "plantstore")
+			np.Spec.Egress = slices.DeleteFunc(np.Spec.Egress, func(r networkingv1.NetworkPolicyEgressRule) bool { return r.Ports[0].Port.IntVal == 6379 })
 		}, "Deployment plantstore: no egress rule reaches Redis (PLANTSTORE_REDIS_URL) (TCP port 6379)"},
 		{"Redis on another port", func(o []runtime.Object) {
 			settings(o).Data["PLANTSTORE_REDIS_URL"] = "rediss://redis.example.com:6380"
@@ -532,7 +534,7 @@ func TestViolationsCatch(t *testing.T) {
 		{"egress to every port", func(o []runtime.Object) {
 			np := netpolNamed(o, "plantstore")
 			np.Spec.Egress = append(np.Spec.Egress, networkingv1.NetworkPolicyEgressRule{})
-		}, "egress rule 3 allows every port"},
+		}, "egress rule 4 allows every port"},
 		{"migration cannot reach PostgreSQL", func(o []runtime.Object) {
 			np := netpolNamed(o, "plantstore-migrate")
 			np.Spec.Egress = np.Spec.Egress[:1]
@@ -607,9 +609,20 @@ func TestViolationsCatch(t *testing.T) {
 			alertRule(promRule(o), "PlantstoreDown").Annotations["runbook_url"] = "https://github.com/plantstore/plantstore/blob/main/docs/runbooks/outage.md"
 		}, "alert PlantstoreDown: runbook_url https://github.com/plantstore/plantstore/blob/main/docs/runbooks/outage.md is not the runbook of the version deployed (v0.1.0)"},
 		{"production by tag", func(o []runtime.Object) { ctr(o).Image = "ghcr.io/plantstore/plantstore:v0.1.0" }, "production deploys by digest"},
-		{"memory request under the limit", func(o []runtime.Object) {
+		{"memory request under a written GOMEMLIMIT", func(o []runtime.Object) {
 			ctr(o).Resources.Requests[corev1.ResourceMemory] = resource.MustParse("128Mi")
-		}, "container plantstore: memory request 128Mi below its limit 256Mi"},
+			setEnv(ctr(o), corev1.EnvVar{Name: "GOMEMLIMIT", Value: "230MiB"})
+		}, "container plantstore: memory request 128Mi below GOMEMLIMIT (230Mi)"},
+		{"memory request at a third of the limit", func(o []runtime.Object) {
+			ctr(o).Resources.Requests[corev1.ResourceMemory] = resource.MustParse("80Mi")
+		}, "GOMEMLIMIT is 31 % of the memory limit 256Mi"},
+		{"GOMEMLIMIT written out", func(o []runtime.Object) { setEnv(ctr(o), corev1.EnvVar{Name: "GOMEMLIMIT", Value: "230MiB"}) }, "GOMEMLIMIT=230MiB is written out: take it from requests.memory"},
+		{"migration Job memory request under its limit", func(o []runtime.Object) {
+			job(o).Spec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceMemory] = resource.MustParse("64Mi")
+		}, "container migrate: memory request 64Mi below its limit 128Mi"},
+		{"HPA target at the CPU limit", func(o []runtime.Object) {
+			ctr(o).Resources.Requests[corev1.ResourceCPU] = resource.MustParse("1")
+		}, "HorizontalPodAutoscaler plantstore: its target, 1000m (averageUtilization 100 of requests.cpu 1), is within 10 % of the CPU limit 1"},
 		{"spread counting tainted nodes", func(o []runtime.Object) {
 			dep(o).Spec.Template.Spec.TopologySpreadConstraints[1].NodeTaintsPolicy = nil
 		}, "topology spread on kubernetes.io/hostname is DoNotSchedule without nodeTaintsPolicy: Honor"},
@@ -620,6 +633,30 @@ func TestViolationsCatch(t *testing.T) {
 			i := slices.IndexFunc(o, func(x runtime.Object) bool { _, ok := x.(*monitoringv1.Probe); return ok })
 			o[i] = find[*corev1.ServiceAccount](o, "").DeepCopyObject()
 		}, "without a Probe of the public URL"},
+		{"no API Probe", func(o []runtime.Object) {
+			i := slices.IndexFunc(o, func(x runtime.Object) bool { p, ok := x.(*monitoringv1.Probe); return ok && p.Name == "plantstore-api" })
+			o[i] = find[*corev1.ServiceAccount](o, "").DeepCopyObject()
+		}, "without a Probe that calls GET /plants?limit=1 with a token (job plantstore-api-probe)"},
+		{"API Probe of the metadata", func(o []runtime.Object) {
+			p := find[*monitoringv1.Probe](o, "plantstore-api")
+			p.Spec.Targets.StaticConfig.Targets[0] = "https://plants.example.com/.well-known/oauth-protected-resource"
+		}, "Probe plantstore-api: target https://plants.example.com/.well-known/oauth-protected-resource, want the public URL's https://plants.example.com/plants?limit=1"},
+		{"alert without team", func(o []runtime.Object) {
+			delete(alertRule(promRule(o), "PlantstoreDown").Labels, "team")
+		}, "alert PlantstoreDown has no team label"},
+		{"rule merging clusters", func(o []runtime.Object) {
+			a := alertRule(promRule(o), "PlantstoreStoreErrors")
+			a.Expr = intstr.FromString(strings.ReplaceAll(a.Expr.String(), "cluster, ", ""))
+		}, "rule PlantstoreStoreErrors aggregates by (namespace, job, env, store) without cluster"},
+		{"recording rule merging clusters", func(o []runtime.Object) {
+			for g := range promRule(o).Spec.Groups {
+				for i := range promRule(o).Spec.Groups[g].Rules {
+					if r := &promRule(o).Spec.Groups[g].Rules[i]; r.Record == "plantstore:plants_requests:rate1h" {
+						r.Expr = intstr.FromString(`sum by (namespace, job, env) (rate(plantstore_http_requests_total{job="plantstore", route="/plants"}[1h]))`)
+					}
+				}
+			}
+		}, "rule plantstore:plants_requests:rate1h aggregates by (namespace, job, env) without cluster"},
 		{"Probe of another host", func(o []runtime.Object) {
 			probe(o).Spec.Targets.StaticConfig.Targets[0] = "https://plants.other.example/.well-known/oauth-protected-resource"
 		}, "Probe plantstore: target https://plants.other.example/.well-known/oauth-protected-resource, want the public URL's https://plants.example.com/.well-known/oauth-protected-resource"},
@@ -628,23 +665,54 @@ func TestViolationsCatch(t *testing.T) {
 		{"gateway namespace admitted whole", func(o []runtime.Object) {
 			netpolNamed(o, "plantstore-gateway").Spec.Ingress[0].From[0].PodSelector = nil
 		}, "admits every pod of the namespaces kubernetes.io/metadata.name=envoy-gateway-system to the API port"},
-		{"no gateway rate limit", func(o []runtime.Object) { trafficPolicy(o).Spec.RateLimit = nil }, "HTTPRoute plantstore: no global rate limit at the gateway"},
-		{"rate limit on a header no token sets", func(o []runtime.Object) {
-			trafficPolicy(o).Spec.RateLimit.Global.Rules[0].ClientSelectors[0].Headers[0].Name = "x-user"
-		}, "counts by header x-user, which no SecurityPolicy sets"},
-		{"rate limit on requests Envoy did not verify", func(o []runtime.Object) {
-			cs := &trafficPolicy(o).Spec.RateLimit.Global.Rules[0].ClientSelectors[0]
-			cs.Headers = cs.Headers[:1]
-		}, "match Authorization too"},
-		{"no Error shape for Envoy's 429", func(o []runtime.Object) { trafficPolicy(o).Spec.ResponseOverride = nil }, "no responseOverride for Envoy's 429"},
-		{"gateway refusing requests without a token", func(o []runtime.Object) { securityPolicy(o).Spec.JWT.Optional = nil }, "jwt.optional must be true"},
-		{"gateway failing open", func(o []runtime.Object) { securityPolicy(o).Spec.JWT.FailOpen = ptr(true) }, "jwt.failOpen lets a token that does not verify through"},
-		{"gateway trusting another issuer", func(o []runtime.Object) {
-			securityPolicy(o).Spec.JWT.Providers[0].Issuer = "https://sso.example.com/realms/other"
-		}, `trusts issuer "https://sso.example.com/realms/other", the service PLANTSTORE_JWT_ISSUER="https://sso.example.com/realms/plants"`},
-		{"gateway accepting another audience", func(o []runtime.Object) {
-			securityPolicy(o).Spec.JWT.Providers[0].Audiences = []string{"billing"}
-		}, `accepts audience "billing"`},
+		{"no shared limit", func(o []runtime.Object) { dropEnv(ctr(o), "PLANTSTORE_REDIS_URL") }, "no rate limit per subject for the whole deployment"},
+		{"Envoy's idle timeout past the service's", func(o []runtime.Object) {
+			d := gatewayv1.Duration("5m")
+			trafficPolicy(o).Spec.Timeout.HTTP.ConnectionIdleTimeout = &d
+		}, "Envoy keeps idle connections to the service for 5m0s, the service closes them after 2m0s"},
+		{"Envoy's idle timeout by default", func(o []runtime.Object) { trafficPolicy(o).Spec.Timeout = nil }, "Envoy keeps idle connections to the service for 1h0m0s"},
+		{"DNS without NodeLocal DNSCache", func(o []runtime.Object) {
+			np := netpolNamed(o, "plantstore")
+			np.Spec.Egress[0].To = np.Spec.Egress[0].To[:1]
+		}, "Deployment plantstore: DNS egress misses NodeLocal DNSCache"},
+		{"DNS to another namespace's pods", func(o []runtime.Object) {
+			netpolNamed(o, "plantstore").Spec.Egress[0].To[0].PodSelector.MatchLabels["k8s-app"] = "coredns"
+		}, "DNS egress does not reach the cluster's DNS pods"},
+		{"Redis by every address", func(o []runtime.Object) {
+			np := netpolNamed(o, "plantstore")
+			for i, r := range np.Spec.Egress {
+				if r.Ports[0].Port.IntVal == 6379 {
+					np.Spec.Egress[i].To = []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0"}}}
+				}
+			}
+		}, "egress to Redis (PLANTSTORE_REDIS_URL) (TCP port 6379) names no pods, only every address"},
+		{"Redis by its range", func(o []runtime.Object) {
+			np := netpolNamed(o, "plantstore")
+			for i, r := range np.Spec.Egress {
+				if r.Ports[0].Port.IntVal == 6379 {
+					np.Spec.Egress[i].To = []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.20.0.0/24"}}}
+				}
+			}
+		}, ""},
+		{"PostgreSQL by every address", func(o []runtime.Object) {
+			np := netpolNamed(o, "plantstore-migrate")
+			np.Spec.Egress[1].To = np.Spec.Egress[1].To[1:]
+		}, "Job plantstore-migrate: egress to PostgreSQL (TCP port 5432) names no pods"},
+		{"egress to a whole namespace", func(o []runtime.Object) {
+			netpolNamed(o, "plantstore-tracing").Spec.Egress[0].To[0].PodSelector = nil
+		}, "NetworkPolicy plantstore-tracing: egress rule 0 reaches every pod of the namespaces kubernetes.io/metadata.name=observability"},
+		{"migration policy synced after its hook", func(o []runtime.Object) {
+			delete(netpolNamed(o, "plantstore-migrate").Annotations, "argocd.argoproj.io/hook")
+		}, "NetworkPolicy plantstore-migrate: Job plantstore-migrate is an Argo CD PreSync hook and the policy it needs is not"},
+		{"migration policy in the Job's wave", func(o []runtime.Object) {
+			delete(netpolNamed(o, "plantstore-migrate").Annotations, "argocd.argoproj.io/sync-wave")
+		}, "NetworkPolicy plantstore-migrate: sync wave 0, not before Job plantstore-migrate's 0"},
+		{"migration policy after the Helm hook", func(o []runtime.Object) {
+			netpolNamed(o, "plantstore-migrate").Annotations["helm.sh/hook-weight"] = "0"
+		}, "NetworkPolicy plantstore-migrate: Helm hook weight 0, not below Job plantstore-migrate's -5"},
+		{"migration policy not applied with the Job", func(o []runtime.Object) {
+			delete(netpolNamed(o, "plantstore-migrate").Labels, "app.kubernetes.io/component")
+		}, `NetworkPolicy plantstore-migrate: label app.kubernetes.io/component="", want the Job's "migrate"`},
 		{"CORS at the gateway and in the service", func(o []runtime.Object) {
 			settings(o).Data["PLANTSTORE_CORS_ORIGINS"] = "https://app.example.com"
 		}, "responses would carry Access-Control-Allow-Origin twice"},
@@ -657,7 +725,7 @@ func TestViolationsCatch(t *testing.T) {
 			securityPolicy(o).Spec.CORS.AllowOrigins = []egv1a1.Origin{"https://*.example.com"}
 		}, "list exact origins"},
 		{"policy on another route", func(o []runtime.Object) { trafficPolicy(o).Spec.TargetRefs[0].Name = "other" }, "BackendTrafficPolicy plantstore: targets HTTPRoute other"},
-		{"no backstop in the pods", func(o []runtime.Object) { delete(settings(o).Data, "PLANTSTORE_RATE_LIMIT") }, "PLANTSTORE_RATE_LIMIT is off"},
+		{"no limit in the pods", func(o []runtime.Object) { delete(settings(o).Data, "PLANTSTORE_RATE_LIMIT") }, "PLANTSTORE_RATE_LIMIT is off"},
 		{"dashboard over 256 KiB", func(o []runtime.Object) {
 			cm := configMapNamed(o, "plantstore-dashboard")
 			cm.Data["plantstore.json"] += strings.Repeat(" ", 256*1024)
@@ -774,7 +842,9 @@ func promRule(objs []runtime.Object) *monitoringv1.PrometheusRule {
 	return find[*monitoringv1.PrometheusRule](objs, "")
 }
 
-func probe(objs []runtime.Object) *monitoringv1.Probe { return find[*monitoringv1.Probe](objs, "") }
+func probe(objs []runtime.Object) *monitoringv1.Probe {
+	return find[*monitoringv1.Probe](objs, "plantstore")
+}
 
 func securityPolicy(objs []runtime.Object) *egv1a1.SecurityPolicy {
 	return find[*egv1a1.SecurityPolicy](objs, "")
@@ -807,10 +877,11 @@ func objNamespace(o runtime.Object) string {
 	return acc.GetNamespace()
 }
 
-// TestRedisComponent builds the prod overlay with deploy/components/redis
-// on top, as an overlay that shares replay and rate state would: the
-// Redis URL comes from its Secret, the egress policy opens Redis's port,
-// and the whole passes the policy, which refuses it without that port.
+// TestRedisComponent builds the dev overlay with deploy/components/redis
+// on top, as an overlay that shares replay and rate state would (prod
+// takes it): the Redis URL comes from its Secret, the egress policy opens
+// Redis's port to its pods, and the whole passes the policy, which refuses
+// it without that port.
 func TestRedisComponent(t *testing.T) {
 	tmp := t.TempDir()
 	for _, d := range []string{"base", "components", "overlays"} {
@@ -818,17 +889,17 @@ func TestRedisComponent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	dir := filepath.Join(tmp, "overlays", "prod-redis")
+	dir := filepath.Join(tmp, "overlays", "dev-redis")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../prod\ncomponents:\n  - ../../components/redis\n"
+	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../dev\ncomponents:\n  - ../../components/redis\n"
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	objs := build(t, dir)
 	if got := check.Violations(objs); len(got) > 0 {
-		t.Errorf("Violations(prod with Redis):\n  %s", strings.Join(got, "\n  "))
+		t.Errorf("Violations(dev with Redis):\n  %s", strings.Join(got, "\n  "))
 	}
 	var ref *corev1.SecretKeySelector
 	for _, e := range ctr(objs).Env {

@@ -32,6 +32,18 @@ const ProbeJob = "plantstore-probe"
 // metadata, public and answered by the service itself.
 const ProbePath = "/.well-known/oauth-protected-resource"
 
+// APIProbeJob is the job label of the Probe that makes a real call, with a
+// token the blackbox exporter gets from the identity provider; APIProbePath
+// is what it asks for: the smallest list.
+const (
+	APIProbeJob  = "plantstore-api-probe"
+	APIProbePath = "/plants?limit=1"
+)
+
+// AlertLabels are the labels every alert carries besides its severity, for
+// Alertmanager's routes.
+var AlertLabels = []string{"team", "service"}
+
 // checkMonitoring checks the Prometheus Operator objects: one way to
 // scrape (a ServiceMonitor or a PodMonitor), that reaches the admin port,
 // gives job="plantstore", copies the pods' env label and keeps the classic
@@ -56,11 +68,16 @@ func checkMonitoring(m *manifests, podLabels labels.Set, env map[string]string, 
 	for _, r := range m.rules {
 		checkRules(r, v)
 	}
+	jobs := map[string]bool{}
 	for _, p := range m.probes {
 		checkProbeObject(p, podLabels, env, v)
+		jobs[p.Spec.JobName] = true
 	}
-	if len(m.rules) > 0 && len(m.probes) == 0 {
+	if len(m.rules) > 0 && !jobs[ProbeJob] {
 		v.add("the alerts are deployed without a Probe of the public URL: nothing outside the pods would see callers fail, and PlantstoreProbeAbsent would fire")
+	}
+	if len(m.rules) > 0 && !jobs[APIProbeJob] {
+		v.add("the alerts are deployed without a Probe that calls GET %s with a token (job %s): a gateway or identity provider that refuses every token would page nobody, and PlantstoreProbeAbsent would fire", APIProbePath, APIProbeJob)
 	}
 }
 
@@ -72,11 +89,20 @@ func checkEnvCopied(owner string, podTargetLabels []string, v *violations) {
 	}
 }
 
-// checkProbeObject requires the Probe to ask, through the public URL, for
-// the metadata document, under the job the rules read and the pods' env.
+// checkProbeObject requires a Probe to ask, through the public URL, for
+// what its job says, under the pods' env: the metadata document (job
+// plantstore-probe) or GET /plants?limit=1 (job plantstore-api-probe, with
+// a token: its module holds the client credentials).
 func checkProbeObject(p *monitoringv1.Probe, podLabels labels.Set, env map[string]string, v *violations) {
-	if p.Spec.JobName != ProbeJob {
-		v.add("Probe %s: jobName %q, want %q (the rules read it)", p.Name, p.Spec.JobName, ProbeJob)
+	var path string
+	switch p.Spec.JobName {
+	case ProbeJob:
+		path = ProbePath
+	case APIProbeJob:
+		path = APIProbePath
+	default:
+		v.add("Probe %s: jobName %q, want %q or %q (the rules read them)", p.Name, p.Spec.JobName, ProbeJob, APIProbeJob)
+		return
 	}
 	sc := p.Spec.Targets.StaticConfig
 	if sc == nil || len(sc.Targets) == 0 {
@@ -89,8 +115,8 @@ func checkProbeObject(p *monitoringv1.Probe, podLabels labels.Set, env map[strin
 		switch {
 		case perr != nil || err != nil || public.Host == "":
 			v.add("Probe %s: target %q against PLANTSTORE_PUBLIC_URL %q: cannot compare", p.Name, t, env["PLANTSTORE_PUBLIC_URL"])
-		case u.Scheme != public.Scheme || u.Host != public.Host || u.Path != strings.TrimSuffix(public.Path, "/")+ProbePath:
-			v.add("Probe %s: target %s, want the public URL's %s%s (PLANTSTORE_PUBLIC_URL)", p.Name, t, strings.TrimSuffix(public.String(), "/"), ProbePath)
+		case u.Scheme != public.Scheme || u.Host != public.Host || u.RequestURI() != strings.TrimSuffix(public.Path, "/")+path:
+			v.add("Probe %s: target %s, want the public URL's %s%s (PLANTSTORE_PUBLIC_URL)", p.Name, t, strings.TrimSuffix(public.String(), "/"), path)
 		}
 	}
 	if got, want := sc.Labels[EnvLabel], podLabels[EnvLabel]; got != want {
@@ -195,6 +221,13 @@ const (
 // metric, with its matchers if it has any.
 var selectorRe = regexp.MustCompile(`\b(plantstore[_:][a-zA-Z0-9_:]*|up|probe_success|go_[a-z0-9_]+)\b(\{[^}]*\})?`)
 
+// ClusterLabel is the label that tells clusters apart in a Prometheus
+// that holds several (Thanos, Mimir): every aggregation keeps it.
+const ClusterLabel = "cluster"
+
+// groupingRe finds the label lists of "by (...)" and "on (...)".
+var groupingRe = regexp.MustCompile(`\b(by|on)\s*\(([^)]*)\)`)
+
 // dayRangeRe finds ranges of a day or more.
 var dayRangeRe = regexp.MustCompile(`\[\d+[dwy]\]`)
 
@@ -202,11 +235,12 @@ var dayRangeRe = regexp.MustCompile(`\[\d+[dwy]\]`)
 // the overlay chooses, then the runbook's path in the repository.
 var RunbookURLRe = regexp.MustCompile(`^https://\S+/(docs/runbooks/[a-z0-9-]+\.md)(#[a-z0-9-]+)?$`)
 
-// checkRules requires every alert to carry a known severity, a summary, a
-// description and a runbook_url, a "for", to read only series of
-// env="production", and to speak of pods, not instances (but for the probe,
-// whose instance is the URL probed); and rules over a day or more in a
-// group evaluated every few minutes.
+// checkRules requires every alert to carry a known severity, the team and
+// service labels, a summary, a description and a runbook_url, a "for", to
+// read only series of env="production", and to speak of pods, not
+// instances (but for the probes, whose instance is the URL probed); every
+// rule to keep the cluster label through its aggregations; and rules over
+// a day or more in a group evaluated every few minutes.
 func checkRules(r *monitoringv1.PrometheusRule, v *violations) {
 	for _, g := range r.Spec.Groups {
 		interval := time.Duration(0)
@@ -223,8 +257,18 @@ func checkRules(r *monitoringv1.PrometheusRule, v *violations) {
 			if dayRangeRe.MatchString(expr) && (interval < minSlowInterval || interval >= maxSlowInterval) {
 				v.add("PrometheusRule %s: rule %s reads a range of a day or more in group %s, evaluated every %v: put it in a group of its own, every %v to %v", r.Name, name, g.Name, interval, minSlowInterval, maxSlowInterval)
 			}
+			for _, g := range groupingRe.FindAllStringSubmatch(expr, -1) {
+				if !slices.Contains(strings.Fields(strings.ReplaceAll(g[2], ",", " ")), ClusterLabel) {
+					v.add("PrometheusRule %s: rule %s aggregates %s (%s) without %s: a Thanos or Mimir ruler over several clusters would merge them", r.Name, name, g[1], g[2], ClusterLabel)
+				}
+			}
 			if rule.Alert == "" {
 				continue
+			}
+			for _, l := range AlertLabels {
+				if rule.Labels[l] == "" {
+					v.add("PrometheusRule %s: alert %s has no %s label: Alertmanager cannot route it", r.Name, rule.Alert, l)
+				}
 			}
 			if !slices.Contains(Severities, rule.Labels["severity"]) {
 				v.add("PrometheusRule %s: alert %s: severity %q, want one of %v", r.Name, rule.Alert, rule.Labels["severity"], Severities)

@@ -114,12 +114,23 @@ func peerKey(p networkingv1.NetworkPolicyPeer) string {
 	return string(b)
 }
 
+// NodeLocalDNS is the link-local address NodeLocal DNSCache answers on, on
+// every node: a pod's DNS lookups go there on clusters that run it.
+const NodeLocalDNS = "169.254.20.10/32"
+
 // egressNeed is a destination port the pods must reach.
 type egressNeed struct {
 	port     int32
 	protocol corev1.Protocol
 	what     string
+	// pods: the destination may run in the cluster, so a rule must name
+	// its pods; an ipBlock never matches a pod on Cilium or GKE Dataplane
+	// V2.
+	pods bool
 }
+
+// dnsNeed is the egress every pod needs: the cluster's DNS.
+var dnsNeed = egressNeed{53, corev1.ProtocolUDP, "DNS", false}
 
 // egressNeeds returns what the service's settings make it call: DNS
 // always, the identity provider (discovery and JWKS) when its URL is set,
@@ -127,7 +138,7 @@ type egressNeed struct {
 // is (its port, else OTLP's 4318 for HTTP and 4317 for gRPC), Redis when
 // its URL is set (its port, else 6379).
 func egressNeeds(env map[string]string) []egressNeed {
-	needs := []egressNeed{{53, corev1.ProtocolUDP, "DNS"}}
+	needs := []egressNeed{dnsNeed}
 	for _, name := range []string{"PLANTSTORE_JWT_JWKS_URL", "PLANTSTORE_JWT_ISSUER"} {
 		u, err := url.Parse(env[name])
 		if env[name] == "" || err != nil || u.Host == "" {
@@ -140,11 +151,11 @@ func egressNeeds(env map[string]string) []egressNeed {
 		if p, err := strconv.Atoi(u.Port()); err == nil {
 			port = p
 		}
-		needs = append(needs, egressNeed{int32(port), corev1.ProtocolTCP, "the identity provider (" + name + ")"})
+		needs = append(needs, egressNeed{int32(port), corev1.ProtocolTCP, "the identity provider (" + name + ")", false})
 		break
 	}
 	if _, ok := env["PLANTSTORE_DATABASE_URL"]; ok {
-		needs = append(needs, egressNeed{PostgresPort, corev1.ProtocolTCP, "PostgreSQL"})
+		needs = append(needs, egressNeed{PostgresPort, corev1.ProtocolTCP, "PostgreSQL", true})
 	}
 	if v, ok := env["PLANTSTORE_REDIS_URL"]; ok {
 		port := RedisPort
@@ -153,7 +164,7 @@ func egressNeeds(env map[string]string) []egressNeed {
 				port = p
 			}
 		}
-		needs = append(needs, egressNeed{int32(port), corev1.ProtocolTCP, "Redis (PLANTSTORE_REDIS_URL)"})
+		needs = append(needs, egressNeed{int32(port), corev1.ProtocolTCP, "Redis (PLANTSTORE_REDIS_URL)", true})
 	}
 	for _, name := range []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
 		u, err := url.Parse(env[name])
@@ -167,14 +178,17 @@ func egressNeeds(env map[string]string) []egressNeed {
 		if p, err := strconv.Atoi(u.Port()); err == nil {
 			port = p
 		}
-		needs = append(needs, egressNeed{int32(port), corev1.ProtocolTCP, "the trace collector (" + name + ")"})
+		needs = append(needs, egressNeed{int32(port), corev1.ProtocolTCP, "the trace collector (" + name + ")", true})
 		break
 	}
 	return needs
 }
 
 // checkEgress requires the pods' egress to be limited, rule by rule to
-// named ports, and to reach each of needs.
+// named ports, and to reach each of needs: DNS including NodeLocal
+// DNSCache, and a destination that may run in the cluster by its pods. A
+// namespaceSelector alone, which admits every pod of the namespaces, is
+// refused.
 func checkEgress(owner string, nps []*networkingv1.NetworkPolicy, podLabels labels.Set, needs []egressNeed, v *violations) {
 	var rules []networkingv1.NetworkPolicyEgressRule
 	limited := false
@@ -187,6 +201,11 @@ func checkEgress(owner string, nps []*networkingv1.NetworkPolicy, podLabels labe
 			if len(r.Ports) == 0 {
 				v.add("NetworkPolicy %s: egress rule %d allows every port", np.Name, i)
 			}
+			for _, to := range r.To {
+				if to.NamespaceSelector != nil && to.PodSelector == nil {
+					v.add("NetworkPolicy %s: egress rule %d reaches every pod of the namespaces %s: name the pods with a podSelector too", np.Name, i, labels.Set(to.NamespaceSelector.MatchLabels))
+				}
+			}
 			rules = append(rules, r)
 		}
 	}
@@ -195,6 +214,7 @@ func checkEgress(owner string, nps []*networkingv1.NetworkPolicy, podLabels labe
 		return
 	}
 	for _, n := range needs {
+		var peers []networkingv1.NetworkPolicyPeer
 		found := false
 		for _, r := range rules {
 			for _, p := range r.Ports {
@@ -204,11 +224,44 @@ func checkEgress(owner string, nps []*networkingv1.NetworkPolicy, podLabels labe
 				}
 				if p.Port != nil && p.Port.IntVal == n.port && proto == n.protocol {
 					found = true
+					peers = append(peers, r.To...)
 				}
 			}
 		}
-		if !found {
+		switch {
+		case !found:
 			v.add("%s: no egress rule reaches %s (%s port %d)", owner, n.what, n.protocol, n.port)
+		case n == dnsNeed:
+			checkDNSPeers(owner, peers, v)
+		case n.pods && !slices.ContainsFunc(peers, podsOrRange):
+			v.add("%s: egress to %s (%s port %d) names no pods, only every address: on Cilium and GKE Dataplane V2 an ipBlock never matches a pod, so one in the cluster is unreachable; name its pods (namespaceSelector and podSelector), and keep an ipBlock of its range for one outside", owner, n.what, n.protocol, n.port)
 		}
+	}
+}
+
+// podsOrRange reports whether a peer names pods of named namespaces, or an
+// address range short of every address (a destination outside the
+// cluster whose range is known).
+func podsOrRange(p networkingv1.NetworkPolicyPeer) bool {
+	if p.IPBlock != nil {
+		return specificPeer(p)
+	}
+	return p.NamespaceSelector != nil && p.PodSelector != nil && len(p.PodSelector.MatchLabels)+len(p.PodSelector.MatchExpressions) > 0
+}
+
+// checkDNSPeers requires DNS to reach the cluster's DNS pods and NodeLocal
+// DNSCache: its pods and its link-local address.
+func checkDNSPeers(owner string, peers []networkingv1.NetworkPolicyPeer, v *violations) {
+	has := func(app string) bool {
+		return slices.ContainsFunc(peers, func(p networkingv1.NetworkPolicyPeer) bool {
+			return p.NamespaceSelector != nil && p.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] == "kube-system" &&
+				p.PodSelector != nil && p.PodSelector.MatchLabels["k8s-app"] == app
+		})
+	}
+	if !has("kube-dns") {
+		v.add("%s: DNS egress does not reach the cluster's DNS pods (kube-system, k8s-app=kube-dns)", owner)
+	}
+	if !has("node-local-dns") || !slices.ContainsFunc(peers, func(p networkingv1.NetworkPolicyPeer) bool { return p.IPBlock != nil && p.IPBlock.CIDR == NodeLocalDNS }) {
+		v.add("%s: DNS egress misses NodeLocal DNSCache: add the ipBlock %s and the node-local-dns pods (kube-system, k8s-app=node-local-dns), or every lookup times out where it runs", owner, NodeLocalDNS)
 	}
 }

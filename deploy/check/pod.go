@@ -60,11 +60,21 @@ func checkContainer(c corev1.Container, psc *corev1.PodSecurityContext, v *viola
 			v.add("container %s: %s request and limit are both required", c.Name, r)
 			continue
 		}
-		switch {
-		case req.Cmp(lim) > 0:
+		if req.Cmp(lim) > 0 {
 			v.add("container %s: %s request %s above limit %s", c.Name, r, req.String(), lim.String())
-		case r == corev1.ResourceMemory && req.Cmp(lim) != 0:
-			v.add("container %s: memory request %s below its limit %s: the node does not reserve what the pod may use, so memory pressure evicts it or the kernel kills it below its limit; set them equal", c.Name, req.String(), lim.String())
+			continue
+		}
+		if r != corev1.ResourceMemory {
+			continue
+		}
+		// What the container's memory grows to: GOMEMLIMIT for a Go
+		// runtime that has one, else its limit. The node must reserve it.
+		goal, what := lim.Value(), "its limit "+lim.String()
+		if n, ok := goMemLimit(c); ok {
+			goal, what = n, fmt.Sprintf("GOMEMLIMIT (%s)", resource.NewQuantity(n, resource.BinarySI).String())
+		}
+		if req.Value() < goal {
+			v.add("container %s: memory request %s below %s: the node does not reserve what the pod may use, so memory pressure evicts it or the kernel kills it below its limit", c.Name, req.String(), what)
 		}
 	}
 	sc := c.SecurityContext
@@ -152,7 +162,9 @@ func checkMain(c *corev1.Container, env map[string]string, v *violations) {
 		v.add("container %s: want port %s = %d", c.Name, AdminPortName, AdminPort)
 	}
 	checkProbe(c.Name, "readinessProbe", c.ReadinessProbe, "/readyz", v)
-	checkProbe(c.Name, "livenessProbe", c.LivenessProbe, "/healthz", v)
+	// /livez, the Kubernetes name of the service's /healthz: one name in
+	// every manifest, as the docs give it.
+	checkProbe(c.Name, "livenessProbe", c.LivenessProbe, "/livez", v)
 	if p := c.ReadinessProbe; p != nil {
 		timeout := time.Duration(max(p.TimeoutSeconds, 1)) * time.Second
 		if timeout <= ReadyCheckBudget {
@@ -187,37 +199,71 @@ func checkMain(c *corev1.Container, env map[string]string, v *violations) {
 	checkTrustedProxies(env["PLANTSTORE_TRUSTED_PROXIES"], v)
 }
 
-// checkMemLimit requires GOMEMLIMIT to leave headroom under the memory
+// goMemLimit returns the GOMEMLIMIT of c in bytes, as the kubelet and the
+// Go runtime would compute it, when c sets one that can be read.
+func goMemLimit(c corev1.Container) (int64, bool) {
+	for _, e := range c.Env {
+		if e.Name != "GOMEMLIMIT" {
+			continue
+		}
+		switch {
+		case e.ValueFrom == nil:
+			n, err := parseGoMemLimit(e.Value)
+			return n, err == nil
+		case e.ValueFrom.ResourceFieldRef != nil:
+			ref := e.ValueFrom.ResourceFieldRef
+			div := ref.Divisor
+			if !div.IsZero() && div.Cmp(resource.MustParse("1")) != 0 {
+				return 0, false
+			}
+			var q resource.Quantity
+			var ok bool
+			switch ref.Resource {
+			case "limits.memory":
+				q, ok = c.Resources.Limits[corev1.ResourceMemory]
+			case "requests.memory":
+				q, ok = c.Resources.Requests[corev1.ResourceMemory]
+			}
+			return q.Value(), ok
+		}
+	}
+	return 0, false
+}
+
+// checkMemLimit requires GOMEMLIMIT from the container's memory request
+// through the downward API, never a literal that drifts from the
+// resources when they change, and to leave headroom under the memory
 // limit: between 50 and 90 % of it.
 func checkMemLimit(c *corev1.Container, e corev1.EnvVar, v *violations) {
 	limit, ok := c.Resources.Limits[corev1.ResourceMemory]
 	if !ok {
 		return // checkContainer names the missing limit
 	}
-	var goal int64
 	switch {
 	case e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil:
 		ref := e.ValueFrom.ResourceFieldRef
-		if ref.Resource != "limits.memory" {
-			v.add("container %s: GOMEMLIMIT from %s, want a share of limits.memory", c.Name, ref.Resource)
+		if ref.Resource != "limits.memory" && ref.Resource != "requests.memory" {
+			v.add("container %s: GOMEMLIMIT from %s, want requests.memory", c.Name, ref.Resource)
 			return
 		}
 		// GOMEMLIMIT reads a bare number as bytes: any divisor but 1 is a
-		// unit error, and 1 gives all of the limit.
+		// unit error.
 		if div := ref.Divisor; !div.IsZero() && div.Cmp(resource.MustParse("1")) != 0 {
 			v.add("container %s: GOMEMLIMIT divisor must be 1 (bytes), got %s", c.Name, div.String())
 			return
 		}
-		goal = limit.Value()
 	case e.ValueFrom == nil:
-		n, err := parseGoMemLimit(e.Value)
-		if err != nil {
+		if _, err := parseGoMemLimit(e.Value); err != nil {
 			v.add("container %s: GOMEMLIMIT=%q: %v", c.Name, e.Value, err)
 			return
 		}
-		goal = n
+		v.add("container %s: GOMEMLIMIT=%s is written out: take it from requests.memory (resourceFieldRef, divisor 1), so that a change of the pod's memory moves it too", c.Name, e.Value)
 	default:
-		v.add("container %s: GOMEMLIMIT must be a value or a share of limits.memory", c.Name)
+		v.add("container %s: GOMEMLIMIT must come from requests.memory (resourceFieldRef)", c.Name)
+		return
+	}
+	goal, ok := goMemLimit(*c)
+	if !ok {
 		return
 	}
 	share := float64(goal) / float64(limit.Value())
@@ -328,7 +374,7 @@ func checkTopology(owner string, tsc []corev1.TopologySpreadConstraint, podLabel
 
 // fileSettings are the settings that name files the service reads and
 // rereads when they change.
-var fileSettings = []string{"PLANTSTORE_JWT_KEY_FILE", "PLANTSTORE_JWT_HMAC_SECRET_FILE", "PLANTSTORE_JWT_ISSUERS_FILE", "PLANTSTORE_DATA"}
+var fileSettings = []string{"PLANTSTORE_JWT_KEY_FILE", "PLANTSTORE_JWT_HMAC_SECRET_FILE", "PLANTSTORE_JWT_ISSUERS_FILE", "PLANTSTORE_DATA", "PLANTSTORE_DPOP_NONCE_KEY_FILE"}
 
 // checkMounts requires every file setting to point into a volume mounted
 // whole: the kubelet updates a Secret or ConfigMap volume by swapping a

@@ -159,6 +159,9 @@ func Violations(objs []runtime.Object) []string {
 		return v
 	}
 	checkMain(main, env, &v)
+	if hpa != nil {
+		checkCPUTarget(hpa, main, &v)
+	}
 	checkMounts(main, pod.Spec, env, &v)
 	apiService := checkServices(m.services, podLabels, &v)
 	checkRoutes(m.routes, m.ingresses, apiService, &v)
@@ -312,6 +315,28 @@ func checkScaling(d *appsv1.Deployment, hpas []*autoscalingv2.HorizontalPodAutos
 		v.add("no PodDisruptionBudget selects the pods")
 	}
 	return found
+}
+
+// checkCPUTarget requires the autoscaler's CPU target, a share of the
+// pod's CPU request, to leave room under the CPU limit: the autoscaler
+// adds pods only once the pods' use is over 110 % of the target (its
+// default tolerance), which a pod throttled at its limit below that never
+// reaches.
+func checkCPUTarget(h *autoscalingv2.HorizontalPodAutoscaler, c *corev1.Container, v *violations) {
+	util, ok := cpuUtilization(h)
+	if !ok {
+		v.add("HorizontalPodAutoscaler %s: no CPU target of type Utilization", h.Name)
+		return
+	}
+	req, okReq := c.Resources.Requests[corev1.ResourceCPU]
+	lim, okLim := c.Resources.Limits[corev1.ResourceCPU]
+	if !okReq || !okLim {
+		return // checkContainer names them
+	}
+	at := float64(req.MilliValue()) * float64(util) / 100
+	if at*1.1 >= float64(lim.MilliValue()) {
+		v.add("HorizontalPodAutoscaler %s: its target, %.0fm (averageUtilization %d of requests.cpu %s), is within 10 %% of the CPU limit %s: pods throttled at the limit never go far enough past the target to scale out", h.Name, at, util, req.String(), lim.String())
+	}
 }
 
 // checkConfigMapSize keeps every ConfigMap (the dashboard's above all)

@@ -239,13 +239,16 @@ func TestPrometheusAsDeployed(t *testing.T) {
 		"-redis-url", "redis://"+redis.addr)
 	api, admin := waitServing(t, service, "plantstore")
 
-	// Two with an issuers file. The first has two issuers with keys: no
-	// alert may fire for it (with the "default" issuer's keys gauge of a
-	// service that has none, one did, forever). In the second, the issuer
-	// broken never gets a key (its JWKS URL answers nothing): that one
-	// must be found.
+	// Two with an issuers file. The first has two issuers with keys, one
+	// of them the real identity provider the API Probe gets its tokens
+	// from (oidc-provider, by discovery): no alert may fire for it (with
+	// the "default" issuer's keys gauge of a service that has none, one
+	// did, forever). In the second, the issuer broken never gets a key
+	// (its JWKS URL answers nothing): that one must be found.
+	requireTools(t)
+	provider := startIdP(t, dir, freePort(t), "idp", genKey(t, "prometheus-key-1"))
 	var issuerKeys []string
-	for _, name := range []string{"staff", "customers"} {
+	for _, name := range []string{"staff"} {
 		prefix := filepath.Join(dir, name)
 		if out, err := exec.CommandContext(t.Context(), bin, "keygen", "-alg", "ES256", "-out", prefix).CombinedOutput(); err != nil {
 			t.Fatalf("keygen: %v\n%s", err, out)
@@ -260,7 +263,7 @@ func TestPrometheusAsDeployed(t *testing.T) {
 		}
 		return path
 	}
-	good := issuersFile("issuers", fmt.Sprintf("  - name: customers\n    issuer: https://customers.example.com\n    key_file: %s.jwks.json\n", issuerKeys[1]))
+	good := issuersFile("issuers", fmt.Sprintf("  - name: customers\n    issuer: %s\n", provider.issuer))
 	bad := issuersFile("issuers-nokeys", "  - name: broken\n    issuer: https://broken.example.com\n    jwks_url: http://127.0.0.1:1/jwks\n")
 	issuersService := start(t, dir, "plantstore-issuers", bin, "serve", "-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0",
 		"-jwt-issuers-file", good, "-data", data, "-shutdown-delay", "0s")
@@ -273,12 +276,20 @@ func TestPrometheusAsDeployed(t *testing.T) {
 		t.Fatalf("token: %v", err)
 	}
 
-	// The blackbox exporter, with the module the Probe names as the
-	// prometheus-blackbox-exporter chart defines it.
+	// The blackbox exporter, with the modules the Probes name
+	// (deploy/prometheus/blackbox.yml), the API's token URL pointed at the
+	// identity provider and TLS not required (the test speaks plain HTTP).
+	modules := blackboxModules(t)
+	secret := filepath.Join(dir, "client-secret")
+	writeFile(t, secret, []byte("ci-secret\n"))
+	modules["plantstore_api"] = apiModule(t, provider.issuer+"/token", "plantstore-probe", secret)
+	modules["plantstore_api"].(map[string]any)["http"].(map[string]any)["fail_if_not_ssl"] = false
 	bbConfig := filepath.Join(dir, "blackbox.yml")
-	if err := os.WriteFile(bbConfig, []byte("modules:\n  http_2xx:\n    prober: http\n    timeout: 5s\n    http:\n      valid_http_versions: [HTTP/1.1, HTTP/2.0]\n      follow_redirects: true\n      preferred_ip_protocol: ip4\n"), 0o600); err != nil {
+	bb, err := yaml.Marshal(map[string]any{"modules": modules})
+	if err != nil {
 		t.Fatal(err)
 	}
+	writeFile(t, bbConfig, bb)
 	bbAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	start(t, dir, "blackbox", blackbox, "--config.file="+bbConfig, "--web.listen-address="+bbAddr)
 
@@ -320,7 +331,7 @@ func TestPrometheusAsDeployed(t *testing.T) {
 	writeJSON(t, config, map[string]any{
 		"global":         map[string]any{"evaluation_interval": "1s"},
 		"rule_files":     []string{rules},
-		"scrape_configs": []any{job, probeJob(t, bbAddr, "http://"+api)},
+		"scrape_configs": []any{job, probeJob(t, "plantstore", bbAddr, "http://"+api), probeJob(t, "plantstore-api", bbAddr, "http://"+issuersAPI)},
 	})
 	if out, err := exec.CommandContext(t.Context(), "promtool", "check", "config", config).CombinedOutput(); err != nil {
 		t.Fatalf("promtool check config: %v\n%s", err, out)
@@ -394,7 +405,8 @@ func TestPrometheusAsDeployed(t *testing.T) {
 		}
 		slices.Sort(scraped)
 		probeURL := "http://" + bbAddr + "/probe?module=http_2xx&target=http%3A%2F%2F" + strings.ReplaceAll(api, ":", "%3A") + "%2F.well-known%2Foauth-protected-resource"
-		if want := slices.Sorted(slices.Values([]string{"http://" + admin + "/metrics", "http://" + dbAdmin + "/metrics", "http://" + issuersAdmin + "/metrics", "http://" + noKeysAdmin + "/metrics", probeURL})); !slices.Equal(scraped, want) {
+		apiProbeURL := "http://" + bbAddr + "/probe?module=plantstore_api&target=" + url.QueryEscape("http://"+issuersAPI+check.APIProbePath)
+		if want := slices.Sorted(slices.Values([]string{"http://" + admin + "/metrics", "http://" + dbAdmin + "/metrics", "http://" + issuersAdmin + "/metrics", "http://" + noKeysAdmin + "/metrics", probeURL, apiProbeURL})); !slices.Equal(scraped, want) {
 			t.Fatalf("active targets %v, want only the metrics ports %v", scraped, want)
 		}
 		var dropped []string
@@ -456,7 +468,8 @@ func TestPrometheusAsDeployed(t *testing.T) {
 		}
 		wantAlerts := []string{
 			"PlantstoreKeyRefreshFailing pod=" + noKeysPod + " issuer=broken",
-			"PlantstoreNoVerificationKeys pod=" + noKeysPod + " issuer=broken",
+			// One for every replica without keys: no pod named.
+			"PlantstoreNoVerificationKeys pod= issuer=broken",
 		}
 		alerts := func() []string {
 			s, err := p.query(`ALERTS`)
@@ -478,10 +491,12 @@ func TestPrometheusAsDeployed(t *testing.T) {
 		}
 	})
 
-	t.Run("the probe reaches the public URL", func(t *testing.T) {
-		s, err := p.query(`probe_success{job="` + check.ProbeJob + `"}`)
-		if err != nil || len(s) != 1 || s[0].float() != 1 || s[0].Metric["env"] != check.PagingEnv || s[0].Metric["namespace"] != "plantstore" {
-			t.Errorf("probe_success %v (%v), want one series of 1 with env %s and namespace plantstore", s, err, check.PagingEnv)
+	t.Run("the probes reach the public URL", func(t *testing.T) {
+		for _, job := range []string{check.ProbeJob, check.APIProbeJob} {
+			s, err := p.query(`probe_success{job="` + job + `"}`)
+			if err != nil || len(s) != 1 || s[0].float() != 1 || s[0].Metric["env"] != check.PagingEnv || s[0].Metric["namespace"] != "plantstore" {
+				t.Errorf("probe_success of %s %v (%v), want one series of 1 with env %s and namespace plantstore", job, s, err, check.PagingEnv)
+			}
 		}
 	})
 
@@ -541,6 +556,11 @@ func TestPrometheusAsDeployed(t *testing.T) {
 					t.Errorf("panel %q, query %s: no data (%v)\n%s", panel.Title, tg.RefID, err, tg.Expr)
 				}
 			}
+		}
+		// The version variable, which the runbook link names: a version
+		// for every replica.
+		if ok, err := hasData(`group by (version) (plantstore_build_info{namespace=~"$namespace", job="plantstore"})`); !ok || err != nil {
+			t.Errorf("the dashboard's version variable finds no version (%v)", err)
 		}
 		// A panel for a metric the service does not export finds nothing.
 		decoy := `max by (instance) (plantstore_no_such_metric{namespace=~"$namespace", job="plantstore"})`
@@ -655,23 +675,28 @@ func waitListening(t testing.TB, p *process, label string) (api, admin string) {
 }
 
 // probeJob returns the scrape job the Prometheus Operator makes of the
-// prod overlay's Probe (its generateProbeConfig: the job, the module, the
-// static labels and the namespace, the target as a parameter and the
-// instance, the prober as the address), with the prober at proberAddr and
-// the public URL's origin swapped for origin.
-func probeJob(t testing.TB, proberAddr, origin string) map[string]any {
+// Probe name of the prod overlay (its generateProbeConfig: the job, the
+// module, the static labels and the namespace, the target as a parameter
+// and the instance, the prober as the address), with the prober at
+// proberAddr and the public URL's origin swapped for each of origins.
+func probeJob(t testing.TB, name, proberAddr string, origins ...string) map[string]any {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "overlays", "prod", "probe.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	objs, err := check.Decode(b)
-	if err != nil || len(objs) != 1 {
-		t.Fatalf("probe.yaml: %v, %d objects", err, len(objs))
+	if err != nil {
+		t.Fatalf("probe.yaml: %v", err)
 	}
-	pr, ok := objs[0].(*monitoringv1.Probe)
-	if !ok {
-		t.Fatalf("probe.yaml holds a %T", objs[0])
+	var pr *monitoringv1.Probe
+	for _, o := range objs {
+		if p, ok := o.(*monitoringv1.Probe); ok && p.Name == name {
+			pr = p
+		}
+	}
+	if pr == nil {
+		t.Fatalf("probe.yaml holds no Probe %s", name)
 	}
 	sc := pr.Spec.Targets.StaticConfig
 	var targets []string
@@ -680,7 +705,9 @@ func probeJob(t testing.TB, proberAddr, origin string) map[string]any {
 		if err != nil {
 			t.Fatal(err)
 		}
-		targets = append(targets, origin+u.Path)
+		for _, origin := range origins {
+			targets = append(targets, origin+u.RequestURI())
+		}
 	}
 	labels := map[string]string{"namespace": "plantstore"}
 	for k, v := range sc.Labels {

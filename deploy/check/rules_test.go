@@ -60,6 +60,18 @@ func writeRules(t testing.TB, dir string, r *monitoringv1.PrometheusRule, interv
 	return path
 }
 
+// recordingRule returns the recording rule of r named name.
+func recordingRule(r *monitoringv1.PrometheusRule, name string) *monitoringv1.Rule {
+	for g := range r.Spec.Groups {
+		for i := range r.Spec.Groups[g].Rules {
+			if r.Spec.Groups[g].Rules[i].Record == name {
+				return &r.Spec.Groups[g].Rules[i]
+			}
+		}
+	}
+	panic("no recording rule " + name)
+}
+
 func alertRule(r *monitoringv1.PrometheusRule, name string) *monitoringv1.Rule {
 	for g := range r.Spec.Groups {
 		for i := range r.Spec.Groups[g].Rules {
@@ -183,7 +195,7 @@ func TestPromtoolUnitTests(t *testing.T) {
 	tests := []struct {
 		name   string
 		mutate func(r *monitoringv1.PrometheusRule)
-		want   string // "" for success, else the alert whose test must fail
+		want   string // "" for success, else the alert (or expression) whose test must fail
 		test   string // the test that must fail; "" for every test of want
 	}{
 		{"shipped", func(*monitoringv1.PrometheusRule) {}, "", ""},
@@ -199,8 +211,54 @@ func TestPromtoolUnitTests(t *testing.T) {
 			alertRule(r, "PlantstoreAvailabilityBudgetBurnFast").Expr = intstr.FromString("plantstore:availability_errors:ratio_rate5m > (14.4 * 0.001)")
 		}, "PlantstoreAvailabilityBudgetBurnFast", "availability, short burst"},
 		{"keys alert aggregated away from the issuer", func(r *monitoringv1.PrometheusRule) {
-			alertRule(r, "PlantstoreNoVerificationKeys").Expr = intstr.FromString(`sum by (namespace, job, env, pod) (plantstore_jwks_keys{env="production"}) == 0`)
-		}, "PlantstoreNoVerificationKeys", ""},
+			a := alertRule(r, "PlantstoreNoVerificationKeys")
+			a.Expr = intstr.FromString(strings.Replace(a.Expr.String(), "env, issuer) (", "env) (", 1))
+		}, "PlantstoreNoVerificationKeys", "verification keys"},
+		{"keys alert per pod", func(r *monitoringv1.PrometheusRule) {
+			alertRule(r, "PlantstoreNoVerificationKeys").Expr = intstr.FromString(`sum by (cluster, namespace, job, env, pod, issuer) (plantstore_jwks_keys{env="production"}) == 0`)
+		}, "PlantstoreNoVerificationKeys", "verification keys, identity provider outage"},
+		{"availability as one minus good over total", func(r *monitoringv1.PrometheusRule) {
+			for _, w := range []string{"5m", "30m", "1h", "2h", "6h"} {
+				rec := recordingRule(r, "plantstore:availability_errors:ratio_rate"+w)
+				rec.Expr = intstr.FromString(`1 - (sum by (cluster, namespace, job, env) (rate(plantstore_http_requests_total{job="plantstore", route="/plants", code!~"5.."}[` + w + `])) / sum by (cluster, namespace, job, env) (rate(plantstore_http_requests_total{job="plantstore", route="/plants"}[` + w + `])))`)
+			}
+		}, "PlantstoreAvailabilityBudgetBurnFast", "availability, fresh install answering 5xx only"},
+		{"availability as one minus good over total, after a rollout", func(r *monitoringv1.PrometheusRule) {
+			for _, w := range []string{"5m", "30m", "1h", "2h", "6h"} {
+				rec := recordingRule(r, "plantstore:availability_errors:ratio_rate"+w)
+				rec.Expr = intstr.FromString(`1 - (sum by (cluster, namespace, job, env) (rate(plantstore_http_requests_total{job="plantstore", route="/plants", code!~"5.."}[` + w + `])) / sum by (cluster, namespace, job, env) (rate(plantstore_http_requests_total{job="plantstore", route="/plants"}[` + w + `])))`)
+			}
+		}, "PlantstoreAvailabilityBudgetBurnFast", "availability, rollout to a release answering 5xx only"},
+		{"availability errors without the fallback to 0", func(r *monitoringv1.PrometheusRule) {
+			for _, name := range []string{"plantstore:plants_requests_errors:rate5m", "plantstore:availability_errors:ratio_rate5m"} {
+				rec := recordingRule(r, name)
+				rec.Expr = intstr.FromString(regexp.MustCompile(`(?s)\s*or\s*0 \* sum by \([^)]*\) \(rate\([^\]]*\]\)\)`).ReplaceAllString(rec.Expr.String(), ""))
+			}
+		}, "round(plantstore:availability_errors:ratio_rate5m", "healthy"},
+		{"clusters merged", func(r *monitoringv1.PrometheusRule) {
+			for g := range r.Spec.Groups {
+				for i := range r.Spec.Groups[g].Rules {
+					rule := &r.Spec.Groups[g].Rules[i]
+					rule.Expr = intstr.FromString(strings.ReplaceAll(rule.Expr.String(), "cluster, ", ""))
+				}
+			}
+		}, "PlantstoreAvailabilityBudgetBurnFast", "availability, two clusters are not merged"},
+		{"gateway SLI without Envoy's own 503s", func(r *monitoringv1.PrometheusRule) {
+			for _, w := range []string{"5m", "30m", "1h", "6h"} {
+				for _, name := range []string{"requests", "errors"} {
+					rec := recordingRule(r, "plantstore:gateway_"+name+":rate"+w)
+					rec.Expr = intstr.FromString(regexp.MustCompile(`(?s)\s*or\s*rate\(envoy_cluster_upstream_cx_none_healthy\{[^}]*\}\[\w+\]\)`).ReplaceAllString(rec.Expr.String(), ""))
+				}
+			}
+		}, "PlantstoreGatewayBudgetBurnFast", ""},
+		{"gateway alert for every environment", func(r *monitoringv1.PrometheusRule) {
+			a := alertRule(r, "PlantstoreGatewayBudgetBurnFast")
+			a.Expr = intstr.FromString(strings.ReplaceAll(a.Expr.String(), `{env="production"}`, ""))
+		}, "PlantstoreGatewayBudgetBurnFast", ""},
+		{"API probe alert on the metadata probe", func(r *monitoringv1.PrometheusRule) {
+			a := alertRule(r, "PlantstoreAPIProbeFailing")
+			a.Expr = intstr.FromString(strings.ReplaceAll(a.Expr.String(), "plantstore-api-probe", "plantstore-probe"))
+		}, "PlantstoreAPIProbeFailing", ""},
 		{"keys alert for every environment", func(r *monitoringv1.PrometheusRule) {
 			a := alertRule(r, "PlantstoreNoVerificationKeys")
 			a.Expr = intstr.FromString(strings.ReplaceAll(a.Expr.String(), `, env="production"`, ""))
@@ -211,11 +269,11 @@ func TestPromtoolUnitTests(t *testing.T) {
 		}, "PlantstoreAuthFailureSpike", ""},
 		{"fast burn without the minimum of requests", func(r *monitoringv1.PrometheusRule) {
 			a := alertRule(r, "PlantstoreAvailabilityBudgetBurnFast")
-			a.Expr = intstr.FromString(regexp.MustCompile(`(?s)\s*and on \(namespace, job, env\)\s*plantstore:plants_requests:\S+ \* \d+ >= \d+`).ReplaceAllString(a.Expr.String(), ""))
+			a.Expr = intstr.FromString(regexp.MustCompile(`(?s)\s*and on \(cluster, namespace, job, env\)\s*plantstore:plants_requests:\S+ \* \d+ >= \d+`).ReplaceAllString(a.Expr.String(), ""))
 		}, "PlantstoreAvailabilityBudgetBurnFast", "availability, one 503 in 12 requests an hour"},
 		{"latency burn without the minimum of requests", func(r *monitoringv1.PrometheusRule) {
 			a := alertRule(r, "PlantstoreLatencyBudgetBurnFast")
-			a.Expr = intstr.FromString(regexp.MustCompile(`(?s)\s*and on \(namespace, job, env\)\s*plantstore:plants_requests:\S+ \* \d+ >= \d+`).ReplaceAllString(a.Expr.String(), ""))
+			a.Expr = intstr.FromString(regexp.MustCompile(`(?s)\s*and on \(cluster, namespace, job, env\)\s*plantstore:plants_requests:\S+ \* \d+ >= \d+`).ReplaceAllString(a.Expr.String(), ""))
 		}, "PlantstoreLatencyBudgetBurnFast", "latency, two slow requests of 12 an hour"},
 		{"key refresh summed over the replicas", func(r *monitoringv1.PrometheusRule) {
 			a := alertRule(r, "PlantstoreKeyRefreshFailing")
@@ -228,7 +286,7 @@ func TestPromtoolUnitTests(t *testing.T) {
 		}, "PlantstoreDown", ""},
 		{"traffic stopped without the replicas' up", func(r *monitoringv1.PrometheusRule) {
 			a := alertRule(r, "PlantstoreTrafficStopped")
-			a.Expr = intstr.FromString(strings.Replace(a.Expr.String(), "or\n  sum by (namespace, job, env) (up{", "or\n  sum by (namespace, job, env) (up_never{", 1))
+			a.Expr = intstr.FromString(strings.Replace(a.Expr.String(), "or\n  sum by (cluster, namespace, job, env) (up{", "or\n  sum by (cluster, namespace, job, env) (up_never{", 1))
 		}, "PlantstoreTrafficStopped", ""},
 		{"traffic stopped while the replicas are down", func(r *monitoringv1.PrometheusRule) {
 			a := alertRule(r, "PlantstoreTrafficStopped")
@@ -295,7 +353,7 @@ func TestPromtoolUnitTests(t *testing.T) {
 				switch {
 				case tt.want == "" && r.err != nil:
 					t.Errorf("promtool test rules %s: %v\n%s", files[i], r.err, r.out)
-				case tt.want != "" && (r.err == nil || !strings.Contains(string(r.out), "alertname: "+tt.want)):
+				case tt.want != "" && (r.err == nil || !strings.Contains(string(r.out), "alertname: "+tt.want) && !strings.Contains(string(r.out), `expr: "`+tt.want)):
 					t.Errorf("promtool test rules after %s: %v, want a failure of %s\n%s", tt.name, r.err, tt.want, r.out)
 				}
 			}

@@ -12,8 +12,9 @@
 // issuers (the check's "staff" and "customers"), even with the same kid.
 //
 // Clients, all with secret ci-secret, their tokens' sub the client_id:
-// plantstore-ci (scope plants:read), plantstore-writer (scope plants:write
-// only) and plantstore-dpop (plants:read, DPoP only, RFC 9449: its token
+// plantstore-ci and plantstore-probe (the blackbox exporter's client of
+// deploy/prometheus/blackbox.yml; scope plants:read), plantstore-writer
+// (scope plants:write only) and plantstore-dpop (plants:read, DPoP only, RFC 9449: its token
 // requests need a DPoP proof and its tokens carry cnf.jkt, the thumbprint
 // of the proof's key; dpop-client.mjs is such a client).
 //
@@ -51,6 +52,7 @@ if (mode === 'genkey') {
     jwks,
     clients: [
       client('plantstore-ci', 'plants:read'),
+      client('plantstore-probe', 'plants:read'),
       client('plantstore-writer', 'plants:write'),
       { ...client('plantstore-dpop', 'plants:read'), dpop_bound_access_tokens: true },
       {

@@ -19,21 +19,14 @@
 --          database disagree (docs/operations.md). One has LOGIN, the other
 --          NOLOGIN between rotations. Each may hold at most :budget
 --          connections, the Deployment's plantstore/postgres-connection-budget.
--- deploy/check/database_test.go runs this file against a real PostgreSQL.
+-- The database :db and its grants are database.sql's, which this file
+-- includes. deploy/check/database_test.go runs both against a real
+-- PostgreSQL.
 
 CREATE ROLE :"owner" LOGIN PASSWORD :'owner_password';
 CREATE ROLE :"reader" NOLOGIN;
 CREATE ROLE :"login_a" LOGIN PASSWORD :'a_password' CONNECTION LIMIT :budget IN ROLE :"reader";
 CREATE ROLE :"login_b" NOLOGIN CONNECTION LIMIT :budget IN ROLE :"reader";
 
-CREATE DATABASE :"db" OWNER :"owner";
-REVOKE ALL ON DATABASE :"db" FROM PUBLIC;
-GRANT CONNECT ON DATABASE :"db" TO :"reader";
-
-\connect :"db"
--- The migrations create their tables in the public schema, which the
--- database owner owns (PostgreSQL 15 and later; before, revoke CREATE on it
--- from PUBLIC too). Tables the owner creates from now on are readable by
--- the reader group, and only readable.
-REVOKE CREATE ON SCHEMA public FROM PUBLIC;
-ALTER DEFAULT PRIVILEGES FOR ROLE :"owner" IN SCHEMA public GRANT SELECT ON TABLES TO :"reader";
+-- The database and its grants: database.sql, which a restore runs alone.
+\ir database.sql

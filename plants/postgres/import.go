@@ -137,12 +137,6 @@ func ImportWith(ctx context.Context, dsn string, c *plants.Catalog, o ImportOpti
 	return res, nil
 }
 
-// DefaultMaxCatalogBytes is the catalog size, in bytes of text, that
-// "plantstore import" allows by default: with the memory that the text's
-// index and a reload's second copy take beside it, about what the base
-// Deployment's 256 MiB holds.
-const DefaultMaxCatalogBytes = 24 << 20
-
 // A SizeError refuses an import that would leave a catalog larger than
 // the limit it was given.
 type SizeError struct {
@@ -152,7 +146,7 @@ type SizeError struct {
 }
 
 func (e *SizeError) Error() string {
-	return fmt.Sprintf("the catalog would hold %d bytes of text, over the limit of %d: every replica holds it in memory, twice during a reload (raise -max-catalog-bytes once the replicas' memory limit allows it)", e.Bytes, e.Limit)
+	return fmt.Sprintf("the catalog would hold %d bytes of text, over the limit of %d: every replica holds it in memory, twice during a reload (raise the replicas' memory and -replica-memory with it, or set -max-catalog-bytes)", e.Bytes, e.Limit)
 }
 
 // catalogBytes is the size that ImportOptions.MaxBytes limits, of ps alone.

@@ -2,17 +2,19 @@
 // the server at TEST_DATABASE_URL (default the local test database), and a
 // TCP proxy that can cut the connection to it.
 //
-// Tests skip when the server cannot be reached, unless TEST_REQUIRE_DB=1,
-// which .ci/run sets: then they fail. [Main] ends the test run with the
-// number skipped and how to give them a server.
+// Tests skip when the server cannot be reached or refuses them, unless
+// TEST_REQUIRE_DB=1, which .ci/run sets: then they fail. Either way the
+// message tells a server that did not answer from a database that does not
+// exist and from a refused login, with the fix for each. [Main] ends the
+// test run with the number skipped and why.
 package pgtest
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"os"
@@ -23,6 +25,9 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/plantstore/plantstore/observability/testenv"
 )
 
 // DefaultDSN is the server tests use unless TEST_DATABASE_URL names
@@ -30,66 +35,93 @@ import (
 const DefaultDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 
 // BaseDSN returns the test server's DSN. It skips the test when the server
-// cannot be reached, unless TEST_REQUIRE_DB=1, which makes that a failure.
+// cannot be reached or refuses the connection, with [Check]'s reason and
+// fix, unless TEST_REQUIRE_DB=1, which makes that a failure.
 func BaseDSN(t testing.TB) string {
 	t.Helper()
 	dsn := dsnOf()
-	conn, err := pgx.Connect(t.Context(), dsn)
-	if err != nil {
+	if err := Check(t.Context(), dsn); err != nil {
 		if os.Getenv("TEST_REQUIRE_DB") == "1" {
-			t.Fatalf("test database unreachable (TEST_REQUIRE_DB=1): %v", err)
+			t.Fatalf("%v (TEST_REQUIRE_DB=1 makes this a failure)", err)
 		}
 		skipped.Add(1)
-		t.Skipf("test database unreachable (set TEST_DATABASE_URL): %v", err)
+		why.CompareAndSwap(nil, &err)
+		t.Skip(err)
 	}
-	conn.Close(context.Background())
 	return dsn
 }
 
-// skipped counts the tests of this test binary that BaseDSN skipped.
-var skipped atomic.Int64
+var (
+	// skipped counts the tests of this test binary that BaseDSN skipped,
+	// and why holds the reason of the first.
+	skipped atomic.Int64
+	why     atomic.Pointer[error]
+)
+
+// Check connects to the server of dsn and returns nil, or an error that
+// says which of these it met, and what to do about it: no server
+// answered; the server has no such database (SQLSTATE 3D000); it refused
+// the password (28P01) or the role (28000); or another refusal. The error
+// names the server, the role and the database, never the password.
+func Check(ctx context.Context, dsn string) error {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return fmt.Errorf("TEST_DATABASE_URL is not a PostgreSQL DSN: %v", err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err == nil {
+		return conn.Close(context.Background())
+	}
+	where := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+	var (
+		pe  *pgconn.PgError
+		ope *net.OpError
+	)
+	switch {
+	case errors.As(err, &pe) && pe.Code == "3D000":
+		return fmt.Errorf("the PostgreSQL at %s has no database %q (SQLSTATE 3D000): create it (createdb -h %s -p %d -U %s %s), or set TEST_DATABASE_URL to a database that exists",
+			where, cfg.Database, cfg.Host, cfg.Port, cfg.User, cfg.Database)
+	case errors.As(err, &pe) && pe.Code == "28P01":
+		return fmt.Errorf("the PostgreSQL at %s refused the password of role %q (SQLSTATE 28P01): put the role's password in TEST_DATABASE_URL (postgres://%s:PASSWORD@%s/%s) or in ~/.pgpass",
+			where, cfg.User, cfg.User, where, cfg.Database)
+	case errors.As(err, &pe) && pe.Code == "28000":
+		return fmt.Errorf("the PostgreSQL at %s refused role %q: %s (SQLSTATE 28000): set the user of TEST_DATABASE_URL to a role that may log in to %q from here (the server's pg_hba.conf says which)",
+			where, cfg.User, pe.Message, cfg.Database)
+	case errors.As(err, &pe):
+		return fmt.Errorf("the PostgreSQL at %s refused the connection as role %q to database %q: %s (SQLSTATE %s)", where, cfg.User, cfg.Database, pe.Message, pe.Code)
+	case errors.As(err, &ope) && ope.Op == "dial":
+		return fmt.Errorf("no PostgreSQL answered at %s (%v): start one (docs/postgres.md runs one in a container), or set TEST_DATABASE_URL to a server's DSN (default %s)", where, ope.Err, DefaultDSN)
+	}
+	return fmt.Errorf("cannot connect to the PostgreSQL at %s: %v", where, err)
+}
 
 // Main runs the tests of m, as a TestMain does, and when some were
-// skipped for want of a database, ends with one line that says how many
-// and how to give them one; a run that skipped none prints nothing. It
-// returns the exit status for os.Exit.
+// skipped for want of a database, ends with one line that says how many,
+// why and what to do, where the reader of a passing run sees it
+// ([testenv.Print]); a run that skipped none prints nothing. It returns
+// the exit status for os.Exit.
 func Main(m *testing.M) int {
 	code := m.Run()
-	if s := Summary(); s != "" {
-		fmt.Fprintln(summaryOut(), s)
-	}
+	testenv.Print(Summary())
 	return code
 }
 
-// summaryOut is where Main writes its line. "go test ./..." shows the
-// output of a package that passed only with -v; without it the line goes
-// to the terminal the tests were started from, when there is one, so that
-// a run without a database says so where its reader looks.
-func summaryOut() io.Writer {
-	if testing.Verbose() {
-		return os.Stdout
-	}
-	if tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0); err == nil {
-		return tty
-	}
-	return os.Stdout
-}
-
-// Summary returns the line Main prints, or "" when no test was skipped.
+// Summary returns the line Main prints, or "" when no test was skipped:
+// how many tests were skipped, and the reason [Check] gave for the first.
 func Summary() string {
 	n := skipped.Load()
 	if n == 0 {
 		return ""
 	}
-	where := "the test database"
-	if cfg, err := pgx.ParseConfig(dsnOf()); err == nil {
-		where = net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
-	}
 	tests := "tests were"
 	if n == 1 {
 		tests = "test was"
 	}
-	return fmt.Sprintf("%d %s skipped: no PostgreSQL answered at %s. Set TEST_DATABASE_URL to a server's DSN (default %s) to run them; docs/postgres.md starts one.", n, tests, where, DefaultDSN)
+	reason := "the test database did not answer"
+	if err := why.Load(); err != nil {
+		reason = (*err).Error()
+	}
+	return fmt.Sprintf("%d %s skipped: %s.", n, tests, reason)
 }
 
 // dsnOf returns TEST_DATABASE_URL, or DefaultDSN.
