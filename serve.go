@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -168,7 +169,7 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 		return vf, err
 	}
 	if vf.nonces = opts.Nonces; vf.nonces != nil {
-		bg.wait(vf.nonces.Watch(bg.ctx, log))
+		bg.wait(watchNonceKey(bg.ctx, cfg.NonceKeyFile, vf.nonces, log))
 	}
 	if opts.Shared, err = openShared(bg, cfg, reg, log); err != nil {
 		return vf, err
@@ -206,6 +207,16 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 	go func() { vf.issuers.Wait(); close(done) }()
 	bg.wait(done)
 	return vf, nil
+}
+
+// watchNonceKey reads the DPoP nonce key file at path again whenever it
+// changes, as a key file is watched (see keys.WatchFile): a rotated Secret
+// is followed without SIGHUP, the previous key's nonces accepted for one
+// lifetime. It returns a channel closed once the watch stopped with ctx.
+func watchNonceKey(ctx context.Context, path string, n *dpop.Nonces, log *zap.Logger) <-chan struct{} {
+	return keys.WatchFile(ctx, path, log.With(zap.String("source", path)), func() {
+		_, _ = n.ReloadLogged(log, time.Now())
+	})
 }
 
 // openShared connects the shared state of -redis-url, nil without it; it

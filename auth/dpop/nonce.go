@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/plantstore/plantstore/observability/setting"
 )
 
@@ -184,6 +186,22 @@ func (n *Nonces) Reload(now time.Time) (changed bool, err error) {
 	}
 	n.keys.Store(&nonceKeys{cur: newNonceKey(secret), prev: old.cur, prevUntil: now.Add(n.lifetime)})
 	return true, nil
+}
+
+// ReloadLogged reloads n at now ([Nonces.Reload]) and logs a rotation or
+// a refusal; it returns what Reload returned. The log names the file,
+// never the key. It is what a watch of the key file (a mounted Secret
+// updated, no SIGHUP) and SIGHUP call.
+func (n *Nonces) ReloadLogged(log *zap.Logger, now time.Time) (changed bool, err error) {
+	changed, err = n.Reload(now)
+	switch {
+	case err != nil:
+		log.Error("DPoP nonce key reload refused; the previous key keeps serving", zap.String("source", n.path), zap.Error(err))
+	case changed:
+		log.Info("DPoP nonce key rotated; nonces of the previous key are accepted for one lifetime more",
+			zap.String("source", n.path), zap.Duration("dpop_nonce_lifetime", n.lifetime))
+	}
+	return changed, err
 }
 
 // stepOf returns the time step of t.

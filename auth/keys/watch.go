@@ -22,21 +22,32 @@ const (
 
 // Watch reads f again whenever what it was read from changes after Watch
 // returns, until ctx is done, and returns a channel closed once it has
-// stopped. It watches the
-// directory of the path and that of the file a link resolves to, which
-// sees the link swap by which Kubernetes updates a mounted Secret or
-// ConfigMap as well as an edit in place, and reads the file every minute
-// besides. Each read is a [KeyFile.Reload]: the same bytes change nothing,
-// new keys are logged, and a bad file is logged while the keys serving
-// stay.
+// stopped (see [WatchFile]). Each read is a [KeyFile.Reload]: the same
+// bytes change nothing, new keys are logged, and a bad file is logged
+// while the keys serving stay.
 func (f *KeyFile) Watch(ctx context.Context, log *zap.Logger) <-chan struct{} {
 	if log == nil {
 		log = zap.NewNop()
 	}
 	// ReloadLogged names the source on its own lines; the watch's own
 	// warnings name it here. One key, once, on every line.
-	reloadLog := log
-	log = log.With(zap.Stringer("source", f))
+	return WatchFile(ctx, f.path, log.With(zap.Stringer("source", f)), func() {
+		_, _ = f.ReloadLogged(log)
+	})
+}
+
+// WatchFile calls reload whenever the file at path may have changed after
+// WatchFile returns (watchSettle after the last event of a burst), and
+// every minute besides, until ctx is done; the channel it returns is
+// closed once it has stopped. It watches the directory of path and that
+// of the file a link resolves to (and path itself when it is a
+// directory), adding those a link swap brings, which sees the link swap
+// by which Kubernetes updates a mounted Secret or ConfigMap as well as an
+// edit in place; the periodic read serves file systems that send no
+// events, and the distroless image, which has no shell to send SIGHUP
+// from. Without inotify it polls only. log, which names the file, takes
+// the watch's own warnings.
+func WatchFile(ctx context.Context, path string, log *zap.Logger, reload func()) <-chan struct{} {
 	done := make(chan struct{})
 	var events <-chan fsnotify.Event
 	var errs <-chan error
@@ -44,8 +55,8 @@ func (f *KeyFile) Watch(ctx context.Context, log *zap.Logger) <-chan struct{} {
 	if err != nil {
 		log.Warn("cannot watch for changes; reading every minute and on SIGHUP", zap.Error(err))
 	} else {
-		// Before Watch returns: a change made after it is seen.
-		f.watchDirs(w, log)
+		// Before WatchFile returns: a change made after it is seen.
+		watchDirs(w, path, log)
 		events, errs = w.Events, w.Errors
 	}
 	go func() {
@@ -74,24 +85,24 @@ func (f *KeyFile) Watch(ctx context.Context, log *zap.Logger) <-chan struct{} {
 					log.Warn("watching for changes", zap.Error(err))
 				}
 			case <-settle.C:
-				_, _ = f.ReloadLogged(reloadLog)
+				reload()
 				if w != nil {
-					f.watchDirs(w, log)
+					watchDirs(w, path, log)
 				}
 			case <-poll.C:
-				_, _ = f.ReloadLogged(reloadLog)
+				reload()
 			}
 		}
 	}()
 	return done
 }
 
-// watchDirs adds to w the directories whose events can mean that f
+// watchDirs adds to w the directories whose events can mean that path
 // changed: the path's own (and the path itself when it is a directory),
 // and the same for where its links lead now.
-func (f *KeyFile) watchDirs(w *fsnotify.Watcher, log *zap.Logger) {
-	paths := []string{f.path}
-	if resolved, err := filepath.EvalSymlinks(f.path); err == nil && resolved != f.path {
+func watchDirs(w *fsnotify.Watcher, path string, log *zap.Logger) {
+	paths := []string{path}
+	if resolved, err := filepath.EvalSymlinks(path); err == nil && resolved != path {
 		paths = append(paths, resolved)
 	}
 	var dirs []string
