@@ -232,16 +232,19 @@ func (v *Verifier) route(token string) (*issuer, Authenticator, *Error) {
 		}
 		return t.opaque, t.opaque.opaque, nil
 	}
-	if t.unnamed != nil {
-		return t.unnamed, t.unnamed.jws, nil
-	}
-	iss, ok := peekIssuer(token)
-	if !ok {
-		return nil, nil, invalidToken(ReasonMalformed)
-	}
-	is := t.byIss[iss]
+	is := t.unnamed
 	if is == nil {
-		return nil, nil, invalidToken(ReasonUnknownIssuer)
+		iss, ok := peekIssuer(token)
+		if !ok {
+			return nil, nil, invalidToken(ReasonMalformed)
+		}
+		if is = t.byIss[iss]; is == nil {
+			return nil, nil, invalidToken(ReasonUnknownIssuer)
+		}
+	}
+	if is.jws == nil {
+		// An issuer of opaque tokens only.
+		return nil, nil, invalidToken(ReasonMalformed)
 	}
 	return is, is.jws, nil
 }

@@ -19,9 +19,11 @@ func (v *Verifier) KeysReady() []KeyStatus {
 	all := v.issuers.Load().all
 	out := make([]KeyStatus, 0, len(all))
 	for _, is := range all {
-		err := is.jws.Ready(now)
-		if err == nil && is.opaque != nil {
-			err = is.opaque.Ready(now)
+		var err error
+		for _, a := range [...]Authenticator{is.jws, is.opaque} {
+			if a != nil && err == nil {
+				err = a.Ready(now)
+			}
 		}
 		out = append(out, KeyStatus{Issuer: is.name, Err: err})
 	}

@@ -33,7 +33,8 @@ type Issuer struct {
 	Config Config
 	// JWS trusts the issuer's tokens in JWS compact form, to which their
 	// iss routes them (or which all go to the unnamed issuer): by their
-	// signature with the issuer's keys, see package jws.
+	// signature with the issuer's keys, see package jws. Nil refuses them
+	// as malformed; an issuer has a JWS or an Opaque Trust, or both.
 	JWS Trust
 	// Opaque, when set, trusts the tokens that are not a JWS: they go to
 	// the one issuer whose Opaque is set. With none, such a token is
@@ -126,7 +127,7 @@ type issuer struct {
 	cfg  Config
 	// trusts are the Issuer's JWS and Opaque, which made jws and opaque.
 	trusts     [2]Trust
-	jws        Authenticator
+	jws        Authenticator // nil: it takes no JWS
 	opaque     Authenticator // nil: it takes no opaque tokens
 	rules      []rule        // the rules on the claims cfg sets
 	groupsPath []string
@@ -195,7 +196,7 @@ func NewVerifier(o Options, issuers ...Issuer) (*Verifier, error) {
 // no blank audience, no groups claim with an empty path element, a
 // required scope that is one RFC 6749 scope token; token types among any,
 // at+jwt and jwt (any alone), no blank client, no negative MaxLifetime or
-// MaxStale; at most one issuer with an Opaque Trust; JWS not nil, static keys (a key set, a key file, an HMAC
+// MaxStale; at most one issuer with an Opaque Trust; a JWS or an Opaque Trust; static keys (a key set, a key file, an HMAC
 // secret file) of which at least one fits the issuer's algorithms, and,
 // with MaxStale, fetched keys whose refresh period (with its jitter) and
 // fetch timeout fit within it; MTLS required only with a ClientCertHeader. Each refusal of a setting is a
@@ -360,7 +361,7 @@ func issuerOfDocument(u *url.URL) (string, bool) {
 // newIssuer returns is, checked by CheckIssuers, ready to verify, or the
 // equal issuer of old.
 func (v *Verifier) newIssuer(is Issuer, old *issuerTable) (*issuer, error) {
-	if is.JWS == nil {
+	if is.JWS == nil && is.Opaque == nil {
 		if is.Name != "" {
 			return nil, fmt.Errorf("issuer %s: no key source", is.Name)
 		}
@@ -371,8 +372,10 @@ func (v *Verifier) newIssuer(is Issuer, old *issuerTable) (*issuer, error) {
 	// file read since may have lost the keys of the issuer's algorithms).
 	now := func() time.Time { return v.now() }
 	var err error
-	if n.jws, err = is.JWS.Authenticator(is.Config, now); err != nil {
-		return nil, issuerOf(err, is.Name)
+	if is.JWS != nil {
+		if n.jws, err = is.JWS.Authenticator(is.Config, now); err != nil {
+			return nil, issuerOf(err, is.Name)
+		}
 	}
 	if is.Opaque != nil {
 		if n.opaque, err = is.Opaque.Authenticator(is.Config, now); err != nil {
