@@ -231,5 +231,5 @@ func (c Config) Token(subject string, groups []string, now time.Time, ttl time.D
 	for _, r := range c.rules() {
 		r.pass(claims)
 	}
-	return c.MintType(), claims, nil
+	return c.mintType(), claims, nil
 }

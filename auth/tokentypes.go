@@ -38,9 +38,9 @@ func otherJWT(t string) bool {
 	return strings.HasSuffix(t, "+jwt") && t != typeAT
 }
 
-// MintType returns the typ a token made for an issuer of c carries to be
+// mintType returns the typ a token made for an issuer of c carries to be
 // accepted: "at+jwt", or "JWT" when c's TokenTypes take only that.
-func (c Config) MintType() string {
+func (c Config) mintType() string {
 	for _, t := range c.TokenTypes {
 		if n := normalType(strings.TrimSpace(t)); n == typeAT || n == typeAny {
 			return "at+jwt"

@@ -671,8 +671,8 @@ func BenchmarkVerify(b *testing.B) {
 	}
 }
 
-// TestConfigMintType: a token made for an issuer carries a type it takes.
-func TestConfigMintType(t *testing.T) {
+// TestConfigTokenType: a token made for an issuer carries a type it takes.
+func TestConfigTokenType(t *testing.T) {
 	for _, tt := range []struct {
 		types []string
 		want  string
@@ -682,8 +682,9 @@ func TestConfigMintType(t *testing.T) {
 		{[]string{"jwt", "application/AT+JWT"}, "at+jwt"},
 		{[]string{"JWT"}, "JWT"},
 	} {
-		if got := (auth.Config{TokenTypes: tt.types}).MintType(); got != tt.want {
-			t.Errorf("Config{TokenTypes: %q}.MintType() = %q; want %q", tt.types, got, tt.want)
+		got, _, err := auth.Config{TokenTypes: tt.types}.Token("alice", nil, time.Now(), time.Minute)
+		if err != nil || got != tt.want {
+			t.Errorf("Config{TokenTypes: %q}.Token's typ = %q, %v; want %q", tt.types, got, err, tt.want)
 		}
 	}
 }

@@ -67,7 +67,7 @@ func FuzzDPoPProof(f *testing.F) {
 	}
 	good := jwt.MapClaims{"jti": "j1", "htm": "GET", "htu": uri, "iat": now.Unix(), "ath": ath}
 	keyFile := filepath.Join(f.TempDir(), "nonce.key")
-	if err := os.WriteFile(keyFile, []byte(strings.Repeat("n", MinNonceKey)), 0o600); err != nil {
+	if err := os.WriteFile(keyFile, []byte(strings.Repeat("n", minNonceKey)), 0o600); err != nil {
 		f.Fatal(err)
 	}
 	nonces, err := LoadNonces(keyFile, 4*time.Minute)

@@ -24,9 +24,9 @@ import (
 // DefaultNonceLifetime is how long a DPoP server nonce is accepted.
 const DefaultNonceLifetime = 5 * time.Minute
 
-// MinNonceKey is the shortest key of DPoP server nonces, in bytes: the
+// minNonceKey is the shortest key of DPoP server nonces, in bytes: the
 // output size of the HMAC-SHA256 that makes them.
-const MinNonceKey = 32
+const minNonceKey = 32
 
 // minNonceLifetime is the shortest nonce lifetime: a second a step.
 const minNonceLifetime = nonceSteps * time.Second
@@ -118,7 +118,7 @@ func (k *nonceKey) mac(step int64, out []byte) {
 }
 
 // LoadNonces reads the nonce key at path, a file of at least
-// [MinNonceKey] bytes (one trailing "\n" dropped, as for an HMAC secret
+// 32 bytes (one trailing "\n" dropped, as for an HMAC secret
 // file), and returns the Nonces it makes, accepted for lifetime (0 means
 // [DefaultNonceLifetime]). Errors are *[setting.Error]s that name the file,
 // never the key.
@@ -160,8 +160,8 @@ func readNonceKey(path string) ([]byte, error) {
 		return fail(fmt.Errorf("over %d bytes", maxNonceKeyFile))
 	}
 	secret := bytes.TrimSuffix(b, []byte("\n"))
-	if len(secret) < MinNonceKey {
-		return fail(fmt.Errorf("key of %d bytes, want at least %d", len(secret), MinNonceKey))
+	if len(secret) < minNonceKey {
+		return fail(fmt.Errorf("key of %d bytes, want at least %d", len(secret), minNonceKey))
 	}
 	return secret, nil
 }

@@ -11,10 +11,10 @@ import (
 	"strings"
 )
 
-// MinHMACSecret is the shortest HMAC secret accepted, in bytes. RFC 7518
+// minHMACSecret is the shortest HMAC secret accepted, in bytes. RFC 7518
 // §3.2 requires a key of at least the hash output size: 256 bits for
 // HS256, the weakest algorithm the secret enables.
-const MinHMACSecret = 32
+const minHMACSecret = 32
 
 // maxHMACSecrets bounds the secrets of an HMAC secret directory: a few
 // are enough to overlap a rotation.
@@ -25,7 +25,7 @@ const maxHMACSecrets = 16
 // overlap (a Kubernetes Secret mounted as a volume is such a directory).
 // Exactly one trailing "\n" of a secret is dropped (a "\r" before it
 // stays, as do further newlines); an empty secret or one under
-// [MinHMACSecret] bytes is an error. The secret of a file has no kid; the
+// 32 bytes (RFC 7518 §3.2) is an error. The secret of a file has no kid; the
 // secrets of a directory are named by their file names, which tokens must
 // carry as kid when more than one fits their algorithm. In a
 // directory, names starting with "." (Kubernetes' own ..data links) are
@@ -115,8 +115,8 @@ func readHMACSecret(path string) ([]byte, error) {
 	switch {
 	case len(secret) == 0:
 		return nil, errors.New("secret is empty")
-	case len(secret) < MinHMACSecret:
-		return nil, fmt.Errorf("secret of %d bytes, want at least %d (RFC 7518 §3.2)", len(secret), MinHMACSecret)
+	case len(secret) < minHMACSecret:
+		return nil, fmt.Errorf("secret of %d bytes, want at least %d (RFC 7518 §3.2)", len(secret), minHMACSecret)
 	}
 	return secret, nil
 }

@@ -23,9 +23,9 @@ import (
 const (
 	DefaultJWKSRefresh    = 15 * time.Minute
 	DefaultJWKSMinRefresh = 30 * time.Second
-	DefaultJWKSTimeout    = 10 * time.Second
-	DefaultJWKSMinBackoff = time.Second
-	DefaultJWKSMaxBackoff = 30 * time.Second
+	defaultJWKSTimeout    = 10 * time.Second
+	defaultJWKSMinBackoff = time.Second
+	defaultJWKSMaxBackoff = 30 * time.Second
 )
 
 // jwksAccept is the Accept header of a JWKS request: RFC 7517 §8.5 names
@@ -206,9 +206,9 @@ func (o *JWKSOptions) setDefaults() error {
 		v    *time.Duration
 		def  time.Duration
 	}{
-		{"timeout", &o.Timeout, DefaultJWKSTimeout},
-		{"min backoff", &o.MinBackoff, DefaultJWKSMinBackoff},
-		{"max backoff", &o.MaxBackoff, DefaultJWKSMaxBackoff},
+		{"timeout", &o.Timeout, defaultJWKSTimeout},
+		{"min backoff", &o.MinBackoff, defaultJWKSMinBackoff},
+		{"max backoff", &o.MaxBackoff, defaultJWKSMaxBackoff},
 	} {
 		if *d.v < 0 {
 			return fmt.Errorf("jwks %s: negative duration %v", d.name, *d.v)
