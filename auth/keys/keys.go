@@ -108,6 +108,11 @@ func (s *KeySet) Len() int {
 	return len(s.all)
 }
 
+// Key returns the key of s for kid and alg; a KeySet is a static [Keys].
+func (s *KeySet) Key(_ context.Context, kid, alg string) (Key, error) {
+	return s.Lookup(kid, alg)
+}
+
 // Lookup returns the key that verifies a token with the given kid and alg.
 // With a kid, it is the key of that kid that fits alg ([ErrUnknownKey] when
 // no key has the kid, [ErrKeyMismatch] when none of them fits). Without a

@@ -1,7 +1,6 @@
 package keys
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/rsa"
@@ -40,9 +39,4 @@ func Thumbprint(pub any) (string, error) {
 	}
 	sum := sha256.Sum256([]byte(canon))
 	return b64(sum[:]), nil
-}
-
-// Key returns the key of s for kid and alg; a KeySet is a static [Keys].
-func (s *KeySet) Key(_ context.Context, kid, alg string) (Key, error) {
-	return s.Lookup(kid, alg)
 }
