@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/mint"
 	"github.com/plantstore/plantstore/observability/testenv"
 	"github.com/plantstore/plantstore/plants"
 	"github.com/plantstore/plantstore/plants/postgres"
@@ -68,7 +68,7 @@ func newSigner(t testing.TB) signer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := auth.ParsePrivateKey(data)
+	key, err := mint.ParsePrivateKey(data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func newSigner(t testing.TB) signer {
 
 func (s signer) token(t testing.TB, sub string, groups []string) string {
 	t.Helper()
-	tok, err := auth.Mint(s.key, "EdDSA", auth.MintClaims{Subject: sub, Groups: groups, TTL: time.Hour})
+	tok, err := mint.Mint(s.key, "EdDSA", mint.Claims{Subject: sub, Groups: groups, TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,9 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/jws"
+	"github.com/plantstore/plantstore/auth/keys"
+	"github.com/plantstore/plantstore/auth/mint"
 	"github.com/plantstore/plantstore/observability"
 	"github.com/plantstore/plantstore/plants"
 )
@@ -70,19 +73,19 @@ func benchTracedEngine(tb testing.TB, catalog *plants.Catalog, logTo io.Writer, 
 	am := auth.NewMetrics(reg)
 	pm := plants.NewMetrics(reg)
 	var (
-		keys   []auth.Key
+		verify []keys.Key
 		tokens = map[string]string{}
 	)
 	for _, alg := range algs {
-		priv, _, err := auth.GenerateKey(alg)
+		priv, _, err := mint.GenerateKey(alg)
 		if err != nil {
 			tb.Fatal(err)
 		}
-		kid, err := auth.Thumbprint(priv.Public())
+		kid, err := keys.Thumbprint(priv.Public())
 		if err != nil {
 			tb.Fatal(err)
 		}
-		keys = append(keys, auth.Key{ID: kid, Algorithm: alg, Public: priv.Public()})
+		verify = append(verify, keys.Key{ID: kid, Algorithm: alg, Public: priv.Public()})
 		tokens[alg] = benchToken(tb, priv, alg, "alice", "gardeners")
 	}
 	cfg := auth.Config{
@@ -90,7 +93,7 @@ func benchTracedEngine(tb testing.TB, catalog *plants.Catalog, logTo io.Writer, 
 		Audiences:     []string{"plantstore"},
 		RequiredScope: "plants:read",
 	}
-	v, err := auth.NewVerifier(auth.Options{Leeway: 30 * time.Second}, auth.Issuer{Config: cfg, Keys: auth.NewKeySet(keys)})
+	v, err := auth.NewVerifier(auth.Options{Leeway: 30 * time.Second}, auth.Issuer{Config: cfg, JWS: jws.New(keys.NewKeySet(verify))})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -103,7 +106,7 @@ func benchTracedEngine(tb testing.TB, catalog *plants.Catalog, logTo io.Writer, 
 
 func benchToken(tb testing.TB, priv crypto.Signer, alg, sub string, groups ...string) string {
 	tb.Helper()
-	token, err := auth.Mint(priv, alg, auth.MintClaims{
+	token, err := mint.Mint(priv, alg, mint.Claims{
 		Subject:  sub,
 		Issuer:   "https://issuer.example",
 		Audience: []string{"plantstore"},

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/dpop"
 	"github.com/plantstore/plantstore/plants/postgres"
 )
 
@@ -121,7 +122,7 @@ func TestCapacityInputsMatchCode(t *testing.T) {
 	}
 	// The replay cache's bytes: the model's measured figure within the
 	// bound the guard counts.
-	if full := in["replay_entries"] * in["replay_entry_bytes"]; full > auth.ReplayCacheBytes || full < auth.ReplayCacheBytes*9/10 {
-		t.Errorf("inputs: a full replay cache of %v bytes, the guard counts %d", full, auth.ReplayCacheBytes)
+	if full := in["replay_entries"] * in["replay_entry_bytes"]; full > dpop.ReplayCacheBytes || full < dpop.ReplayCacheBytes*9/10 {
+		t.Errorf("inputs: a full replay cache of %v bytes, the guard counts %d", full, dpop.ReplayCacheBytes)
 	}
 }

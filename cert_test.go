@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/edge"
 )
 
 // TestTokenCert: token -cert binds the token to the first certificate of
@@ -35,7 +35,7 @@ func TestTokenCert(t *testing.T) {
 	if err := os.WriteFile(keyFile, client.KeyPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	x5t := auth.CertificateThumbprint(client.DER)
+	x5t := edge.CertificateThumbprint(client.DER)
 	for _, tt := range []struct {
 		name string
 		args []string

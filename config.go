@@ -11,11 +11,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/dpop"
+	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/auth/redisstate"
-	"github.com/plantstore/plantstore/observability"
+	"github.com/plantstore/plantstore/observability/setting"
 	"github.com/plantstore/plantstore/plants/api"
 	"github.com/plantstore/plantstore/plants/postgres"
 )
@@ -34,7 +35,7 @@ type serveConfig struct {
 	// JWT is the policy of the unnamed issuer the -jwt-* flags define,
 	// and Keys where its keys come from.
 	JWT  auth.Config
-	Keys auth.KeySource
+	Keys keys.KeySource
 	// Verify holds what every issuer shares; CacheBytes (0 turns the
 	// cache off), PublicURL and TrustedProxies join it in
 	// verifierOptions.
@@ -76,26 +77,25 @@ type serveConfig struct {
 	// rows is the table the config was read with, set how each setting
 	// got its value, and values the flags, for the usage errors that name
 	// a setting.
-	rows   settings
+	rows   settingRows
 	set    parsedFlags
 	values *flag.FlagSet
 }
 
-// A setting is one row of the table of settings: a flag, the
+// A settingRow is one row of the table of settings: a flag, the
 // PLANTSTORE_* variable it falls back to (envName of the flag), its
 // default, its help, and the key that names it where the flag is not
-// known: in the errors of the constructor that takes it and, for a
-// setting that is also one issuer's, in the issuers file. Adding a row is
-// all a new setting needs: the flag, its variable, -h, the check for
-// unknown variables and the usage error of a refused value all read the
-// table.
-type setting struct {
+// known: in the *setting.Error of the constructor that refuses it and,
+// for a setting that is also one issuer's, in the issuers file. Adding a
+// row is all a new setting needs: the flag, its variable, -h, the check
+// for unknown variables and the usage error of a refused value all read
+// the table.
+type settingRow struct {
 	// flag is the flag's name, kebab-case.
 	flag string
-	// key is the snake_case name constructors cite when they refuse the
-	// value: auth.ConfigError.Field, postgres.OptionError.Field in snake
-	// case. For a setting of one issuer it is also its field in the
-	// issuers file.
+	// key is the snake_case name a constructor's *setting.Error cites
+	// when it refuses the value. For a setting of one issuer it is also
+	// its key in the issuers file.
 	key string
 	// issuer is whether the setting is also one issuer's.
 	issuer issuerScope
@@ -111,9 +111,6 @@ type setting struct {
 	secret bool
 	// noEnv marks the flag that reads no variable (-dev).
 	noEnv bool
-	// refused is the error a constructor refuses the value with, when it
-	// is no *ConfigError or *OptionError (a sentinel).
-	refused error
 }
 
 // issuerScope says how a setting relates to the issuers of an issuers
@@ -121,23 +118,23 @@ type setting struct {
 type issuerScope int
 
 const (
-	// global settings apply to every issuer.
-	global issuerScope = iota
-	// perIssuer settings are the -jwt-* issuer's; -jwt-issuers-file, which
-	// sets them per issuer, excludes them.
-	perIssuer
-	// issuerDefault settings are the -jwt-* issuer's, and the default of
+	// everyIssuer settings apply to every issuer.
+	everyIssuer issuerScope = iota
+	// flagIssuer settings are the -jwt-* issuer's alone;
+	// -jwt-issuers-file, whose issuers set them each, excludes them.
+	flagIssuer
+	// fileDefault settings are the -jwt-* issuer's, and the default of
 	// the issuers of -jwt-issuers-file that leave them out.
-	issuerDefault
+	fileDefault
 )
 
-// settings is a table of settings.
-type settings []setting
+// settingRows is a table of settings.
+type settingRows []settingRow
 
 // serveSettings returns the table of serve's settings, in the order -h
 // lists them (by flag name).
-func serveSettings() settings {
-	return settings{
+func serveSettings() settingRows {
+	return settingRows{
 		{flag: "addr", key: "addr", def: ":8080", help: "API listen address (127.0.0.1:8080 with -dev)",
 			value: func(c *serveConfig) flag.Value { return addrFlag{&c.Addr} }},
 		{flag: "admin-addr", key: "admin_addr", def: ":9090", help: "admin listen address: /metrics, /livez, /readyz, /openapi.json, /docs (127.0.0.1:9090 with -dev)",
@@ -162,70 +159,70 @@ func serveSettings() settings {
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.DB.QueryTimeout} }},
 		{flag: "dev", key: "dev", noEnv: true, help: "development mode: ephemeral signing key, sample tokens printed at start, on loopback unless -addr or -admin-addr say otherwise",
 			value: func(c *serveConfig) flag.Value { return boolFlag{&c.Dev} }},
-		{flag: "dpop-algorithms", key: "dpop_algorithms", def: strings.Join(auth.DefaultDPoPAlgorithms(), ","), help: "algorithms a DPoP proof may be signed with, a comma list of asymmetric ones (never an HMAC or none), which the DPoP challenge and the resource metadata name",
+		{flag: "dpop-algorithms", key: "dpop_algorithms", def: strings.Join(dpop.DefaultAlgorithms(), ","), help: "algorithms a DPoP proof may be signed with, a comma list of asymmetric ones (never an HMAC or none), which the DPoP challenge and the resource metadata name",
 			value: func(c *serveConfig) flag.Value { return listFlag{items: &c.Verify.DPoPAlgorithms} }},
 		{flag: "dpop-nonce-key-file", key: "dpop_nonce_key_file", help: "secret of at least 32 bytes, the same file on every replica, that makes DPoP server nonces (RFC 9449 §9): every DPoP proof must then carry one issued within -dpop-nonce-lifetime (401 use_dpop_nonce with a DPoP-Nonce header otherwise); read again when it changes (a mounted Secret updated) and on SIGHUP, the previous key's nonces then accepted for one lifetime",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.NonceKeyFile} }},
-		{flag: "dpop-nonce-lifetime", key: "dpop_nonce_lifetime", def: auth.DefaultNonceLifetime.String(), help: "how long a DPoP server nonce is accepted after it was issued (from 3/4 of it to all of it); with -dpop-nonce-key-file",
-			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.NonceLifetime, nonNegative: true} }},
+		{flag: "dpop-nonce-lifetime", key: "dpop_nonce_lifetime", def: dpop.DefaultNonceLifetime.String(), help: "how long a DPoP server nonce is accepted after it was issued (from 3/4 of it to all of it); with -dpop-nonce-key-file",
+			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.NonceLifetime} }},
 		{flag: "dpop-window", key: "dpop_window", def: auth.DefaultDPoPWindow.String(), help: "how old a DPoP proof may be, by its iat (the leeway comes on top)",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.Verify.DPoPWindow} }},
-		{flag: "jwks-max-stale", key: "max_stale", issuer: issuerDefault, help: "how long fetched keys keep verifying when no fetch succeeds (then 401 keys_unavailable and /readyz 503), for the -jwt-* issuer and the issuers of -jwt-issuers-file that say nothing; keys are then refreshed at least every half of it; keys read from files are not bounded; 0 keeps the last good keys for as long as fetches fail",
+		{flag: "jwks-max-stale", key: "max_stale", issuer: fileDefault, help: "how long fetched keys keep verifying when no fetch succeeds (then 401 keys_unavailable and /readyz 503), for the -jwt-* issuer and the issuers of -jwt-issuers-file that say nothing; keys are then refreshed at least every half of it; keys read from files are not bounded; 0 keeps the last good keys for as long as fetches fail",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.JWT.MaxStale} }},
-		{flag: "jwks-min-refresh", key: "min_refresh", def: auth.DefaultJWKSMinRefresh.String(), help: "minimum time between JWKS fetches for unknown kids",
+		{flag: "jwks-min-refresh", key: "min_refresh", def: keys.DefaultJWKSMinRefresh.String(), help: "minimum time between JWKS fetches for unknown kids",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.JWKSMinRefresh} }},
-		{flag: "jwks-refresh", key: "refresh", def: auth.DefaultJWKSRefresh.String(), help: "JWKS background refresh period (with jitter)",
+		{flag: "jwks-refresh", key: "refresh", def: keys.DefaultJWKSRefresh.String(), help: "JWKS background refresh period (with jitter)",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.JWKSRefresh} }},
-		{flag: "jwt-algorithms", key: "algorithms", issuer: perIssuer, help: "allowed algorithms, comma list (default: " + strings.Join(auth.DefaultAlgorithms(), ",") + ")",
+		{flag: "jwt-algorithms", key: "algorithms", issuer: flagIssuer, help: "allowed algorithms, comma list (default: " + strings.Join(auth.DefaultAlgorithms(), ",") + ")",
 			value: func(c *serveConfig) flag.Value { return listFlag{items: &c.JWT.Algorithms} }},
-		{flag: "jwt-audience", key: "audiences", issuer: perIssuer, help: "accepted audiences, comma list (aud must contain one)",
+		{flag: "jwt-audience", key: "audiences", issuer: flagIssuer, help: "accepted audiences, comma list (aud must contain one)",
 			value: func(c *serveConfig) flag.Value { return listFlag{items: &c.JWT.Audiences} }},
 		{flag: "jwt-cache-bytes", key: "cache_bytes", def: strconv.Itoa(auth.DefaultCacheBytes), help: "memory of the verified-token cache, everything counted (0 turns it off)",
 			value: func(c *serveConfig) flag.Value { return sizeFlag{&c.CacheBytes} }},
-		{flag: "jwt-clients", key: "clients", issuer: issuerDefault, help: "clients tokens must be issued to, comma list, for the -jwt-* issuer and the issuers of -jwt-issuers-file that say nothing: their client_id, or azp without it, must be one (401 client otherwise; default: any client)",
+		{flag: "jwt-clients", key: "clients", issuer: fileDefault, help: "clients tokens must be issued to, comma list, for the -jwt-* issuer and the issuers of -jwt-issuers-file that say nothing: their client_id, or azp without it, must be one (401 client otherwise; default: any client)",
 			value: func(c *serveConfig) flag.Value { return listFlag{items: &c.JWT.Clients} }},
-		{flag: "jwt-dpop", key: "dpop", issuer: issuerDefault, def: auth.DPoPOptional.String(), help: "DPoP (RFC 9449) for the -jwt-* issuer, and for issuers of -jwt-issuers-file that say nothing: off, optional or required",
+		{flag: "jwt-dpop", key: "dpop", issuer: fileDefault, def: auth.DPoPOptional.String(), help: "DPoP (RFC 9449) for the -jwt-* issuer, and for issuers of -jwt-issuers-file that say nothing: off, optional or required",
 			value: func(c *serveConfig) flag.Value { return modeFlag{&c.JWT.DPoP} }},
-		{flag: "jwt-groups-claim", key: "groups_claim", issuer: perIssuer, def: "groups", help: "claim holding the caller's groups; dotted path for nested claims",
+		{flag: "jwt-groups-claim", key: "groups_claim", issuer: flagIssuer, def: "groups", help: "claim holding the caller's groups; dotted path for nested claims",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.JWT.GroupsClaim} }},
-		{flag: "jwt-hmac-secret-file", key: "hmac_secret_file", issuer: perIssuer, help: "HMAC secret file (enables HS256/384/512), or a directory of several, each file a secret whose name is its kid; read again when it changes and on SIGHUP",
+		{flag: "jwt-hmac-secret-file", key: "hmac_secret_file", issuer: flagIssuer, help: "HMAC secret file (enables HS256/384/512), or a directory of several, each file a secret whose name is its kid; read again when it changes and on SIGHUP",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.Keys.HMACSecretFile} }},
-		{flag: "jwt-issuer", key: "issuer", issuer: perIssuer, secret: true, help: "required iss; without another key source, the OIDC issuer to discover keys from",
+		{flag: "jwt-issuer", key: "issuer", issuer: flagIssuer, secret: true, help: "required iss; without another key source, the OIDC issuer to discover keys from",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.JWT.Issuer} }},
 		{flag: "jwt-issuers-file", key: "issuers", help: "YAML file of several issuers, each with its keys and rules, reloaded on SIGHUP; replaces the per-issuer -jwt-* flags",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.IssuersFile} }},
-		{flag: "jwt-jwks-url", key: "jwks_url", issuer: perIssuer, secret: true, help: "JWKS URL (http or https)",
+		{flag: "jwt-jwks-url", key: "jwks_url", issuer: flagIssuer, secret: true, help: "JWKS URL (http or https)",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.Keys.JWKSURL} }},
-		{flag: "jwt-key-file", key: "key_file", issuer: perIssuer, help: "JWKS JSON or PEM public keys file, read again when it changes and on SIGHUP",
+		{flag: "jwt-key-file", key: "key_file", issuer: flagIssuer, help: "JWKS JSON or PEM public keys file, read again when it changes and on SIGHUP",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.Keys.KeyFile} }},
 		{flag: "jwt-leeway", key: "leeway", def: "30s", help: "clock skew allowed on exp, nbf and iat",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.Verify.Leeway} }},
 		{flag: "jwt-max-groups", key: "max_groups", def: strconv.Itoa(auth.DefaultMaxGroups), help: "most groups a token may carry (401 too_many_groups beyond)",
 			value: func(c *serveConfig) flag.Value { return intFlag[int]{v: &c.Verify.MaxGroups, min: 1} }},
-		{flag: "jwt-max-lifetime", key: "max_lifetime", issuer: issuerDefault, help: "longest lifetime of tokens, for the -jwt-* issuer and the issuers of -jwt-issuers-file that say nothing: exp after iat, or after now without iat (401 lifetime beyond); 0 turns the check off",
+		{flag: "jwt-max-lifetime", key: "max_lifetime", issuer: fileDefault, help: "longest lifetime of tokens, for the -jwt-* issuer and the issuers of -jwt-issuers-file that say nothing: exp after iat, or after now without iat (401 lifetime beyond); 0 turns the check off",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.JWT.MaxLifetime} }},
-		{flag: "jwt-mtls", key: "mtls", issuer: issuerDefault, def: auth.MTLSOptional.String(), help: "certificate-bound tokens (RFC 8705) for the -jwt-* issuer, and for issuers of -jwt-issuers-file that say nothing: off (refused), optional, or required (every token must be bound to the request's client certificate; needs -client-cert-header)",
+		{flag: "jwt-mtls", key: "mtls", issuer: fileDefault, def: auth.MTLSOptional.String(), help: "certificate-bound tokens (RFC 8705) for the -jwt-* issuer, and for issuers of -jwt-issuers-file that say nothing: off (refused), optional, or required (every token must be bound to the request's client certificate; needs -client-cert-header)",
 			value: func(c *serveConfig) flag.Value { return modeFlag{&c.JWT.MTLS} }},
-		{flag: "jwt-required-scope", key: "required_scope", issuer: issuerDefault, help: "scope every token must carry (403 otherwise)",
+		{flag: "jwt-required-scope", key: "required_scope", issuer: fileDefault, help: "scope every token must carry (403 otherwise)",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.JWT.RequiredScope} }},
-		{flag: "jwt-token-types", key: "token_types", issuer: issuerDefault, def: "any", help: "JOSE typ tokens must carry, comma list, for the -jwt-* issuer and the issuers of -jwt-issuers-file that say nothing: any (no typ, JWT or at+jwt), or at+jwt and/or jwt (401 token_type otherwise); a typ naming another kind of JWT (dpop+jwt, secevent+jwt, ...) is refused whatever this says",
+		{flag: "jwt-token-types", key: "token_types", issuer: fileDefault, def: "any", help: "JOSE typ tokens must carry, comma list, for the -jwt-* issuer and the issuers of -jwt-issuers-file that say nothing: any (no typ, JWT or at+jwt), or at+jwt and/or jwt (401 token_type otherwise); a typ naming another kind of JWT (dpop+jwt, secevent+jwt, ...) is refused whatever this says",
 			value: func(c *serveConfig) flag.Value { return listFlag{items: &c.JWT.TokenTypes} }},
-		{flag: "log-format", key: "log_format", def: "json", refused: observability.ErrLogFormat, help: "json or console",
+		{flag: "log-format", key: "log_format", def: "json", help: "json or console",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.LogFormat} }},
-		{flag: "log-level", key: "log_level", def: "info", refused: observability.ErrLogLevel, help: "debug, info, warn or error",
+		{flag: "log-level", key: "log_level", def: "info", help: "debug, info, warn or error",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.LogLevel} }},
 		{flag: "pprof", key: "pprof", help: "serve net/http/pprof on the admin listener",
 			value: func(c *serveConfig) flag.Value { return boolFlag{&c.Pprof} }},
 		{flag: "public-url", key: "public_url", secret: true, help: "URL callers reach the API at (the gateway's), which DPoP proofs name and /.well-known/oauth-protected-resource describes (default: each request's scheme and host)",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.PublicURL} }},
 		{flag: "rate-burst", key: "burst", def: "20", help: "requests a caller may send at once before -rate-limit applies",
-			value: func(c *serveConfig) flag.Value { return intFlag[int]{v: &c.RateBurst, min: 1} }},
+			value: func(c *serveConfig) flag.Value { return intFlag[int]{v: &c.RateBurst} }},
 		{flag: "rate-limit", key: "rate", help: "requests a second per caller (token bucket); 0 turns the limit off",
 			value: func(c *serveConfig) flag.Value {
 				return numberFlag{&c.RateLimit, "a number of requests a second, such as 10 or 0.5"}
 			}},
 		{flag: "redis-timeout", key: "redis_timeout", def: redisstate.DefaultTimeout.String(), help: "time a call to -redis-url may take; past it, and while Redis fails, each replica uses its own replay cache and rate limit",
-			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.RedisTimeout, nonNegative: true} }},
+			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.RedisTimeout, positive: true} }},
 		{flag: "redis-url", key: "redis_url", secret: true, help: "Redis or Valkey (redis:// or rediss://) that replicas share DPoP replay and -rate-limit state in (default: each replica keeps its own)",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.RedisURL} }},
 		{flag: "shutdown-delay", key: "shutdown_delay", def: "5s", help: "time the API keeps serving after SIGTERM while /readyz is 503 (0 with -dev)",
@@ -242,7 +239,7 @@ func serveSettings() settings {
 }
 
 // row returns the row of the flag name, nil when t has none.
-func (t settings) row(name string) *setting {
+func (t settingRows) row(name string) *settingRow {
 	for i := range t {
 		if t[i].flag == name {
 			return &t[i]
@@ -253,7 +250,7 @@ func (t settings) row(name string) *setting {
 
 // define adds the flags of t to fs, bound to the fields of c and set to
 // their defaults.
-func (t settings) define(fs *flag.FlagSet, c *serveConfig) {
+func (t settingRows) define(fs *flag.FlagSet, c *serveConfig) {
 	for _, s := range t {
 		v := s.value(c)
 		if s.def != "" {
@@ -266,9 +263,9 @@ func (t settings) define(fs *flag.FlagSet, c *serveConfig) {
 }
 
 // keySource reports whether the row names where the -jwt-* issuer's keys
-// come from (auth.KeySources).
-func (s setting) keySource() bool {
-	return s.issuer != global && slices.Contains(auth.KeySources(), s.key)
+// come from (keys.KeySources).
+func (s settingRow) keySource() bool {
+	return s.issuer != everyIssuer && slices.Contains(keys.KeySources(), s.key)
 }
 
 // parseServeFlags reads the serve settings from args and their PLANTSTORE_*
@@ -280,7 +277,7 @@ func parseServeFlags(args []string, e env, stderr io.Writer) (serveConfig, error
 // parse reads the settings of t from args and e. Each value is checked by
 // its flag, or later by the constructor it goes to; parse checks how they
 // combine.
-func (t settings) parse(args []string, e env, stderr io.Writer) (serveConfig, error) {
+func (t settingRows) parse(args []string, e env, stderr io.Writer) (serveConfig, error) {
 	c := serveConfig{rows: t}
 	c.values = flag.NewFlagSet("serve", flag.ContinueOnError)
 	t.define(c.values, &c)
@@ -292,7 +289,7 @@ func (t settings) parse(args []string, e env, stderr io.Writer) (serveConfig, er
 	if len(rest) > 0 {
 		return c, usagef("serve: unexpected argument %q", rest[0])
 	}
-	for _, check := range []func() error{c.dev, c.stores, c.issuers, c.keySources, c.redis} {
+	for _, check := range []func() error{c.dev, c.stores, c.issuers, c.keySources} {
 		if err := check(); err != nil {
 			return c, err
 		}
@@ -340,21 +337,6 @@ func (c *serveConfig) stores() error {
 	return nil
 }
 
-// redis refuses a -redis-url that is not a redis:// or rediss:// URL and
-// a zero -redis-timeout.
-func (c *serveConfig) redis() error {
-	if c.RedisTimeout <= 0 {
-		return c.invalid(c.rows.row("redis-timeout"), errors.New("must be positive"))
-	}
-	if c.RedisURL == "" {
-		return nil
-	}
-	if _, err := redisstate.ParseURL(c.RedisURL); err != nil {
-		return c.invalid(c.rows.row("redis-url"), err)
-	}
-	return nil
-}
-
 // issuers refuses the settings of the -jwt-* issuer beside an issuers
 // file, which configures every issuer.
 func (c *serveConfig) issuers() error {
@@ -362,7 +344,7 @@ func (c *serveConfig) issuers() error {
 		return nil
 	}
 	for _, s := range c.rows {
-		if s.issuer == perIssuer && c.set.set(s.flag) {
+		if s.issuer == flagIssuer && c.set.set(s.flag) {
 			return usagef("serve: -jwt-issuers-file configures every issuer; -%s (%s) belongs to one issuer: set it in the file", s.flag, envName(s.flag))
 		}
 	}
@@ -372,7 +354,7 @@ func (c *serveConfig) issuers() error {
 // keySources refuses a start with no key source: -jwt-issuer to discover,
 // a key source of the -jwt-* issuer, an issuers file or -dev.
 func (c *serveConfig) keySources() error {
-	if c.IssuersFile != "" || c.JWT.Issuer != "" || c.Dev || c.Keys != (auth.KeySource{}) {
+	if c.IssuersFile != "" || c.JWT.Issuer != "" || c.Dev || c.Keys != (keys.KeySource{}) {
 		return nil
 	}
 	names := []string{"-jwt-issuer (OIDC discovery)"}
@@ -401,7 +383,7 @@ func (c serveConfig) verifierOptions() (auth.Options, error) {
 	}
 	if c.NonceKeyFile != "" {
 		var err error
-		if o.Nonces, err = auth.LoadNonces(c.NonceKeyFile, c.NonceLifetime); err != nil {
+		if o.Nonces, err = dpop.LoadNonces(c.NonceKeyFile, c.NonceLifetime); err != nil {
 			return o, c.refused(err)
 		}
 	}
@@ -416,63 +398,45 @@ func (c serveConfig) verifierOptions() (auth.Options, error) {
 }
 
 // refused returns err as the usage error of the setting a constructor
-// refused: an *auth.ConfigError or a *postgres.OptionError naming the
-// setting's key, or a setting's own sentinel. Any other *auth.ConfigError
-// is a usage error in general terms; other errors are returned as they
-// are (the service cannot run).
+// refused, when it is a *setting.Error: one of a file the settings name
+// (the issuers file) is the usage error of that file, at its line; one
+// of a row's key is the usage error of the row's flag, or of its
+// variable when the value came from one; any other is a usage error in
+// general terms. Other errors are returned as they are: the service
+// cannot run.
 func (c serveConfig) refused(err error) error {
-	var (
-		ce    *auth.ConfigError
-		oe    *postgres.OptionError
-		key   string
-		cause = err
-	)
+	var se *setting.Error
 	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &ce):
-		key, cause = ce.Field, ce.Err
-	case errors.As(err, &oe):
-		key, cause = snakeCase(oe.Field), oe.Err
-	}
-	for i, s := range c.rows {
-		if key != "" && s.key == key || s.refused != nil && errors.Is(err, s.refused) {
-			return c.invalid(&c.rows[i], cause)
+	case !errors.As(err, &se):
+		return err
+	case se.File != "":
+		for _, s := range c.rows {
+			if c.values.Lookup(s.flag).Value.String() == se.File {
+				return usagef("serve: -%s: %v", s.flag, se)
+			}
+		}
+	default:
+		for i, s := range c.rows {
+			if s.key == se.Key {
+				return c.invalid(&c.rows[i], se.Err)
+			}
 		}
 	}
-	if ce != nil || oe != nil {
-		return usagef("serve: %v", err)
-	}
-	return err
+	return usagef("serve: %v", err)
 }
 
 // invalid is the usage error for the value of the setting s, naming its
 // variable when the value came from one.
-func (c serveConfig) invalid(s *setting, err error) error {
+func (c serveConfig) invalid(s *settingRow, err error) error {
 	where := "flag -" + s.flag
 	if c.set.fromEnv[s.flag] {
 		where = envName(s.flag)
 	}
 	value := c.values.Lookup(s.flag).Value.String()
 	if s.secret {
-		value = auth.RedactURL(value)
+		value = setting.RedactURL(value)
 	}
 	return usagef("serve: invalid value %q for %s: %v", value, where, err)
-}
-
-// snakeCase returns a Go field name in snake case: MaxConns is max_conns.
-func snakeCase(name string) string {
-	var b strings.Builder
-	for i, r := range name {
-		if unicode.IsUpper(r) {
-			if i > 0 {
-				b.WriteByte('_')
-			}
-			r = unicode.ToLower(r)
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 // checkListenAddr reports whether s is a host:port a listener can take:

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/dpop"
 	"github.com/plantstore/plantstore/observability"
 	"github.com/plantstore/plantstore/plants"
 	"github.com/plantstore/plantstore/plants/postgres"
@@ -26,7 +27,7 @@ var errPending = errors.New("migrations pending")
 // arguments; flags may come before or after them.
 func databaseFlags(fs *flag.FlagSet, args []string, e env, stderr io.Writer) (dsn string, positional []string, err error) {
 	var c serveConfig
-	rows := settings{*serveSettings().row("database-url")}
+	rows := settingRows{*serveSettings().row("database-url")}
 	rows.define(fs, &c)
 	if _, positional, err = parseFlags(fs, args, e, rows, stderr); err != nil {
 		return "", nil, err
@@ -109,7 +110,7 @@ func importCatalog(ctx context.Context, args []string, e env, stdout, stderr io.
 	// The guard counts every bounded structure a replica holds besides the
 	// catalog (postgres.Budget): by default what the base Deployment's
 	// replicas hold.
-	budget := postgres.Budget{Memory: postgres.DefaultMemory, TokenCache: auth.DefaultCacheBytes, ReplayCache: auth.ReplayCacheBytes}
+	budget := postgres.Budget{Memory: postgres.DefaultMemory, TokenCache: auth.DefaultCacheBytes, ReplayCache: dpop.ReplayCacheBytes}
 	maxBytes := budget.MaxCatalogBytes()
 	fs.Var(sizeFlag{&maxBytes}, "max-catalog-bytes", "refuse an import that leaves the catalog with more bytes of text (ids, names, tags, readers) than this, which every replica holds in memory; by default what -replica-memory holds besides the process, the token cache (-jwt-cache-bytes) and a full DPoP replay cache, through a reload; 0 for no limit")
 	fs.Var(sizeFlag{&budget.Memory}, "replica-memory", "the memory of each serving replica's Go runtime (its GOMEMLIMIT: the Deployment's memory request), which the default -max-catalog-bytes is computed from")

@@ -22,6 +22,7 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/issuers"
 	"github.com/plantstore/plantstore/observability/testenv"
 	"github.com/plantstore/plantstore/plants/postgres/pgtest"
 )
@@ -742,16 +743,16 @@ func TestDocsIssuersExamples(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(t.Context())
-		f, err := auth.LoadIssuersFile(ctx, path, auth.SourceOptions{})
+		// As a service behind a gateway that forwards client certificates
+		// runs, which an example with mtls: required needs.
+		f, err := issuers.Load(ctx, path, issuers.Options{}, func(is []auth.Issuer) error {
+			_, err := auth.NewVerifier(auth.Options{ClientCertHeader: "X-Forwarded-Client-Cert"}, is...)
+			return err
+		})
 		if err != nil {
 			cancel()
 			t.Errorf("example %d: %v\n%s", i+1, err, b[1])
 			continue
-		}
-		// As a service behind a gateway that forwards client certificates
-		// runs, which an example with mtls: required needs.
-		if _, err := auth.NewVerifier(auth.Options{ClientCertHeader: "X-Forwarded-Client-Cert"}, f.Issuers()...); err != nil {
-			t.Errorf("example %d: %v", i+1, f.Explain(err))
 		}
 		cancel()
 		f.Wait()

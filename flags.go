@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/plantstore/plantstore/auth"
-	"github.com/plantstore/plantstore/observability"
+	"github.com/plantstore/plantstore/auth/edge"
 	"github.com/plantstore/plantstore/plants/api"
 )
 
@@ -62,7 +62,7 @@ var serviceLinkVar = regexp.MustCompile(`^PLANTSTORE(_[A-Z0-9_]+)?_(SERVICE_HOST
 // unknownVars returns the PLANTSTORE_* variables of e that are the
 // variable of no row of t and are not Kubernetes service links, in the
 // order of the environment.
-func (t settings) unknownVars(e env) []string {
+func (t settingRows) unknownVars(e env) []string {
 	known := map[string]bool{}
 	for _, s := range t {
 		known[envName(s.flag)] = !s.noEnv
@@ -79,7 +79,7 @@ func (t settings) unknownVars(e env) []string {
 // nearVars returns, for the unknown variables names, "NAME: KNOWN" for
 // each that is close to the variable of a row of t: a misspelt setting,
 // which would otherwise be ignored with no other sign.
-func (t settings) nearVars(names []string) []string {
+func (t settingRows) nearVars(names []string) []string {
 	var out []string
 	for _, name := range names {
 		best, bestDist := "", 0
@@ -114,7 +114,7 @@ func (p parsedFlags) set(name string) bool { return p.fromArgs[name] || p.fromEn
 // The command's other flags read args only. Errors wrap errUsage, fit on
 // one line and name the variable when the value came from one; -h prints
 // the flags and returns errHelp.
-func parseFlags(fs *flag.FlagSet, args []string, e env, rows settings, stderr io.Writer) (parsedFlags, []string, error) {
+func parseFlags(fs *flag.FlagSet, args []string, e env, rows settingRows, stderr io.Writer) (parsedFlags, []string, error) {
 	p := parsedFlags{fromArgs: map[string]bool{}, fromEnv: map[string]bool{}}
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
@@ -199,7 +199,7 @@ type typed interface{ Type() string }
 
 // printFlags writes the usage of fs: each flag with the type of its value,
 // its default and, for a row of rows, the variable it also reads.
-func printFlags(w io.Writer, fs *flag.FlagSet, rows settings) {
+func printFlags(w io.Writer, fs *flag.FlagSet, rows settingRows) {
 	n := 0
 	fs.VisitAll(func(*flag.Flag) { n++ })
 	if n == 0 {
@@ -334,10 +334,11 @@ func (f corsFlag) Set(s string) error {
 func (corsFlag) Type() string { return "origins" }
 
 // durationFlag is a time.Duration flag whose error says what a duration
-// looks like; with nonNegative, a negative one is refused.
+// looks like; with nonNegative, a negative one is refused, and with
+// positive, zero too.
 type durationFlag struct {
-	d           *time.Duration
-	nonNegative bool
+	d                     *time.Duration
+	nonNegative, positive bool
 }
 
 func (f durationFlag) String() string {
@@ -357,6 +358,9 @@ func (f durationFlag) Set(s string) error {
 	}
 	if f.nonNegative && d < 0 {
 		return errors.New("must not be negative")
+	}
+	if f.positive && d <= 0 {
+		return errors.New("must be positive")
 	}
 	*f.d = d
 	return nil
@@ -479,7 +483,7 @@ func (f addrFlag) Set(s string) error {
 func (addrFlag) Type() string { return "host:port" }
 
 // prefixesFlag is a comma list of CIDR prefixes or addresses, read by
-// observability.ParseTrustedProxies.
+// edge.ParseTrustedProxies.
 type prefixesFlag struct{ p *[]netip.Prefix }
 
 func (f prefixesFlag) String() string {
@@ -494,7 +498,7 @@ func (f prefixesFlag) String() string {
 }
 
 func (f prefixesFlag) Set(s string) error {
-	p, err := observability.ParseTrustedProxies(s)
+	p, err := edge.ParseTrustedProxies(s)
 	if err != nil {
 		return err
 	}

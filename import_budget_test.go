@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/dpop"
 	"github.com/plantstore/plantstore/plants/postgres"
 )
 
@@ -22,7 +23,7 @@ func TestImportMemoryBudget(t *testing.T) {
 	// "Aloe", "Basil": the id, the name and the reader "*" of each, 20 bytes.
 	path := writeCatalog(t, "Aloe", "Basil")
 	const text = 20
-	fixed := int64(postgres.ProcessBytes + auth.DefaultCacheBytes + auth.ReplayCacheBytes)
+	fixed := int64(postgres.ProcessBytes + auth.DefaultCacheBytes + dpop.ReplayCacheBytes)
 	memory := func(limit int64) string {
 		return strconv.FormatInt(fixed+limit*postgres.BytesPerTextByte*postgres.ReloadCopies, 10)
 	}

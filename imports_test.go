@@ -11,46 +11,62 @@ import (
 	"testing"
 )
 
-// TestImportRules checks the dependency direction of the house style:
-// observability ← auth ← plants/api ← main, plants (the domain, stdlib
-// only) ← plants/api and plants/postgres, and the third-party libraries
-// only in the files that own them. Test helper packages sit beside the
-// package they serve and import what it imports.
+// TestImportRules checks the dependency direction drawn in
+// docs/architecture.md: the standard-library leaves (observability/setting,
+// auth/edge) at the bottom; observability, auth/keys and auth/dpop above
+// them; the pipeline, auth, above those, knowing no way of trusting a
+// token; the ways (auth/jws) and the builders (auth/issuers, auth/mint)
+// above the pipeline; plants (the domain, stdlib only) under plants/api
+// and plants/postgres; main over all. The third-party libraries stay in
+// the files that own them. Test helper packages sit beside the package
+// they serve and import what it imports.
 func TestImportRules(t *testing.T) {
 	const mod = "github.com/plantstore/plantstore"
 	allowed := map[string][]string{
-		"observability":             nil,
+		"observability/setting":     nil,
+		"auth/edge":                 nil,
+		"observability":             {"auth/edge", "observability/setting"},
 		"observability/logtest":     nil,
 		"observability/metricstest": nil,
 		"observability/spantest":    nil,
-		"auth":                      {"observability"},
-		"auth/authtest":             {"auth"},
-		"auth/redisstate":           {"auth"},
+		"auth/keys":                 {"observability/setting"},
+		"auth/dpop":                 {"observability/setting"},
+		"auth":                      {"auth/dpop", "auth/edge", "observability", "observability/setting"},
+		"auth/jws":                  {"auth", "auth/keys"},
+		"auth/mint":                 {"auth", "auth/dpop", "auth/edge", "auth/keys"},
+		"auth/issuers":              {"auth", "auth/jws", "auth/keys", "observability/setting"},
+		"auth/authtest":             {"auth", "auth/keys"},
+		"auth/redisstate":           {"auth", "observability/setting"},
 		"auth/redisstate/redistest": nil,
 		"plants":                    nil,
 		"plants/storetest":          {"plants"},
 		"plants/api":                {"auth", "observability", "plants"},
 		"plants/api/reference":      nil,
-		"plants/postgres":           {"plants"},
+		"plants/postgres":           {"plants", "observability/setting"},
 		"plants/postgres/pgtest":    {"observability/testenv"},
 		"observability/testenv":     nil,
 	}
 	// Each library, and the only files (by directory/file) that may import it.
 	owners := map[string]func(dir, file string) bool{
 		"github.com/gin-gonic/gin": func(dir, file string) bool {
-			return dir == "." && (file == "main.go" || file == "serve.go") || dir == "auth" && file == "middleware.go" ||
+			return dir == "." && (file == "main.go" || file == "routes.go") || dir == "auth" && file == "middleware.go" ||
 				dir == "plants/api" || dir == "observability" && (file == "middleware.go" || file == "entry.go")
 		},
-		"github.com/jackc/pgx/v5":      func(dir, _ string) bool { return strings.HasPrefix(dir, "plants/postgres") },
-		"github.com/pressly/goose/v3":  func(dir, _ string) bool { return dir == "plants/postgres" },
-		"github.com/golang-jwt/jwt/v5": func(dir, _ string) bool { return dir == "auth" || dir == "auth/authtest" },
-		"github.com/MicahParks/jwkset": func(dir, _ string) bool { return dir == "auth" || dir == "auth/authtest" },
+		"github.com/jackc/pgx/v5":     func(dir, _ string) bool { return strings.HasPrefix(dir, "plants/postgres") },
+		"github.com/pressly/goose/v3": func(dir, _ string) bool { return dir == "plants/postgres" },
+		"github.com/golang-jwt/jwt/v5": func(dir, _ string) bool {
+			return dir == "auth/jws" || dir == "auth/dpop" || dir == "auth/mint" || dir == "auth/authtest"
+		},
+		"github.com/MicahParks/jwkset": func(dir, _ string) bool { return dir == "auth/keys" || dir == "auth/mint" || dir == "auth/authtest" },
 		// The OpenTelemetry SDK and its exporters are set up in one place;
 		// the packages that make spans use the API only.
 		"go.opentelemetry.io/otel/sdk": func(dir, _ string) bool { return dir == "observability" || dir == "observability/spantest" },
 		"go.opentelemetry.io/contrib":  func(dir, _ string) bool { return dir == "observability" },
 		"github.com/exaring/otelpgx":   func(dir, _ string) bool { return dir == "plants/postgres" },
 		"github.com/redis/go-redis/v9": func(dir, _ string) bool { return dir == "auth/redisstate" },
+		// Files that change under the service (key files, secrets, the
+		// nonce key) are followed by one watch, keys.WatchFile.
+		"github.com/fsnotify/fsnotify": func(dir, file string) bool { return dir == "auth/keys" && file == "watch.go" },
 	}
 	// Every package of the module has its rule: a new one must be added.
 	out, err := exec.Command("go", "list", "./...").Output()
@@ -96,8 +112,17 @@ func TestImportRules(t *testing.T) {
 
 // TestDomainLinksNoEdge checks, on the compiled dependency graph, that the
 // domain and its PostgreSQL adapter (all that "plantstore migrate" and
-// "import" need) link neither gin nor the JWT libraries nor auth.
+// "import" need) link neither gin nor the JWT libraries nor auth, and that
+// the leaf every package may import, observability/setting, links the
+// standard library alone.
 func TestDomainLinksNoEdge(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "./observability/setting").Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./observability/setting: %v", err)
+	}
+	if deps := strings.Fields(string(out)); len(deps) != 1 {
+		t.Errorf("observability/setting links %v; want the standard library alone", deps)
+	}
 	for _, pkg := range []string{"./plants", "./plants/postgres"} {
 		out, err := exec.Command("go", "list", "-deps", pkg).Output()
 		if err != nil {
@@ -107,6 +132,24 @@ func TestDomainLinksNoEdge(t *testing.T) {
 			if slices.Contains(strings.Fields(string(out)), banned) {
 				t.Errorf("%s links %s", pkg, banned)
 			}
+		}
+	}
+}
+
+// TestPipelineLinksNoWayOfTrust checks that the auth pipeline links no
+// way of trusting a token: neither the signature one (auth/jws) nor the
+// key sources and their JWKS library. A way (signatures, introspection)
+// is a package that implements auth.Authenticator, added beside the
+// others, not edited into auth. (golang-jwt is linked: DPoP proofs are
+// JWTs, which auth/dpop verifies with its algorithms.)
+func TestPipelineLinksNoWayOfTrust(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "./auth").Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./auth: %v", err)
+	}
+	for _, banned := range []string{"github.com/MicahParks/jwkset", "github.com/plantstore/plantstore/auth/keys", "github.com/plantstore/plantstore/auth/jws"} {
+		if slices.Contains(strings.Fields(string(out)), banned) {
+			t.Errorf("auth links %s", banned)
 		}
 	}
 }

@@ -15,6 +15,8 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/jws"
+	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/plants"
 )
 
@@ -244,17 +246,17 @@ func TestIssuersFileUsage(t *testing.T) {
 // metrics' issuer label: a reader of "default" or "unknown" is well
 // formed, and no caller can ever hold it.
 func TestIssuerNameRules(t *testing.T) {
-	keys := auth.NewKeySet([]auth.Key{{ID: "k", Public: []byte(strings.Repeat("s", 32))}})
+	keys := keys.NewKeySet([]keys.Key{{ID: "k", Public: []byte(strings.Repeat("s", 32))}})
 	corpus := []string{
 		"staff", "a", "0", "-", "a-b-c", "x9", strings.Repeat("a", 32), strings.Repeat("a", 33), "",
 		"Staff", "st aff", "staff!", "staff@x", "st:aff", "stäff", "st\x00aff", "st.aff", "st_aff",
-		auth.IssuerDefault, auth.IssuerUnknown, "defaults", "unknown-1",
+		auth.UnnamedIssuerLabel, auth.UnknownIssuerLabel, "defaults", "unknown-1",
 	}
 	for _, name := range corpus {
-		_, err := auth.NewVerifier(auth.Options{}, auth.Issuer{Name: name, Config: auth.Config{Issuer: "https://idp.example/" + name}, Keys: keys})
+		_, err := auth.NewVerifier(auth.Options{}, auth.Issuer{Name: name, Config: auth.Config{Issuer: "https://idp.example/" + name}, JWS: jws.New(keys)})
 		authOK := err == nil
 		plantsOK := plants.ValidIssuerName(name)
-		reserved := name == auth.IssuerDefault || name == auth.IssuerUnknown
+		reserved := name == auth.UnnamedIssuerLabel || name == auth.UnknownIssuerLabel
 		switch {
 		case name == "" && authOK:
 			// The unnamed issuer, which qualifies nobody.

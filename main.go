@@ -3,11 +3,14 @@
 // admin listener. "plantstore help" lists its subcommands; docs/ says the
 // rest.
 //
-// This package only wires: main.go dispatches, serve.go runs the service
-// as a sequence of named steps, config.go reads the serve flags, dev.go
-// prints the -dev banner, token.go mints tokens and keys, database.go runs
-// the PostgreSQL commands, heap.go holds the heap ballast, and flags.go
-// holds the flag and environment machinery they share.
+// This package only wires: main.go dispatches; serve.go opens what the
+// service runs on as a sequence of named steps (the store, the issuers
+// and their verifier, the shared state), routes.go builds the API
+// handler, lifecycle.go runs the servers, reloads on SIGHUP and drains;
+// config.go reads the serve flags, dev.go prints the -dev banner, token.go
+// mints tokens and keys, database.go runs the PostgreSQL commands, heap.go
+// holds the heap ballast, and flags.go holds the flag and environment
+// machinery they share.
 package main
 
 import (

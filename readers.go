@@ -65,7 +65,7 @@ func (r *readerCheck) check() {
 	names := make([]string, len(r.issuers))
 	for i, n := range r.issuers {
 		if n == "" {
-			n = auth.IssuerDefault
+			n = auth.UnnamedIssuerLabel
 		}
 		names[i] = n
 	}

@@ -18,8 +18,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/plantstore/plantstore/auth/authtest"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
+
+	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/dpop"
 )
 
 // TestShutdownDrains starts slow responses, stops the service and checks
@@ -536,4 +539,33 @@ func mintWithKeyFile(t testing.TB, jwksPath, sub string) string {
 		t.Fatalf("token -sub %s: %v", sub, err)
 	}
 	return strings.TrimSpace(out.String())
+}
+
+// TestWatchNonceKey: serve follows a nonce key file rewritten without
+// SIGHUP (a new key issues from then on), and the watch ends with its
+// context.
+func TestWatchNonceKey(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "nonce.key")
+	write := func(key string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(strings.Repeat("a", 32))
+	n, err := dpop.LoadNonces(path, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := watchNonceKey(ctx, path, n, zap.NewNop())
+	before := n.Issue(time.Now())
+	write(strings.Repeat("b", 32))
+	waitFor(t, patience, "the new key's nonce", func() bool { return n.Issue(time.Now()) != before })
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch did not stop within 10s of its context's end")
+	}
 }

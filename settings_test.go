@@ -4,15 +4,24 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/observability"
+	"github.com/plantstore/plantstore/observability/setting"
 	"github.com/plantstore/plantstore/plants/postgres"
 )
 
@@ -91,7 +100,7 @@ func TestSettingsReachable(t *testing.T) {
 }
 
 // valueOf returns what the value of s reads as once sample is set.
-func valueOf(t *testing.T, s setting, sample string) string {
+func valueOf(t *testing.T, s settingRow, sample string) string {
 	t.Helper()
 	var c serveConfig
 	v := s.value(&c)
@@ -103,7 +112,7 @@ func valueOf(t *testing.T, s setting, sample string) string {
 
 // parseOne parses args and environ with the flags of rows and returns the
 // value of the flag name and how the flags were set.
-func parseOne(t *testing.T, rows settings, args, environ []string, name string) (string, parsedFlags) {
+func parseOne(t *testing.T, rows settingRows, args, environ []string, name string) (string, parsedFlags) {
 	t.Helper()
 	var c serveConfig
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
@@ -115,65 +124,56 @@ func parseOne(t *testing.T, rows settings, args, environ []string, name string) 
 	return fs.Lookup(name).Value.String(), how
 }
 
-// TestSettingKeys checks that every name a refusal or the issuers file
+// TestSettingKeys checks that every key a refusal or the issuers file
 // uses for a setting is the key of a row, so that no usage error falls
-// back to general words: the settings auth's ConfigError cites, the
-// fields of an issuer of the issuers file, the fields of postgres.Options
-// that Open refuses, and observability's sentinels.
+// back to general words: the keys of every *setting.Error the module's
+// packages make (each written where the setting is refused, as a string
+// literal), the fields of an issuer of the issuers file, the durations of
+// postgres.Options that Open refuses, and the log level and format.
 func TestSettingKeys(t *testing.T) {
 	rows := serveSettings()
-	byKey := map[string]setting{}
+	byKey := map[string]settingRow{}
 	for _, s := range rows {
 		byKey[s.key] = s
 	}
 	// An issuer's name is the issuers file's own: the one issuer of the
 	// flags has none, so no flag can be at fault.
 	const fileOnly = "name"
-	for _, k := range auth.Settings() {
-		if _, ok := byKey[k]; !ok && k != fileOnly {
-			t.Errorf("auth.ConfigError may cite %q, which is the key of no row", k)
+	for _, k := range refusedKeys(t) {
+		if _, ok := byKey[k.key]; !ok && k.key != fileOnly {
+			t.Errorf("%s: a *setting.Error cites %q, which is the key of no row", k.at, k.key)
 		}
 	}
-	var fields []string
-	var walk func(reflect.Type)
-	walk = func(typ reflect.Type) {
-		for f := range typ.Fields() {
-			tag, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-			if opts == "inline" {
-				walk(f.Type)
-				continue
-			}
-			fields = append(fields, tag)
-		}
-	}
-	walk(reflect.TypeFor[auth.IssuerConfig]())
+	// The keys of an issuer of the issuers file: its name, its Config's
+	// and its KeySource's.
+	fields := append([]string{fileOnly}, append(yamlKeys(t, reflect.TypeFor[auth.Config]()), yamlKeys(t, reflect.TypeFor[keys.KeySource]())...)...)
 	for _, f := range fields {
-		if s, ok := byKey[f]; f != fileOnly && (!ok || s.issuer == global) {
+		if s, ok := byKey[f]; f != fileOnly && (!ok || s.issuer == everyIssuer) {
 			t.Errorf("the issuers file's field %q is the key of no per-issuer row", f)
 		}
 	}
 	for _, s := range rows {
-		if s.issuer != global && !slices.Contains(fields, s.key) {
+		if s.issuer != everyIssuer && !slices.Contains(fields, s.key) {
 			t.Errorf("-%s is per issuer, but the issuers file has no field %q", s.flag, s.key)
 		}
 	}
-	// Every number of postgres.Options, made negative, is refused citing
-	// the field of a row.
+	// Every duration of postgres.Options, made negative, is refused
+	// citing the key of a row.
 	typ := reflect.TypeFor[postgres.Options]()
 	for f := range typ.Fields() {
-		if k := f.Type.Kind(); k != reflect.Int32 && k != reflect.Int64 {
+		if f.Type != reflect.TypeFor[time.Duration]() {
 			continue
 		}
 		var o postgres.Options
 		reflect.ValueOf(&o).Elem().FieldByName(f.Name).SetInt(-1)
 		_, err := postgres.Open(t.Context(), "postgres://127.0.0.1:1/x", o, nil)
-		var oe *postgres.OptionError
-		if !errors.As(err, &oe) {
-			t.Errorf("postgres.Open with %s -1 = %v; want an *OptionError", f.Name, err)
+		var se *setting.Error
+		if !errors.As(err, &se) {
+			t.Errorf("postgres.Open with %s -1ns = %v; want a *setting.Error", f.Name, err)
 			continue
 		}
-		if _, ok := byKey[snakeCase(oe.Field)]; !ok {
-			t.Errorf("postgres.OptionError cites %q (%q), which is the key of no row", oe.Field, snakeCase(oe.Field))
+		if _, ok := byKey[se.Key]; !ok {
+			t.Errorf("postgres.Open with %s -1ns cites %q, which is the key of no row", f.Name, se.Key)
 		}
 	}
 	cfg, err := parseServeFlags([]string{"-dev"}, newEnv(nil), io.Discard)
@@ -188,6 +188,198 @@ func TestSettingKeys(t *testing.T) {
 	}
 }
 
+// yamlKeys returns the yaml keys of the fields of typ, a struct whose
+// every field has one.
+func yamlKeys(t *testing.T, typ reflect.Type) []string {
+	t.Helper()
+	var out []string
+	for f := range typ.Fields() {
+		key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if key == "" || key == "-" {
+			t.Errorf("%s.%s has no yaml key: the issuers file cannot set it", typ, f.Name)
+			continue
+		}
+		out = append(out, key)
+	}
+	return out
+}
+
+// TestIssuerRulesDeclaredOnce holds each setting of an issuer, a field of
+// auth.Config, to the places that must know it, none of which has a list
+// of its own to keep: its yaml key is a key of the issuers file (which
+// decodes each issuer's Config inline) and the key of a row of the table
+// of settings that sets it for the -jwt-* issuer, the default of the
+// file's issuers, and deploy/check's copy of the flags names that row's
+// flag. Reload sameness compares whole Configs (auth's own test).
+func TestIssuerRulesDeclaredOnce(t *testing.T) {
+	byKey := map[string]settingRow{}
+	for _, s := range serveSettings() {
+		byKey[s.key] = s
+	}
+	deployed, err := os.ReadFile("deploy/check/settings.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range yamlKeys(t, reflect.TypeFor[auth.Config]()) {
+		s, ok := byKey[key]
+		switch {
+		case !ok:
+			t.Errorf("auth.Config's %q is the key of no row of the table of settings", key)
+			continue
+		case s.issuer == everyIssuer:
+			t.Errorf("auth.Config's %q is the key of -%s, a row of every issuer; want one issuer's", key, s.flag)
+		}
+		if !strings.Contains(string(deployed), `"`+s.flag+`"`) {
+			t.Errorf("deploy/check/settings.go does not list -%s, auth.Config's %q", s.flag, key)
+		}
+		// The row sets the flags' Config, which the file's issuers
+		// inherit: a value given to it lands in the field of that key.
+		var c serveConfig
+		v := s.value(&c)
+		sample := sampleOf(t, typeOf(v), "")
+		if err := v.Set(sample); err != nil {
+			t.Fatalf("-%s refuses %q: %v", s.flag, sample, err)
+		}
+		if reflect.ValueOf(c.JWT).FieldByIndex(fieldOf(t, key).Index).IsZero() {
+			t.Errorf("-%s=%s leaves auth.Config's %q unset; want the row to set it", s.flag, sample, key)
+		}
+	}
+}
+
+// typeOf is the type a flag value names in -h.
+func typeOf(v flag.Value) string {
+	if t, ok := v.(typed); ok {
+		return t.Type()
+	}
+	return ""
+}
+
+// fieldOf returns the field of auth.Config whose yaml key is key.
+func fieldOf(t *testing.T, key string) reflect.StructField {
+	t.Helper()
+	for f := range reflect.TypeFor[auth.Config]().Fields() {
+		if k, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); k == key {
+			return f
+		}
+	}
+	t.Fatalf("auth.Config has no field of key %q", key)
+	return reflect.StructField{}
+}
+
+// refusedKey is the key a *setting.Error cites, and where.
+type refusedKey struct{ key, at string }
+
+// refusedKeys returns the key of every *setting.Error the module's
+// packages make: the first argument of setting.Errorf and the Key of a
+// setting.Error literal, each a string literal or a parameter of a
+// function that passes it on (issuerError), whose callers then give the
+// literal, or the key of a Config field as the issuers file writes it. A
+// key that is none of these fails t: the test could not check it.
+func refusedKeys(t *testing.T) []refusedKey {
+	t.Helper()
+	fset := token.NewFileSet()
+	var files []*ast.File
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "deploy" || d.Name() == "testdata"):
+			return filepath.SkipDir
+		case d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go"):
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		files = append(files, f)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []refusedKey
+	forwarders := map[string]int{} // function name -> index of the key parameter
+	// Functions that cite a key as the issuers file writes it, which is
+	// the yaml key of a field of auth.Config, each held to a row by
+	// TestIssuerRulesDeclaredOnce.
+	fromFile := map[string]bool{"checkText": true}
+	// key records the key expression e of a refusal made in fn.
+	key := func(fn *ast.FuncDecl, e ast.Expr) {
+		at := fset.Position(e.Pos()).String()
+		if lit, ok := e.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+			k, _ := strconv.Unquote(lit.Value)
+			out = append(out, refusedKey{k, at})
+			return
+		}
+		if id, ok := e.(*ast.Ident); ok && fn != nil {
+			i := 0
+			for _, field := range fn.Type.Params.List {
+				for _, name := range field.Names {
+					if name.Name == id.Name {
+						forwarders[fn.Name.Name] = i
+						return
+					}
+					i++
+				}
+			}
+		}
+		if fn != nil && fromFile[fn.Name.Name] {
+			return
+		}
+		t.Errorf("%s: a *setting.Error whose key is neither a string literal nor a parameter passed on", at)
+	}
+	// inspect calls visit(fn, n) for each node n of the files, in the
+	// function declaration fn (nil outside one).
+	inspect := func(visit func(fn *ast.FuncDecl, n ast.Node)) {
+		for _, f := range files {
+			for _, d := range f.Decls {
+				fn, _ := d.(*ast.FuncDecl)
+				ast.Inspect(d, func(n ast.Node) bool { visit(fn, n); return true })
+			}
+		}
+	}
+	inspect(func(fn *ast.FuncDecl, n ast.Node) {
+		switch n := n.(type) {
+		case *ast.CallExpr:
+			if sel, ok := n.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Errorf" && isIdent(sel.X, "setting") && len(n.Args) > 0 {
+				key(fn, n.Args[0])
+			}
+		case *ast.CompositeLit:
+			if sel, ok := n.Type.(*ast.SelectorExpr); ok && sel.Sel.Name == "Error" && isIdent(sel.X, "setting") {
+				for _, e := range n.Elts {
+					if kv, ok := e.(*ast.KeyValueExpr); ok && isIdent(kv.Key, "Key") {
+						key(fn, kv.Value)
+					}
+				}
+			}
+		}
+	})
+	inspect(func(fn *ast.FuncDecl, n ast.Node) {
+		call, ok := n.(*ast.CallExpr)
+		if !ok {
+			return
+		}
+		name := ""
+		switch f := call.Fun.(type) {
+		case *ast.Ident:
+			name = f.Name
+		case *ast.SelectorExpr:
+			name = f.Sel.Name
+		}
+		if i, ok := forwarders[name]; ok && i < len(call.Args) {
+			key(fn, call.Args[i])
+		}
+	})
+	if len(out) < 20 {
+		t.Fatalf("found %d keys of *setting.Error; the walk missed the packages that make them", len(out))
+	}
+	return out
+}
+
+// isIdent reports whether e is the identifier name.
+func isIdent(e ast.Expr, name string) bool {
+	id, ok := e.(*ast.Ident)
+	return ok && id.Name == name
+}
+
 // TestNewSettingIsOneRow adds one row, a per-issuer setting, to the table
 // and finds all the rest done: the flag and its variable set it, -h lists
 // it, its variable is not reported as unknown, a constructor's refusal
@@ -195,12 +387,12 @@ func TestSettingKeys(t *testing.T) {
 // an issuers file excludes it.
 func TestNewSettingIsOneRow(t *testing.T) {
 	var lifetime time.Duration
-	rows := append(serveSettings(), setting{
-		flag: "jwt-test-lifetime", key: "test_lifetime", issuer: perIssuer, def: "1m",
+	rows := append(serveSettings(), settingRow{
+		flag: "jwt-test-lifetime", key: "test_lifetime", issuer: flagIssuer, def: "1m",
 		help:  "longest lifetime of a token (a row added by a test)",
 		value: func(*serveConfig) flag.Value { return durationFlag{d: &lifetime} },
 	})
-	refusal := &auth.ConfigError{Field: "test_lifetime", Err: errors.New("too long")}
+	refusal := &setting.Error{Key: "test_lifetime", Err: errors.New("too long")}
 	for _, tt := range []struct {
 		name    string
 		args    []string

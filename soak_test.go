@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/mint"
 	"github.com/plantstore/plantstore/observability/logtest"
 	"github.com/plantstore/plantstore/observability/testenv"
 	"github.com/plantstore/plantstore/plants"
@@ -96,13 +96,13 @@ func newLoadFixture(t testing.TB, n, users int) loadFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := auth.ParsePrivateKey(pem)
+	key, err := mint.ParsePrivateKey(pem)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mint := func(c auth.MintClaims) string {
+	sign := func(c mint.Claims) string {
 		t.Helper()
-		tok, err := auth.Mint(key, "EdDSA", c)
+		tok, err := mint.Mint(key, "EdDSA", c)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,29 +115,29 @@ func newLoadFixture(t testing.TB, n, users int) loadFixture {
 		}
 		f.users = append(f.users, loadUser{
 			id:    id,
-			token: mint(auth.MintClaims{Subject: id.Subject, Groups: id.Groups, TTL: time.Hour}),
+			token: sign(mint.Claims{Subject: id.Subject, Groups: id.Groups, TTL: time.Hour}),
 			want:  expectedPlants(catalog, id),
 		})
 	}
-	other, _, err := auth.GenerateKey("EdDSA")
+	other, _, err := mint.GenerateKey("EdDSA")
 	if err != nil {
 		t.Fatal(err)
 	}
 	good := f.users[0].token
 	f.invalid = []string{
-		mint(auth.MintClaims{Subject: "u1", TTL: time.Hour, Now: time.Now().Add(-3 * time.Hour)}), // expired
-		good[:len(good)-4] + "AAAA",                                        // signature changed
-		good[:strings.LastIndexByte(good, '.')] + ".",                      // signature stripped
-		mustMint(t, other, auth.MintClaims{Subject: "u2", TTL: time.Hour}), // unknown key
-		"eyJhbGciOiJub25lIn0.eyJzdWIiOiJ1MyJ9.",                            // alg none
+		sign(mint.Claims{Subject: "u1", TTL: time.Hour, Now: time.Now().Add(-3 * time.Hour)}), // expired
+		good[:len(good)-4] + "AAAA",                                    // signature changed
+		good[:strings.LastIndexByte(good, '.')] + ".",                  // signature stripped
+		mustMint(t, other, mint.Claims{Subject: "u2", TTL: time.Hour}), // unknown key
+		"eyJhbGciOiJub25lIn0.eyJzdWIiOiJ1MyJ9.",                        // alg none
 		"not-a-jwt",
 	}
 	return f
 }
 
-func mustMint(t testing.TB, key crypto.PrivateKey, c auth.MintClaims) string {
+func mustMint(t testing.TB, key crypto.PrivateKey, c mint.Claims) string {
 	t.Helper()
-	tok, err := auth.Mint(key, "", c)
+	tok, err := mint.Mint(key, "", c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -745,11 +745,11 @@ func TestKeyRotationUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("key rotation under load skipped with -short")
 	}
-	oldKey, oldDoc, err := auth.GenerateKey("ES256")
+	oldKey, oldDoc, err := mint.GenerateKey("ES256")
 	if err != nil {
 		t.Fatal(err)
 	}
-	newKey, newDoc, err := auth.GenerateKey("EdDSA")
+	newKey, newDoc, err := mint.GenerateKey("EdDSA")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -782,8 +782,8 @@ func TestKeyRotationUnderLoad(t *testing.T) {
 	go jwks.Serve(ln)
 	t.Cleanup(func() { jwks.Close() })
 
-	oldToken := mustMint(t, oldKey, auth.MintClaims{Subject: "old", TTL: time.Hour})
-	newToken := mustMint(t, newKey, auth.MintClaims{Subject: "new", TTL: time.Hour})
+	oldToken := mustMint(t, oldKey, mint.Claims{Subject: "old", TTL: time.Hour})
+	newToken := mustMint(t, newKey, mint.Claims{Subject: "new", TTL: time.Hour})
 	in, _ := startQuiet(t, "-jwt-jwks-url", "http://"+ln.Addr().String()+"/jwks.json", "-jwks-refresh", "1s", "-jwks-min-refresh", "200ms")
 	waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
 

@@ -14,7 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/keys"
+	"github.com/plantstore/plantstore/auth/mint"
 )
 
 // mintToken implements "plantstore token": it signs a JWT with a private
@@ -58,7 +59,7 @@ func mintToken(args []string, stdout, stderr io.Writer) error {
 	}
 	var key any
 	if secretPath != "" {
-		secret, err := auth.ReadHMACSecret(secretPath)
+		secret, err := keys.ReadHMACSecret(secretPath)
 		if err != nil {
 			return fmt.Errorf("token: %w", err)
 		}
@@ -70,7 +71,7 @@ func mintToken(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	now := time.Now()
-	c := auth.MintClaims{
+	c := mint.Claims{
 		Subject: sub, Issuer: iss, Audience: aud, Groups: groups, GroupsClaim: groupsClaim,
 		Scope: scope, TTL: ttl, KeyID: kid, Now: now,
 	}
@@ -93,7 +94,7 @@ func mintToken(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	token, err := auth.Mint(key, alg, c)
+	token, err := mint.Mint(key, alg, c)
 	if err != nil {
 		return usagef("token: %v", err)
 	}
@@ -131,9 +132,9 @@ func readPrivateKey(path string) (crypto.PrivateKey, error) {
 	if err != nil {
 		return nil, err
 	}
-	key, err := auth.ParsePrivateKey(data)
+	key, err := mint.ParsePrivateKey(data)
 	switch {
-	case errors.Is(err, auth.ErrPublicKey):
+	case errors.Is(err, mint.ErrPublicKey):
 		hint := "give the private key file (PKCS#8 PEM or a private JWK), such as the PREFIX.key that plantstore keygen writes"
 		if prefix, ok := strings.CutSuffix(path, ".jwks.json"); ok {
 			if _, statErr := os.Stat(prefix + ".key"); statErr == nil {
@@ -159,7 +160,7 @@ func keyFileHint(path string, err error) error {
 	if rerr != nil {
 		return err
 	}
-	if _, perr := auth.ParsePrivateKey(data); perr != nil {
+	if _, perr := mint.ParsePrivateKey(data); perr != nil {
 		return err
 	}
 	hint := "give its public keys (a JWKS, or PEM PUBLIC KEY blocks), such as the PREFIX.jwks.json that plantstore keygen writes beside PREFIX.key"
@@ -204,7 +205,7 @@ func proof(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("proof: %w", err)
 	}
-	p, err := auth.ProofWithNonce(key, alg, method, uri, token, nonce)
+	p, err := mint.ProofWithNonce(key, alg, method, uri, token, nonce)
 	if err != nil {
 		return usagef("%v", err)
 	}
@@ -272,11 +273,11 @@ func keygen(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("keygen: %s already %s: -force replaces %s.key and %s.jwks.json with a new key pair (tokens of the old key are then refused), or choose another -out", strings.Join(exist, " and "), verb, out, out)
 		}
 	}
-	priv, jwks, err := auth.GenerateKey(alg)
+	priv, jwks, err := mint.GenerateKey(alg)
 	if err != nil {
 		return fmt.Errorf("keygen: %w", err)
 	}
-	pemBytes, err := auth.MarshalPrivateKey(priv)
+	pemBytes, err := mint.MarshalPrivateKey(priv)
 	if err != nil {
 		return fmt.Errorf("keygen: %w", err)
 	}
@@ -289,7 +290,7 @@ func keygen(args []string, stdout, stderr io.Writer) error {
 		}
 		return fmt.Errorf("keygen: %w", err)
 	}
-	kid, err := auth.Thumbprint(priv.Public())
+	kid, err := keys.Thumbprint(priv.Public())
 	if err != nil {
 		return fmt.Errorf("keygen: %w", err)
 	}

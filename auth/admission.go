@@ -4,8 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"hash/maphash"
-	"net/http"
 	"time"
+
+	"github.com/plantstore/plantstore/auth/dpop"
 )
 
 // An Admitter keeps the state that admits a request once its credential
@@ -47,8 +48,9 @@ type Admission struct {
 	// Expires are its.
 	DPoP bool
 	// Client is the hash of the proof's key (its thumbprint, the token's
-	// cnf.jkt), Proof that of the key and the proof's jti: the same jti
-	// from another key is another proof.
+	// cnf.jkt, see [dpop.ClientKey]), Proof that of the key and the
+	// proof's jti ([dpop.ProofKey]): the same jti from another key is
+	// another proof.
 	Client, Proof [16]byte
 	// Expires is when the proof stops being accepted (its iat, the window
 	// and twice the leeway), after which it needs no remembering.
@@ -70,18 +72,6 @@ func CallerKey(issuer, subject string) [16]byte {
 	return hash16("plantstore caller\x00" + issuer + "\x00" + subject)
 }
 
-// clientKey returns the hash of a proof key, by its thumbprint.
-func clientKey(jkt string) [16]byte { return hash16("plantstore client\x00" + jkt) }
-
-// proofKey returns the hash of a proof: its key's and its jti.
-func proofKey(client [16]byte, jti string) [16]byte {
-	// jti is at most maxJTI bytes: the input fits the stack.
-	var buf [16 + 1 + maxJTI]byte
-	b := append(append(append(buf[:0], client[:]...), 0), jti...)
-	sum := sha256.Sum256(b)
-	return [16]byte(sum[:16])
-}
-
 func hash16(s string) [16]byte {
 	sum := sha256.Sum256([]byte(s))
 	return [16]byte(sum[:16])
@@ -91,7 +81,7 @@ func hash16(s string) [16]byte {
 // and a replay cache.
 type localAdmitter struct {
 	limit   *RateLimit // nil: no limit
-	replays *replayCache
+	replays *dpop.ReplayCache
 	// seed keys the rate limiter's buckets with a hash an outsider cannot
 	// predict.
 	seed maphash.Seed
@@ -99,7 +89,7 @@ type localAdmitter struct {
 
 var _ Admitter = (*localAdmitter)(nil)
 
-func newLocalAdmitter(limit *RateLimit, replays *replayCache) *localAdmitter {
+func newLocalAdmitter(limit *RateLimit, replays *dpop.ReplayCache) *localAdmitter {
 	return &localAdmitter{limit: limit, replays: replays, seed: maphash.MakeSeed()}
 }
 
@@ -112,7 +102,7 @@ func (l *localAdmitter) Admit(_ context.Context, a Admission) error {
 		}
 	}
 	if a.DPoP {
-		return replayRefusal(l.replays.check(a))
+		return refusal(l.replays.Check(a.use()))
 	}
 	return nil
 }
@@ -122,21 +112,21 @@ func (l *localAdmitter) Settle(_ context.Context, a Admission, verified bool) er
 	if !verified || !a.DPoP {
 		return nil
 	}
-	return replayRefusal(l.replays.add(a))
+	return refusal(l.replays.Add(a.use()))
 }
 
-// replayRefusal returns the refusal of a replay cache's verdict, nil for
-// a fresh proof.
-func replayRefusal(v replayVerdict, wait time.Duration) error {
-	switch v {
-	case replaySeen:
-		return dpopError(ReasonDPoPReplay)
-	case replayFull:
-		// A proof this replica could not remember could be replayed:
-		// refused, as a rate (429) the client can wait out.
-		return &Error{Status: http.StatusTooManyRequests, Reason: ReasonDPoPQuota, DPoP: true, RetryAfter: wait}
+// use is the proof of a as a replay cache sees it.
+func (a Admission) use() dpop.Use {
+	return dpop.Use{Proof: a.Proof, Caller: a.Caller, Client: a.Client, Expires: a.Expires, Now: a.Now}
+}
+
+// refusal returns the refusal of a replay cache's answer, as an error:
+// nil for a fresh proof.
+func refusal(p dpop.Problem, wait time.Duration) error {
+	if p == 0 {
+		return nil
 	}
-	return nil
+	return proofRefusal(p, wait)
 }
 
 // SharedState is state that the replicas of a deployment share (see the
@@ -194,9 +184,9 @@ func (s *sharedAdmitter) Admit(ctx context.Context, a Admission) error {
 	case !a.DPoP:
 		return nil
 	case v.Replay:
-		return dpopError(ReasonDPoPReplay)
+		return proofRefusal(dpop.Replayed, 0)
 	}
-	return replayRefusal(s.local.replays.check(a))
+	return refusal(s.local.replays.Check(a.use()))
 }
 
 // Settle records a verified proof in this replica's cache, and has the

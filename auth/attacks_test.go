@@ -26,6 +26,8 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/jws"
+	"github.com/plantstore/plantstore/auth/keys"
 )
 
 // b64 is the JWS segment encoding: base64url without padding (RFC 7515 §2).
@@ -184,7 +186,7 @@ func TestKnownAttacks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	weak := authtest.Key{Alg: "RS256", Private: weakPriv, Verify: auth.Key{ID: "weak", Public: &weakPriv.PublicKey}}
+	weak := authtest.Key{Alg: "RS256", Private: weakPriv, Verify: keys.Key{ID: "weak", Public: &weakPriv.PublicKey}}
 
 	jwksDoc, err := json.Marshal(map[string]any{"keys": []any{
 		publicJWK(t, rsaKey.Verify.Public, map[string]any{"kid": rsaKey.Verify.ID, "alg": "RS256", "use": "sig"}),
@@ -197,8 +199,8 @@ func TestKnownAttacks(t *testing.T) {
 		t.Fatal(err)
 	}
 	jwksSrv := authtest.NewServer(t, jwksDoc)
-	jwks, _ := newSrcJWKS(t, auth.JWKSOptions{URL: jwksSrv.URL, MinRefresh: time.Hour})
-	srcWait(t, "the first JWKS fetch", func() bool { return jwks.Ready() == nil })
+	jwks, _ := authtest.NewJWKS(t, keys.JWKSOptions{URL: jwksSrv.URL, MinRefresh: time.Hour})
+	authtest.WaitFor(t, "the first JWKS fetch", func() bool { return jwks.Ready() == nil })
 	srv := newAPIServer(t, auth.Config{}, jwks)
 	scopedSrv := newAPIServer(t, auth.Config{RequiredScope: "plants:read"}, jwks)
 	evil, evilHits := attackServer(t)
@@ -229,7 +231,7 @@ func TestKnownAttacks(t *testing.T) {
 	// hmacWith signs HS256 with secret (the attacker's guess of what the
 	// verifier will use as the HMAC key), naming the kid of key.
 	hmacWith := func(secret []byte, alg, kid string) string {
-		k := authtest.Key{Alg: alg, Private: secret, Verify: auth.Key{ID: kid}}
+		k := authtest.Key{Alg: alg, Private: secret, Verify: keys.Key{ID: kid}}
 		header := map[string]any{}
 		if kid == "" {
 			header["kid"] = nil
@@ -507,12 +509,12 @@ func testMaxStale(t *testing.T) {
 	doc := authtest.JWKS(t, key)
 	idp := authtest.NewServer(t, doc)
 	clock := newTestClock(time.Unix(time.Now().Unix(), 0))
-	j, err := auth.NewJWKSClock(t.Context(), auth.JWKSOptions{URL: idp.URL, MinRefresh: time.Minute}, nil, nil, clock.Now)
+	j, err := keys.NewJWKS(t.Context(), keys.JWKSOptions{URL: idp.URL, MinRefresh: time.Minute, Now: clock.Now}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srcWait(t, "the first JWKS fetch", func() bool { return j.Ready() == nil })
-	v, err := auth.NewVerifier(auth.Options{}, auth.Issuer{Name: "staff", Config: auth.Config{Issuer: iss, MaxStale: time.Hour}, Keys: j})
+	authtest.WaitFor(t, "the first JWKS fetch", func() bool { return j.Ready() == nil })
+	v, err := auth.NewVerifier(auth.Options{}, auth.Issuer{Name: "staff", Config: auth.Config{Issuer: iss, MaxStale: time.Hour}, JWS: jws.New(j)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -561,7 +563,7 @@ func testMaxStale(t *testing.T) {
 	check("1s past max_stale, a new token", token(), auth.ReasonKeysUnavailable)
 	fetches("1s past max_stale, within min_refresh of the failed fetch", 2)
 	err = v.Ready()
-	if err == nil || !errors.Is(err, auth.ErrNoKeys) || !strings.Contains(err.Error(), "issuer staff") || !strings.Contains(err.Error(), "max_stale 1h0m0s") {
+	if err == nil || !errors.Is(err, keys.ErrNoKeys) || !strings.Contains(err.Error(), "issuer staff") || !strings.Contains(err.Error(), "max_stale 1h0m0s") {
 		t.Errorf("Ready 1s past max_stale = %v; want ErrNoKeys naming issuer staff and max_stale", err)
 	}
 

@@ -6,10 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"slices"
 	"strings"
 
-	"github.com/golang-jwt/jwt/v5"
+	"github.com/plantstore/plantstore/auth/dpop"
 )
 
 // maxCredential is the largest Authorization header, and so the largest
@@ -24,55 +23,60 @@ const maxCredential = 8 << 10
 //     §2.1) or "DPoP <token>" (RFC 9449 §7.1), the scheme in any case, one
 //     or more spaces; over 8 KiB it is refused unparsed;
 //  2. the cache: a token verified before, still in the cache, whose exp,
-//     nbf and iat still hold now, of an issuer still configured whose keys
-//     have not changed since (nor, with MaxStale, gone unconfirmed for
-//     longer), goes on to step 10 as it was;
-//  3. the form: RFC 6750 b64token characters, a JWS in compact form;
-//  4. the issuer: the unnamed one, or the one whose iss the token names
-//     ([ReasonUnknownIssuer] for none, at once, with no key fetch);
-//  5. the JOSE header: alg in the issuer's allow-list (never "none"), no
-//     crit, typ an access-token type, absent, "JWT" or "at+jwt", and one
-//     of the issuer's TokenTypes when it names some (never another kind
-//     of JWT: [ReasonTokenType]), kid a string;
-//  6. the key: by kid from the issuer's keys only, of the algorithm's
-//     family ([ReasonUnknownKey] otherwise); jku, jwk, x5u and x5c are
-//     never read; with MaxStale, fetched keys that no fetch confirmed for
-//     longer are none ([ReasonKeysUnavailable]) unless one fetch, tried as
-//     for an unknown kid, confirms them;
-//  7. the signature;
-//  8. the claims: exp required, and exp, nbf and iat numbers from 0 to
-//     253402300799 held to the leeway (iat never in the future); iss and
-//     aud as the issuer's Config says; exp at most MaxLifetime after iat
-//     (or now) ([ReasonLifetime]); client_id, or without it azp, one of
-//     the issuer's Clients ([ReasonClient]);
-//  9. the caller (see claims.go): sub a non-empty string, groups (a string
+//     nbf and iat still hold now, of an issuer still configured, whose
+//     Authenticator says its verdict holds (for keys: they have not
+//     changed since, nor, with MaxStale, gone unconfirmed for longer),
+//     goes on to step 9 as it was;
+//  3. the form: RFC 6750 b64token characters;
+//  4. the issuer: for a JWS in compact form, the unnamed one, or the one
+//     whose iss the token names ([ReasonUnknownIssuer] for none, at once,
+//     with no key fetch); for any other token, the issuer whose Opaque
+//     Trust takes such tokens ([ReasonMalformed] when none does);
+//  5. the issuer's [Authenticator], which turns the token into claims the
+//     way the issuer's tokens are trusted; for a JWS, package jws: the
+//     JOSE header (alg in the issuer's allow-list, never "none"; no crit;
+//     typ an access-token type, and one of the issuer's TokenTypes when it
+//     names some; kid a string), the key by kid from the issuer's keys
+//     only, of the algorithm's family (jku, jwk, x5u and x5c never read;
+//     with MaxStale, fetched keys that no fetch confirmed for longer are
+//     none), and the signature;
+//  6. the registered claims, whatever trusted them (see
+//     registered in claims.go): exp required, and exp, nbf and iat numbers
+//     from 0 to 253402300799 held to the leeway (iat never in the
+//     future); iss and aud as the issuer's Config says;
+//  7. the issuer's rules on the claims, in order (see [Config.rules]):
+//     exp at most MaxLifetime after iat (or now) ([ReasonLifetime]);
+//     client_id, or without it azp, one of the issuer's Clients
+//     ([ReasonClient]);
+//  8. the caller (see claims.go): sub a non-empty string, groups (a string
 //     or an array of strings at the groups claim, at most MaxGroups),
 //     scope and scp (a string split at U+0020 only, the items of an array
 //     taken whole), and the required scope (403 when missing); and the
 //     binding its cnf names (see binding.go): cnf.jkt, cnf.x5t#S256, both
 //     or nothing, since a binding this service does not check would leave
 //     a bearer token ([ReasonUnknownBinding]);
-//  10. the binding, every time, cached or not: a token bound to a
+//  9. the binding, every time, cached or not: a token bound to a
 //     certificate (cnf.x5t#S256) needs the client certificate of that
 //     thumbprint in Options.ClientCertHeader from a trusted proxy (see
 //     [Verifier.bindCert]), as does any token where the issuer requires
 //     mTLS; a token bound to a key
 //     (cnf.jkt) needs the DPoP scheme and one valid DPoP proof header,
 //     checked as RFC 9449 §4.3 says, the checks that cost no signature
-//     first (see [parseProof]: the form, typ, an alg of
+//     first (see [dpop.Parse]: the form, typ, an alg of
 //     Options.DPoPAlgorithms, no crit, a public jwk of a sound shape whose
 //     thumbprint is cnf.jkt, htm, htu, iat within the window, ath, and
 //     last, with Options.Nonces, a server nonce issued within its
 //     lifetime: [ReasonDPoPNonce], 401 use_dpop_nonce); an
 //     unbound token needs the Bearer scheme, and is refused where the
 //     issuer requires DPoP;
-//  11. admission ([Admitter]): one request taken from the caller's rate
+//  10. admission ([Admitter]): one request taken from the caller's rate
 //     when Options.RateLimit is set, and, for a proof, its jti not seen
 //     before on this replica; then the proof's signature, and its jti
 //     recorded once the signature verified.
 //
-// A token that passed steps 3 to 9 is cached until it expires, within the
-// cache's byte budget; refusals are never cached. Every error is an
+// A token that passed steps 3 to 8 is cached until it expires, within the
+// cache's byte budget, when its Authenticator's verdict may be cached;
+// refusals are never cached. Every error is an
 // *[Error], but for a caller over its rate: 401 with [ReasonMissing] when
 // there is no credential, 401 invalid_token for a credential that fails a
 // check, 401 invalid_dpop_proof for a bad proof, 403 insufficient_scope
@@ -147,7 +151,7 @@ func credentialOf(h http.Header) (credential, *Error) {
 	return c, nil
 }
 
-// verify is steps 2 to 9 of [Verifier.Authenticate] for token.
+// verify is steps 2 to 8 of [Verifier.Authenticate] for token.
 func (v *Verifier) verify(ctx context.Context, token string) (*cacheEntry, *Error) {
 	if len(token) > maxCredential {
 		return nil, invalidToken(ReasonTooLarge)
@@ -155,8 +159,8 @@ func (v *Verifier) verify(ctx context.Context, token string) (*cacheEntry, *Erro
 	var h uint64
 	if v.cache != nil {
 		h = v.cache.hashOf(token)
-		if e := v.cache.get(token, h); e != nil && e.live() {
-			if now := v.now(); e.validAt(now, v.opts.Leeway) && e.iss.fresh(now) {
+		if e := v.cache.get(token, h); e != nil && !e.iss.retired.Load() {
+			if now := v.now(); e.validAt(now, v.opts.Leeway) && e.src.Holds(e.stamp, now) {
 				return e, nil
 			}
 		}
@@ -164,11 +168,11 @@ func (v *Verifier) verify(ctx context.Context, token string) (*cacheEntry, *Erro
 	if !isB64Token(token) {
 		return nil, invalidToken(ReasonMalformed)
 	}
-	is, err := v.route(token)
+	is, a, err := v.route(token)
 	if err != nil {
 		return nil, err
 	}
-	e, err := v.verifyWith(ctx, is, token, h)
+	e, err := v.verifyWith(ctx, is, a, token, h)
 	if err != nil {
 		err.Issuer, err.routed = is.name, true
 		return nil, err
@@ -176,62 +180,73 @@ func (v *Verifier) verify(ctx context.Context, token string) (*cacheEntry, *Erro
 	return e, nil
 }
 
-// verifyWith verifies token with the keys and rules of is, and caches it
-// under h when it passed.
-func (v *Verifier) verifyWith(ctx context.Context, is *issuer, token string, h uint64) (*cacheEntry, *Error) {
-	// The generation is read before the keys are: an entry can only claim
-	// a generation whose keys it was checked against, or an older one.
-	var gen uint64
-	if is.gen != nil {
-		gen = is.gen()
-	}
-	claims := claimSet{}
-	tok, err := is.parser.ParseWithClaims(token, &claims, func(t *jwt.Token) (any, error) {
-		return is.key(ctx, t)
-	})
-	if err != nil {
-		return nil, is.classify(tok, claims, err)
-	}
-	if ae := is.checkIssued(claims, v.now(), v.opts.Leeway); ae != nil {
+// verifyWith has a, an Authenticator of is, turn token into claims, holds
+// them to the rules every token meets, and caches the token under h when
+// it passed and a's verdict may be cached.
+func (v *Verifier) verifyWith(ctx context.Context, is *issuer, a Authenticator, token string, h uint64) (*cacheEntry, *Error) {
+	vd, ae := a.Authenticate(ctx, token)
+	if ae != nil {
 		return nil, ae
+	}
+	claims := vd.Claims
+	now := v.now()
+	if r := is.registered(claims, now, v.opts.Leeway); r != "" {
+		return nil, invalidToken(r)
+	}
+	for _, r := range is.rules {
+		if ae := r.check(claims, now, v.opts.Leeway); ae != nil {
+			return nil, ae
+		}
 	}
 	id, ae := v.identity(is, claims)
 	if ae != nil {
 		return nil, ae
 	}
-	e := &cacheEntry{id: id, hash: h, iss: is, gen: gen, caller: CallerKey(is.name, id.Subject)}
+	e := &cacheEntry{id: id, hash: h, iss: is, src: a, stamp: vd.Stamp, caller: CallerKey(is.name, id.Subject)}
 	if e.bound, ae = bindingOf(claims); ae != nil {
 		return nil, ae
 	}
 	if e.bound.dpop() {
-		e.ath, e.client = accessTokenHash(token), clientKey(e.bound.jkt)
+		e.ath, e.client = dpop.AccessTokenHash(token), dpop.ClientKey(e.bound.jkt)
 	}
-	if v.cache != nil && is.gen != nil {
+	if v.cache != nil && vd.Cacheable {
 		e.exp, e.nbf, e.iat = claims.times()
 		// A copy, so that the cache holds no request memory.
 		e.token = strings.Clone(token)
-		v.cache.put(e)
+		v.cache.put(e, now)
 	}
 	return e, nil
 }
 
-// route returns the issuer a token goes to: the unnamed one when there is
-// one, else the one whose iss the token's payload names. The payload is
-// read here only to choose; the chosen issuer verifies everything.
-func (v *Verifier) route(token string) (*issuer, *Error) {
+// route returns the issuer a token goes to, and its Authenticator of the
+// token's form: for a JWS, the unnamed issuer when there is one, else the
+// one whose iss the token's payload names; for any other token, the
+// issuer that takes opaque tokens, when one does. The payload is read
+// here only to choose; the chosen issuer verifies everything.
+func (v *Verifier) route(token string) (*issuer, Authenticator, *Error) {
 	t := v.issuers.Load()
-	if t.unnamed != nil {
-		return t.unnamed, nil
+	if strings.Count(token, ".") != 2 {
+		// Not three segments: no JWS in compact form.
+		if t.opaque == nil {
+			return nil, nil, invalidToken(ReasonMalformed)
+		}
+		return t.opaque, t.opaque.opaque, nil
 	}
-	iss, ok := peekIssuer(token)
-	if !ok {
-		return nil, invalidToken(ReasonMalformed)
-	}
-	is := t.byIss[iss]
+	is := t.unnamed
 	if is == nil {
-		return nil, invalidToken(ReasonUnknownIssuer)
+		iss, ok := peekIssuer(token)
+		if !ok {
+			return nil, nil, invalidToken(ReasonMalformed)
+		}
+		if is = t.byIss[iss]; is == nil {
+			return nil, nil, invalidToken(ReasonUnknownIssuer)
+		}
 	}
-	return is, nil
+	if is.jws == nil {
+		// An issuer of opaque tokens only.
+		return nil, nil, invalidToken(ReasonMalformed)
+	}
+	return is, is.jws, nil
 }
 
 // peekIssuer returns the iss of a compact JWS without verifying anything:
@@ -262,106 +277,6 @@ func peekIssuer(token string) (string, bool) {
 	return *p.Iss, true
 }
 
-// key is the jwt.Keyfunc: it runs after the parser has checked alg against
-// the allow-list, and picks the key by kid from the issuer's keys only.
-func (is *issuer) key(ctx context.Context, t *jwt.Token) (any, error) {
-	if _, ok := t.Header["crit"]; ok {
-		// No extension is understood, so any crit list must be refused
-		// (RFC 7515 section 4.1.11).
-		return nil, invalidToken(ReasonCrit)
-	}
-	// RFC 8725 §3.11: a token that says it is another kind of JWT (a
-	// JWE, a security event, a logout token or a DPoP proof) is not an
-	// access token, whoever signed it; nor, where the issuer requires
-	// at+jwt, is a token that does not say it is one.
-	raw, present := t.Header["typ"]
-	typ, isString := raw.(string)
-	if present && !isString {
-		return nil, invalidToken(ReasonMalformed)
-	}
-	if err := is.checkType(typ, present); err != nil {
-		return nil, err
-	}
-	var kid string
-	if raw, ok := t.Header["kid"]; ok {
-		s, ok := raw.(string)
-		if !ok {
-			return nil, invalidToken(ReasonMalformed)
-		}
-		kid = s
-	}
-	alg := t.Method.Alg()
-	k, err := is.lookup.Key(ctx, kid, alg)
-	switch {
-	case err == nil:
-	case errors.Is(err, ErrUnknownKey), errors.Is(err, ErrAmbiguousKey), errors.Is(err, ErrKeyMismatch):
-		return nil, invalidToken(ReasonUnknownKey)
-	default:
-		return nil, invalidToken(ReasonKeysUnavailable)
-	}
-	// Checked again whatever the source: an RSA or EC public key must never
-	// reach the HMAC verifier as a secret, nor an empty secret at all.
-	if !k.Fits(alg) {
-		return nil, invalidToken(ReasonUnknownKey)
-	}
-	return k.Public, nil
-}
-
-// classify turns a golang-jwt parse error into the refusal it stands for.
-func (is *issuer) classify(tok *jwt.Token, claims claimSet, err error) *Error {
-	var ae *Error
-	switch {
-	case errors.As(err, &ae):
-		// Raised by key.
-		return ae
-	case errors.Is(err, jwt.ErrTokenMalformed):
-		return invalidToken(ReasonMalformed)
-	case tok == nil:
-		return invalidToken(ReasonMalformed)
-	case tok.Method == nil:
-		// alg missing, not a string, or not an algorithm golang-jwt knows
-		// ("None", "NONE", ...).
-		return invalidToken(ReasonAlgorithm)
-	case !slices.Contains(is.cfg.Algorithms, tok.Method.Alg()):
-		// golang-jwt reports a refused alg as ErrTokenSignatureInvalid.
-		return invalidToken(ReasonAlgorithm)
-	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
-		return invalidToken(ReasonBadSignature)
-	case errors.Is(err, jwt.ErrTokenInvalidClaims):
-		return invalidToken(is.claimsReason(claims, err))
-	}
-	return invalidToken(ReasonMalformed)
-}
-
-// claimsReason names the claim check that err, a validation error from
-// golang-jwt, failed. When several failed, the first in this order wins:
-// types and ranges, exp, nbf and iat, iss, aud.
-func (is *issuer) claimsReason(claims claimSet, err error) Reason {
-	switch {
-	case errors.Is(err, jwt.ErrInvalidType), errors.Is(err, errNumericDate):
-		return ReasonClaims
-	case errors.Is(err, jwt.ErrTokenExpired):
-		return ReasonExpired
-	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
-		// Raised for exp, and for iss and aud when they are expected; the
-		// claims say which one is absent.
-		if _, ok := claims["exp"]; !ok {
-			return ReasonMissingExp
-		}
-		if iss, _ := jwt.MapClaims(claims).GetIssuer(); is.cfg.Issuer != "" && iss == "" {
-			return ReasonIssuer
-		}
-		return ReasonAudience
-	case errors.Is(err, jwt.ErrTokenNotValidYet), errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
-		return ReasonNotYetValid
-	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
-		return ReasonIssuer
-	case errors.Is(err, jwt.ErrTokenInvalidAudience):
-		return ReasonAudience
-	}
-	return ReasonClaims
-}
-
 // isB64Token reports whether s matches RFC 6750's
 // b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=".
 func isB64Token(s string) bool {
@@ -386,6 +301,10 @@ func isB64Token(s string) bool {
 }
 
 // invalidToken returns the 401 invalid_token refusal for r.
-func invalidToken(r Reason) *Error {
+func invalidToken(r Reason) *Error { return InvalidToken(r) }
+
+// InvalidToken returns the 401 invalid_token refusal for r: what an
+// [Authenticator] refuses a token with.
+func InvalidToken(r Reason) *Error {
 	return &Error{Status: http.StatusUnauthorized, Code: "invalid_token", Reason: r}
 }

@@ -34,6 +34,20 @@ func ParseBindingMode(s string) (BindingMode, error) {
 	return 0, fmt.Errorf("%q: want off, optional or required", s)
 }
 
+// UnmarshalText sets m to the mode named text, as [ParseBindingMode]
+// reads it: how the issuers file reads dpop and mtls.
+func (m *BindingMode) UnmarshalText(text []byte) error {
+	mode, err := ParseBindingMode(string(text))
+	if err != nil {
+		return err
+	}
+	*m = mode
+	return nil
+}
+
+// MarshalText returns the mode's name.
+func (m BindingMode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
 // String returns the mode's name.
 func (m BindingMode) String() string {
 	switch m {
@@ -76,7 +90,7 @@ func (b binding) cert() bool { return b.x5t != "" }
 // that is not the base64url (unpadded, canonical) of 32 bytes is
 // [ReasonClaims]: no certificate could ever match it. An empty cnf binds
 // nothing.
-func bindingOf(claims claimSet) (binding, *Error) {
+func bindingOf(claims Claims) (binding, *Error) {
 	raw, ok := claims["cnf"]
 	if !ok {
 		return binding{}, nil

@@ -24,10 +24,12 @@ type cacheEntry struct {
 	token string
 	hash  uint64
 	id    Identity
-	// iss is the issuer that verified the token, and gen the generation of
-	// its keys then: a hit needs both to be current.
-	iss *issuer
-	gen uint64
+	// iss is the issuer the token was routed to, src its Authenticator
+	// that accepted it, with the verdict's stamp: a hit needs the issuer
+	// current and the verdict to hold.
+	iss   *issuer
+	src   Authenticator
+	stamp uint64
 	// bound is what the token is bound to (cnf); for a token bound to a
 	// DPoP key, ath is the ath its proofs carry and client the hash of
 	// its key.
@@ -43,14 +45,15 @@ type cacheEntry struct {
 	size int64
 }
 
-// live reports whether e's issuer is still configured and its keys are
-// those e was verified against.
-func (e *cacheEntry) live() bool {
-	return !e.iss.retired.Load() && e.iss.gen != nil && e.iss.gen() == e.gen
+// current reports whether e's issuer is still configured and the verdict
+// that accepted e still holds at now.
+func (e *cacheEntry) current(now time.Time) bool {
+	return !e.iss.retired.Load() && e.src.Holds(e.stamp, now)
 }
 
 // validAt reports whether e's time claims still hold at now with leeway:
-// the checks golang-jwt made when the token was verified, made again.
+// the checks of exp, nbf and iat made when the token was verified, made
+// again.
 func (e *cacheEntry) validAt(now time.Time, leeway time.Duration) bool {
 	t := now.UnixNano()
 	l := int64(leeway)
@@ -161,11 +164,11 @@ func (c *tokenCache) get(token string, h uint64) *cacheEntry {
 	return nil
 }
 
-// put stores e in the set of its hash: in place of an empty entry, a dead
-// one or one of the same token, else of a random one; then, while the
-// cache is over its budget, it evicts random entries, and takes e out
-// again when a few tries did not make room.
-func (c *tokenCache) put(e *cacheEntry) {
+// put stores e in the set of its hash: in place of an empty entry, one no
+// longer current at now or one of the same token, else of a random one;
+// then, while the cache is over its budget, it evicts random entries, and
+// takes e out again when a few tries did not make room.
+func (c *tokenCache) put(e *cacheEntry, now time.Time) {
 	e.size = entrySize(e)
 	if e.size > c.budget {
 		return
@@ -174,7 +177,7 @@ func (c *tokenCache) put(e *cacheEntry) {
 	slot := &set[rand.IntN(cacheWays)]
 	for i := range set {
 		old := set[i].Load()
-		if old == nil || !old.live() || (old.hash == e.hash && old.token == e.token) {
+		if old == nil || !old.current(now) || (old.hash == e.hash && old.token == e.token) {
 			slot = &set[i]
 			break
 		}

@@ -18,17 +18,18 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/keys"
 )
 
 // countingKeys is a key source that counts its lookups, so that a test
 // can tell a cache hit (no lookup) from a verification. It does not count
 // its changes: a Verifier must not cache tokens of it.
 type countingKeys struct {
-	keys    auth.Keys
+	keys    keys.Keys
 	lookups *atomic.Int64
 }
 
-func (c countingKeys) Key(ctx context.Context, kid, alg string) (auth.Key, error) {
+func (c countingKeys) Key(ctx context.Context, kid, alg string) (keys.Key, error) {
 	c.lookups.Add(1)
 	return c.keys.Key(ctx, kid, alg)
 }
@@ -46,19 +47,19 @@ func TestVerifierCacheHits(t *testing.T) {
 	tests := []struct {
 		name        string
 		cacheBytes  int64
-		keys        func(n *atomic.Int64) auth.Keys
+		keys        func(n *atomic.Int64) keys.Keys
 		wantLookups int64
 	}{
-		{name: "cached", keys: func(n *atomic.Int64) auth.Keys { return counted(n) }, wantLookups: 1},
-		{name: "combined sources", keys: func(n *atomic.Int64) auth.Keys {
-			return auth.Combine(counted(n), authtest.KeySet(authtest.NewKey(t, "ES256")))
+		{name: "cached", keys: func(n *atomic.Int64) keys.Keys { return counted(n) }, wantLookups: 1},
+		{name: "combined sources", keys: func(n *atomic.Int64) keys.Keys {
+			return keys.Combine(counted(n), authtest.KeySet(authtest.NewKey(t, "ES256")))
 		}, wantLookups: 1},
-		{name: "cache turned off", cacheBytes: -1, keys: func(n *atomic.Int64) auth.Keys { return counted(n) }, wantLookups: 3},
-		{name: "source without generation", keys: func(n *atomic.Int64) auth.Keys {
+		{name: "cache turned off", cacheBytes: -1, keys: func(n *atomic.Int64) keys.Keys { return counted(n) }, wantLookups: 3},
+		{name: "source without generation", keys: func(n *atomic.Int64) keys.Keys {
 			return countingKeys{authtest.KeySet(k), n}
 		}, wantLookups: 3},
-		{name: "combined with a source without generation", keys: func(n *atomic.Int64) auth.Keys {
-			return auth.Combine(counted(n), countingKeys{authtest.KeySet(authtest.NewKey(t, "ES256")), new(atomic.Int64)})
+		{name: "combined with a source without generation", keys: func(n *atomic.Int64) keys.Keys {
+			return keys.Combine(counted(n), countingKeys{authtest.KeySet(authtest.NewKey(t, "ES256")), new(atomic.Int64)})
 		}, wantLookups: 3},
 	}
 	for _, tt := range tests {
@@ -97,8 +98,8 @@ func TestVerifierCacheRefusals(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var n atomic.Int64
-			keys := countingGenKeys{countingKeys{authtest.KeySet(k), &n}}
-			v := newVerifier(t, auth.Config{RequiredScope: "plants:read"}, keys)
+			ks := countingGenKeys{countingKeys{authtest.KeySet(k), &n}}
+			v := newVerifier(t, auth.Config{RequiredScope: "plants:read"}, ks)
 			header := map[string]any(nil)
 			if tt.wantReason == auth.ReasonUnknownKey {
 				header = map[string]any{"kid": "elsewhere"}
@@ -106,7 +107,7 @@ func TestVerifierCacheRefusals(t *testing.T) {
 			token := authtest.Token(t, k, header, tt.claims)
 			for i := range 2 {
 				_, err := v.Verify(t.Context(), token)
-				if got := reasonOf(t, err); got != tt.wantReason {
+				if got := authtest.ReasonOf(t, err); got != tt.wantReason {
 					t.Fatalf("Verify #%d reason = %q, want %q", i+1, got, tt.wantReason)
 				}
 			}
@@ -127,8 +128,8 @@ func TestVerifierCacheRefusals(t *testing.T) {
 func TestVerifierCacheJWKSKeyRemoved(t *testing.T) {
 	a, b := authtest.NewKeyID(t, "ES256", "a"), authtest.NewKeyID(t, "EdDSA", "b")
 	srv := authtest.NewServer(t, authtest.JWKS(t, a))
-	j, _ := newSrcJWKS(t, auth.JWKSOptions{URL: srv.URL, MinRefresh: time.Nanosecond})
-	srcWait(t, "first JWKS fetch", func() bool { return j.Ready() == nil })
+	j, _ := authtest.NewJWKS(t, keys.JWKSOptions{URL: srv.URL, MinRefresh: time.Nanosecond})
+	authtest.WaitFor(t, "first JWKS fetch", func() bool { return j.Ready() == nil })
 	v := newVerifier(t, auth.Config{}, j)
 
 	tokA := authtest.Token(t, a, nil, authtest.Claims(nil))
@@ -148,7 +149,7 @@ func TestVerifierCacheJWKSKeyRemoved(t *testing.T) {
 	if got := j.Generation(); got <= gen {
 		t.Errorf("Generation after a key was removed = %d, want more than %d", got, gen)
 	}
-	if _, err := v.Verify(t.Context(), tokA); reasonOf(t, err) != auth.ReasonUnknownKey {
+	if _, err := v.Verify(t.Context(), tokA); authtest.ReasonOf(t, err) != auth.ReasonUnknownKey {
 		t.Errorf("Verify(cached token of the removed key) = %v, want %q", err, auth.ReasonUnknownKey)
 	}
 }
@@ -158,45 +159,45 @@ func TestVerifierCacheJWKSKeyRemoved(t *testing.T) {
 func TestJWKSGenerationUnchangedSet(t *testing.T) {
 	a := authtest.NewKeyID(t, "ES256", "a")
 	srv := authtest.NewServer(t, authtest.JWKS(t, a))
-	j, _ := newSrcJWKS(t, auth.JWKSOptions{URL: srv.URL, MinRefresh: time.Nanosecond})
-	srcWait(t, "first JWKS fetch", func() bool { return j.Ready() == nil })
+	j, _ := authtest.NewJWKS(t, keys.JWKSOptions{URL: srv.URL, MinRefresh: time.Nanosecond})
+	authtest.WaitFor(t, "first JWKS fetch", func() bool { return j.Ready() == nil })
 	gen := j.Generation()
 	hits := srv.Hits.Load()
 	// An unknown kid makes the JWKS fetch the same document again.
-	if _, err := j.Key(t.Context(), "unknown", "ES256"); !errors.Is(err, auth.ErrUnknownKey) {
-		t.Fatalf("Key(unknown kid) error = %v, want %v", err, auth.ErrUnknownKey)
+	if _, err := j.Key(t.Context(), "unknown", "ES256"); !errors.Is(err, keys.ErrUnknownKey) {
+		t.Fatalf("Key(unknown kid) error = %v, want %v", err, keys.ErrUnknownKey)
 	}
 	if got := srv.Hits.Load(); got != hits+1 {
 		t.Fatalf("JWKS fetches after an unknown kid = %d, want %d", got, hits+1)
 	}
 	if got := j.Generation(); got != gen {
-		t.Errorf("Generation after a fetch of the same keys = %d, want %d", got, gen)
+		t.Errorf("Generation after a fetch of the same ks = %d, want %d", got, gen)
 	}
 }
 
 // TestVerifierCacheKeyFileReload checks that a key file reload that drops
 // a key stops its cached tokens at once.
 func TestVerifierCacheKeyFileReload(t *testing.T) {
-	a, b := thumbKey(t, "ES256"), thumbKey(t, "EdDSA")
-	path := writeSrcFile(t, append(pemPublic(t, a.Verify.Public), pemPublic(t, b.Verify.Public)...))
-	f, err := auth.LoadKeyFile(path, nil)
+	a, b := authtest.NewKey(t, "ES256"), authtest.NewKey(t, "EdDSA")
+	path := authtest.WriteJWKS(t, a, b)
+	f, err := keys.LoadKeyFile(path, nil)
 	if err != nil {
 		t.Fatalf("LoadKeyFile: %v", err)
 	}
-	v := newVerifier(t, auth.Config{}, auth.Combine(f, authtest.KeySet(authtest.NewKey(t, "ES256"))))
+	v := newVerifier(t, auth.Config{}, keys.Combine(f, authtest.KeySet(authtest.NewKey(t, "ES256"))))
 	tokA, tokB := authtest.Token(t, a, nil, authtest.Claims(nil)), authtest.Token(t, b, nil, authtest.Claims(nil))
 	for _, tok := range []string{tokA, tokB, tokA, tokB} {
 		if _, err := v.Verify(t.Context(), tok); err != nil {
 			t.Fatalf("Verify before reload: %v", err)
 		}
 	}
-	if err := os.WriteFile(path, pemPublic(t, b.Verify.Public), 0o600); err != nil {
+	if err := os.WriteFile(path, authtest.JWKS(t, b), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.Reload(); err != nil {
 		t.Fatalf("Reload: %v", err)
 	}
-	if _, err := v.Verify(t.Context(), tokA); reasonOf(t, err) != auth.ReasonUnknownKey {
+	if _, err := v.Verify(t.Context(), tokA); authtest.ReasonOf(t, err) != auth.ReasonUnknownKey {
 		t.Errorf("Verify(cached token of the removed key) after Reload = %v, want %q", err, auth.ReasonUnknownKey)
 	}
 	if _, err := v.Verify(t.Context(), tokB); err != nil {
@@ -310,8 +311,8 @@ func BenchmarkVerifyCache(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			k := authtest.NewKey(b, "ES256")
-			jwks, _ := newSrcJWKS(b, auth.JWKSOptions{URL: authtest.NewServer(b, authtest.JWKS(b, k)).URL})
-			srcWait(b, "the first JWKS fetch", func() bool { return jwks.Ready() == nil })
+			jwks, _ := authtest.NewJWKS(b, keys.JWKSOptions{URL: authtest.NewServer(b, authtest.JWKS(b, k)).URL})
+			authtest.WaitFor(b, "the first JWKS fetch", func() bool { return jwks.Ready() == nil })
 			cfg := auth.Config{}
 			if rules {
 				cfg = auth.Config{

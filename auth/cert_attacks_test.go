@@ -12,6 +12,8 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/edge"
+	"github.com/plantstore/plantstore/auth/keys"
 )
 
 // certAttacks are the rows of TestKnownAttacks about certificate-bound
@@ -19,14 +21,14 @@ import (
 // with another, through a peer that may not vouch for one, or with a
 // header that tries to make the service read another certificate than
 // the one the gateway verified.
-func certAttacks(t *testing.T, key authtest.Key, keys auth.Keys) []attack {
+func certAttacks(t *testing.T, key authtest.Key, ks keys.Keys) []attack {
 	ca := authtest.NewCA(t)
 	client, other := ca.Issue(t, "client"), ca.Issue(t, "other")
 	trusted := func(mode auth.MTLSMode, proxies string) *apiServer {
 		o := verifierOptions
 		o.ClientCertHeader = "X-Client-Cert"
 		o.TrustedProxies = []netip.Prefix{netip.MustParsePrefix(proxies)}
-		srv := serveVerifier(t, newVerifierOpts(t, o, auth.Config{MTLS: mode}, keys))
+		srv := serveVerifier(t, newVerifierOpts(t, o, auth.Config{MTLS: mode}, ks))
 		return &srv
 	}
 	certSrv := trusted(auth.MTLSOptional, "127.0.0.0/8")
@@ -38,7 +40,7 @@ func certAttacks(t *testing.T, key authtest.Key, keys auth.Keys) []attack {
 	boundTo := func(x5t any) string {
 		return "Bearer " + authtest.Token(t, key, nil, authtest.Claims(map[string]any{"cnf": map[string]any{"x5t#S256": x5t}}))
 	}
-	bound := boundTo(auth.CertificateThumbprint(client.DER))
+	bound := boundTo(edge.CertificateThumbprint(client.DER))
 	sum := sha256.Sum256(client.DER)
 	pemSum := sha256.Sum256(client.PEM)
 	spki := sha256.Sum256(client.Cert.RawSubjectPublicKeyInfo)

@@ -13,6 +13,9 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/edge"
+	"github.com/plantstore/plantstore/auth/jws"
+	"github.com/plantstore/plantstore/observability/setting"
 )
 
 // certOptions are Options that read the client certificate from
@@ -54,7 +57,7 @@ func TestCertificateBinding(t *testing.T) {
 	ca := authtest.NewCA(t)
 	cert, other := ca.Issue(t, "client"), ca.Issue(t, "other")
 	jkt := client.Thumbprint(t)
-	x5t := auth.CertificateThumbprint(cert.DER)
+	x5t := edge.CertificateThumbprint(cert.DER)
 	srv := newDPoPServer(t, issuer, auth.DPoPOptional, certOptions())
 	both := authtest.Token(t, issuer, nil, authtest.Claims(map[string]any{"cnf": map[string]any{"jkt": jkt, "x5t#S256": x5t}}))
 	certOnly := authtest.Token(t, issuer, nil, authtest.Claims(map[string]any{"cnf": map[string]any{"x5t#S256": x5t}}))
@@ -107,16 +110,16 @@ func TestCertificateBinding(t *testing.T) {
 // metadata says certificate-bound tokens are accepted exactly when some
 // are.
 func TestMTLSConfig(t *testing.T) {
-	keys := authtest.KeySet(authtest.NewKey(t, "ES256"))
-	_, err := auth.NewVerifier(auth.Options{}, auth.Issuer{Name: "a", Config: auth.Config{Issuer: "https://a", MTLS: auth.MTLSRequired}, Keys: keys})
-	var ce *auth.ConfigError
-	if !errors.As(err, &ce) || ce.Field != "mtls" || ce.Issuer != "a" {
-		t.Errorf("mtls required without a header: %v; want an mtls *ConfigError of issuer a", err)
+	ks := authtest.KeySet(authtest.NewKey(t, "ES256"))
+	_, err := auth.NewVerifier(auth.Options{}, auth.Issuer{Name: "a", Config: auth.Config{Issuer: "https://a", MTLS: auth.MTLSRequired}, JWS: jws.New(ks)})
+	var ce *setting.Error
+	if !errors.As(err, &ce) || ce.Key != "mtls" || ce.Issuer != "a" {
+		t.Errorf("mtls required without a header: %v; want an mtls *setting.Error of issuer a", err)
 	}
 	for _, name := range []string{"X Client Cert", "Authorization", "dpop", "X-Forwarded-For", "a:b"} {
-		_, err := auth.NewVerifier(auth.Options{ClientCertHeader: name}, auth.Issuer{Keys: keys})
-		if !errors.As(err, &ce) || ce.Field != "client_cert_header" {
-			t.Errorf("ClientCertHeader %q: %v; want a client_cert_header *ConfigError", name, err)
+		_, err := auth.NewVerifier(auth.Options{ClientCertHeader: name}, auth.Issuer{JWS: jws.New(ks)})
+		if !errors.As(err, &ce) || ce.Key != "client_cert_header" {
+			t.Errorf("ClientCertHeader %q: %v; want a client_cert_header *setting.Error", name, err)
 		}
 	}
 	for _, tt := range []struct {
@@ -133,7 +136,7 @@ func TestMTLSConfig(t *testing.T) {
 		var issuers []auth.Issuer
 		for i, m := range tt.modes {
 			name := string(rune('a' + i))
-			issuers = append(issuers, auth.Issuer{Name: name, Config: auth.Config{Issuer: "https://" + name, MTLS: m}, Keys: keys})
+			issuers = append(issuers, auth.Issuer{Name: name, Config: auth.Config{Issuer: "https://" + name, MTLS: m}, JWS: jws.New(ks)})
 		}
 		v, err := auth.NewVerifier(auth.Options{ClientCertHeader: tt.header}, issuers...)
 		if err != nil {
@@ -143,48 +146,6 @@ func TestMTLSConfig(t *testing.T) {
 		if md.TLSClientCertificateBoundAccessTokens != tt.want {
 			t.Errorf("%s: tls_client_certificate_bound_access_tokens %v; want %v", tt.name, md.TLSClientCertificateBoundAccessTokens, tt.want)
 		}
-	}
-}
-
-// TestParseClientCertificate reads both header forms and refuses what
-// is not one certificate, without the header's text in the error.
-func TestParseClientCertificate(t *testing.T) {
-	ca := authtest.NewCA(t)
-	cert := ca.Issue(t, "client")
-	for _, tt := range []struct {
-		name   string
-		values []string
-		want   error // nil: the certificate
-	}{
-		{"escaped PEM", []string{cert.Escaped()}, nil},
-		{"XFCC", []string{cert.XFCC()}, nil},
-		{"XFCC, Cert unquoted, key in lower case", []string{"By=x;cert=" + cert.Escaped()}, nil},
-		{"XFCC, spaces around the element", []string{"By=x, " + cert.XFCC() + " "}, nil},
-		{"XFCC, quoted value with an escaped quote", []string{`Subject="a\"b";Cert="` + cert.Escaped() + `"`}, nil},
-		{"none", nil, auth.ErrNoCertificate},
-		{"empty", []string{""}, auth.ErrNoCertificate},
-		{"XFCC without Cert", []string{"By=x;Hash=00"}, auth.ErrNoCertificate},
-		{"XFCC, trailing comma", []string{cert.XFCC() + ","}, auth.ErrCertHeader},
-		{"XFCC, a pair without =", []string{"By;Cert=" + cert.Escaped()}, auth.ErrCertHeader},
-		{"XFCC, a quote inside an unquoted value", []string{`Cert=a"b`}, auth.ErrCertHeader},
-		{"PEM as it is (nothing to unescape)", []string{string(cert.PEM)}, nil},
-		{"bad escape", []string{"-----BEGIN%2"}, auth.ErrCertHeader},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := auth.ParseClientCertificate(tt.values)
-			if tt.want == nil {
-				if err != nil || auth.CertificateThumbprint(got.Raw) != auth.CertificateThumbprint(cert.DER) {
-					t.Fatalf("ParseClientCertificate = %v; want the certificate", err)
-				}
-				return
-			}
-			if !errors.Is(err, tt.want) {
-				t.Fatalf("ParseClientCertificate = %v; want %v", err, tt.want)
-			}
-			if strings.Contains(err.Error(), "BEGIN") || strings.Contains(err.Error(), "By=") {
-				t.Errorf("error %q carries the header's text", err)
-			}
-		})
 	}
 }
 
@@ -203,7 +164,7 @@ func BenchmarkCertBinding(b *testing.B) {
 	cert := authtest.NewCA(b).Issue(b, "client")
 	v := newVerifierOpts(b, certOptions(), auth.Config{}, authtest.KeySet(issuer))
 	bearer := authtest.Token(b, issuer, nil, authtest.Claims(nil))
-	bound := authtest.Token(b, issuer, nil, authtest.Claims(map[string]any{"cnf": map[string]any{"x5t#S256": auth.CertificateThumbprint(cert.DER)}}))
+	bound := authtest.Token(b, issuer, nil, authtest.Claims(map[string]any{"cnf": map[string]any{"x5t#S256": edge.CertificateThumbprint(cert.DER)}}))
 	escaped := cert.Escaped()
 	request := func(token string) *http.Request {
 		req := httptest.NewRequest("GET", "/plants?limit=10", nil)

@@ -8,17 +8,15 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/golang-jwt/jwt/v5"
 )
 
 // maxNumericDate is 9999-12-31T23:59:59Z, the latest NumericDate accepted.
 const maxNumericDate = 253402300799
 
 // identity builds the caller from verified claims and applies the checks
-// golang-jwt does not make: sub, the groups (type and count) and scope
-// types, and the required scope.
-func (v *Verifier) identity(is *issuer, claims claimSet) (Identity, *Error) {
+// of the caller: sub, the groups (type and count) and scope types, and the
+// required scope.
+func (v *Verifier) identity(is *issuer, claims Claims) (Identity, *Error) {
 	id := Identity{Issuer: is.name}
 	switch sub := claims["sub"].(type) {
 	case nil:
@@ -88,7 +86,8 @@ const defaultGroupsClaim = "groups"
 // claimPath returns the path of a groups claim: a top-level name, or a
 // dotted path into nested objects ("realm_access.roles"); "" is
 // defaultGroupsClaim. An empty element ("a..b", "a.") is an error. It is
-// the one reader of a claim path, for verifying and for minting.
+// the one reader of a claim path, for verifying ([lookupPath]) and for
+// making tokens ([Claims.Set]).
 func claimPath(claim string) ([]string, error) {
 	if claim == "" {
 		claim = defaultGroupsClaim
@@ -98,6 +97,33 @@ func claimPath(claim string) ([]string, error) {
 		return nil, fmt.Errorf("%q has an empty path element", claim)
 	}
 	return path, nil
+}
+
+// Set puts v at the claim named claim, a claim path as an issuer's groups
+// claim is (a top-level name, or a dotted path into nested objects, ""
+// for "groups"), making the objects on the way: how a token made for an
+// issuer carries what the issuer reads there. It returns an error for a
+// path with an empty element, or one that goes through a claim that is
+// not an object.
+func (c Claims) Set(claim string, v any) error {
+	path, err := claimPath(claim)
+	if err != nil {
+		return err
+	}
+	cur := c
+	for _, p := range path[:len(path)-1] {
+		next, ok := cur[p].(map[string]any)
+		if !ok {
+			if _, taken := cur[p]; taken {
+				return fmt.Errorf("%q: %q is already a claim that is not an object", strings.Join(path, "."), p)
+			}
+			next = map[string]any{}
+			cur[p] = next
+		}
+		cur = next
+	}
+	cur[path[len(path)-1]] = v
+	return nil
 }
 
 // appendStrings appends to dst the strings of v, a string or an array of
@@ -162,50 +188,131 @@ func appendStrings(dst []string, v any, split bool) ([]string, bool) {
 	return dst, true
 }
 
-// claimSet is the payload of a token as golang-jwt decodes it, with the
-// NumericDate getters held to the range the contract allows, so that no
-// overflow ever turns a far-future nbf or iat into the past.
-type claimSet map[string]any
+// Claims are the claims of a token as its issuer vouches for them: the
+// members of its JSON payload (or of the issuer's answer about it) as
+// encoding/json decodes them into an any, numbers as float64.
+type Claims map[string]any
+
+// registered applies the rules of RFC 7519 on the registered claims of a
+// token at now, the same whatever vouched for them: exp required, and
+// exp, nbf and iat NumericDates from 0 to 253402300799 held to the leeway
+// (iat never in the future); iss equal to the issuer's when it names one;
+// aud (a string or an array of strings) holding one of the issuer's
+// audiences when it names some. It returns "" when every rule holds, else
+// the reason of the first that fails in this order: a type or range
+// (ReasonClaims), exp past, exp missing, iss missing, aud missing or
+// empty, nbf or iat in the future, iss not the issuer's, no audience of
+// the issuer's.
+func (is *issuer) registered(c Claims, now time.Time, leeway time.Duration) Reason {
+	var malformed, expired, noExp, early, noIss, badIss, noAud, badAud bool
+	switch exp, ok, err := c.date("exp"); {
+	case err != nil:
+		malformed = true
+	case !ok:
+		noExp = true
+	case !now.Before(exp.Add(leeway)):
+		expired = true
+	}
+	for _, name := range [...]string{"nbf", "iat"} {
+		switch t, ok, err := c.date(name); {
+		case err != nil:
+			malformed = true
+		case ok && now.Before(t.Add(-leeway)):
+			early = true
+		}
+	}
+	if auds := is.cfg.Audiences; len(auds) > 0 {
+		// A string or an array of strings; any other value is no
+		// audience at all.
+		n, blank, match := 0, false, false
+		switch aud := c["aud"].(type) {
+		case string:
+			n, blank, match = 1, aud == "", slices.Contains(auds, aud)
+		case []any:
+			n = len(aud)
+			for _, a := range aud {
+				s, ok := a.(string)
+				if !ok {
+					malformed = true
+					break
+				}
+				blank = blank || n == 1 && s == ""
+				match = match || slices.Contains(auds, s)
+			}
+		}
+		switch {
+		case n == 0 || n == 1 && blank:
+			noAud = true
+		case !match:
+			badAud = true
+		}
+	}
+	if want := is.cfg.Issuer; want != "" {
+		raw, present := c["iss"]
+		switch iss, ok := raw.(string); {
+		case !present, ok && iss == "":
+			noIss = true
+		case !ok:
+			malformed = true
+		case iss != want:
+			badIss = true
+		}
+	}
+	switch {
+	case malformed:
+		return ReasonClaims
+	case expired:
+		return ReasonExpired
+	case noExp:
+		return ReasonMissingExp
+	case noIss:
+		return ReasonIssuer
+	case noAud:
+		return ReasonAudience
+	case early:
+		return ReasonNotYetValid
+	case badIss:
+		return ReasonIssuer
+	case badAud:
+		return ReasonAudience
+	}
+	return ""
+}
 
 // errNumericDate: a time claim is not a number from 0 to 253402300799.
 var errNumericDate = errors.New("numeric date out of range")
 
-func (c claimSet) GetExpirationTime() (*jwt.NumericDate, error) { return c.date("exp") }
-func (c claimSet) GetNotBefore() (*jwt.NumericDate, error)      { return c.date("nbf") }
-func (c claimSet) GetIssuedAt() (*jwt.NumericDate, error)       { return c.date("iat") }
-func (c claimSet) GetIssuer() (string, error)                   { return jwt.MapClaims(c).GetIssuer() }
-func (c claimSet) GetSubject() (string, error)                  { return jwt.MapClaims(c).GetSubject() }
-func (c claimSet) GetAudience() (jwt.ClaimStrings, error)       { return jwt.MapClaims(c).GetAudience() }
-
-// date returns the NumericDate claim name: nil when absent, an error
-// wrapping errNumericDate when it is not a number from 0 to year 9999.
-func (c claimSet) date(name string) (*jwt.NumericDate, error) {
+// date returns the NumericDate claim name, and false when it is absent;
+// an error wrapping errNumericDate when it is not a number from 0 to year
+// 9999, so that no overflow ever turns a far-future nbf or iat into the
+// past.
+func (c Claims) date(name string) (time.Time, bool, error) {
 	raw, ok := c[name]
 	if !ok {
-		return nil, nil
+		return time.Time{}, false, nil
 	}
 	f, ok := raw.(float64)
 	if !ok || !(f >= 0 && f <= maxNumericDate) {
-		return nil, fmt.Errorf("%w: %s", errNumericDate, name)
+		return time.Time{}, false, fmt.Errorf("%w: %s", errNumericDate, name)
 	}
 	sec, frac := math.Modf(f)
-	return jwt.NewNumericDate(time.Unix(int64(sec), int64(frac*1e9))), nil
+	return time.Unix(int64(sec), int64(frac*1e9)), true, nil
 }
 
 // times returns exp, nbf and iat of verified claims in Unix nanoseconds
 // (nbf and iat math.MinInt64 when absent). Verified claims hold them in
 // range, and year 9999 fits an int64 of nanoseconds only up to 2262, so a
 // later date is held at the end of the range: "never" for exp.
-func (c claimSet) times() (exp, nbf, iat int64) {
+func (c Claims) times() (exp, nbf, iat int64) {
 	nanos := func(name string) int64 {
-		d, err := c.date(name)
-		if err != nil || d == nil {
+		d, ok, err := c.date(name)
+		if err != nil || !ok {
 			return math.MinInt64
 		}
-		if d.Time.After(time.Unix(0, math.MaxInt64)) {
+		if d.After(time.Unix(0, math.MaxInt64)) {
 			return math.MaxInt64
 		}
-		return d.Time.UnixNano()
+		return d.UnixNano()
 	}
 	return nanos("exp"), nanos("nbf"), nanos("iat")
 }

@@ -25,6 +25,10 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/dpop"
+	"github.com/plantstore/plantstore/auth/jws"
+	"github.com/plantstore/plantstore/auth/keys"
+	"github.com/plantstore/plantstore/observability/setting"
 )
 
 // dpopServer is a loopback server with the service's middleware around
@@ -38,7 +42,7 @@ type dpopServer struct {
 
 func newDPoPServer(t testing.TB, issuerKey authtest.Key, mode auth.DPoPMode, o auth.Options) dpopServer {
 	t.Helper()
-	return newDPoPIssuersServer(t, o, auth.Issuer{Config: auth.Config{DPoP: mode}, Keys: authtest.KeySet(issuerKey)})
+	return newDPoPIssuersServer(t, o, auth.Issuer{Config: auth.Config{DPoP: mode}, JWS: jws.New(authtest.KeySet(issuerKey))})
 }
 
 // newDPoPIssuersServer is newDPoPServer with the issuers given.
@@ -95,7 +99,7 @@ func dpopResponse(t testing.TB, method, url, authz string, proofs ...string) *ht
 // its thumbprint), with the claims over.
 func boundTo(t testing.TB, issuer authtest.Key, pub any, over map[string]any) string {
 	t.Helper()
-	jkt, err := auth.Thumbprint(pub)
+	jkt, err := keys.Thumbprint(pub)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +134,7 @@ func fakeRSA(bits int) *rsa.PublicKey {
 }
 
 // challengeAlgs is the algs parameter of the DPoP challenge by default.
-var challengeAlgs = strings.Join(auth.DefaultDPoPAlgorithms(), " ")
+var challengeAlgs = strings.Join(dpop.DefaultAlgorithms(), " ")
 
 // TestDPoPAttacks replays the attacks RFC 9449 guards against, each with
 // the section that rules it out, over HTTP through the middleware.
@@ -156,7 +160,7 @@ func TestDPoPAttacks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	weak := authtest.Key{Alg: "RS256", Private: weakPriv, Verify: auth.Key{Public: &weakPriv.PublicKey}}
+	weak := authtest.Key{Alg: "RS256", Private: weakPriv, Verify: keys.Key{Public: &weakPriv.PublicKey}}
 	privateJWK := func() map[string]any {
 		j := map[string]any{}
 		b, _ := json.Marshal(client.JWK(t))
@@ -381,7 +385,7 @@ func newDPoPIssuers(t testing.TB, o auth.Options, size int) dpopIssuers {
 	s := dpopIssuers{keys: map[string]authtest.Key{"staff": authtest.NewKey(t, "ES256"), "customers": authtest.NewKey(t, "EdDSA")}}
 	var issuers []auth.Issuer
 	for _, name := range []string{"staff", "customers"} {
-		issuers = append(issuers, auth.Issuer{Name: name, Config: auth.Config{Issuer: "https://" + name + ".example"}, Keys: authtest.KeySet(s.keys[name])})
+		issuers = append(issuers, auth.Issuer{Name: name, Config: auth.Config{Issuer: "https://" + name + ".example"}, JWS: jws.New(authtest.KeySet(s.keys[name]))})
 	}
 	s.dpopServer = newDPoPIssuersServer(t, o, issuers...)
 	auth.SetReplayLimits(s.v, size)
@@ -497,10 +501,10 @@ func TestDPoPAlgorithmsOption(t *testing.T) {
 		t.Errorf("metadata dpop_signing_alg_values_supported = %v; want [ES256]", md.DPoPSigningAlgValuesSupported)
 	}
 	for _, algs := range [][]string{{"ES256", "none"}, {"HS256"}, {"ES256", "HS512"}, {"RS1"}, {"es256"}} {
-		_, err := auth.NewVerifier(auth.Options{DPoPAlgorithms: algs}, auth.Issuer{Keys: authtest.KeySet(issuer)})
-		var ce *auth.ConfigError
-		if !errors.As(err, &ce) || ce.Field != "dpop_algorithms" {
-			t.Errorf("NewVerifier with DPoPAlgorithms %q = %v; want a dpop_algorithms *ConfigError", algs, err)
+		_, err := auth.NewVerifier(auth.Options{DPoPAlgorithms: algs}, auth.Issuer{JWS: jws.New(authtest.KeySet(issuer))})
+		var ce *setting.Error
+		if !errors.As(err, &ce) || ce.Key != "dpop_algorithms" {
+			t.Errorf("NewVerifier with DPoPAlgorithms %q = %v; want a dpop_algorithms *setting.Error", algs, err)
 		}
 	}
 }
@@ -586,8 +590,8 @@ func TestDPoPEd25519(t *testing.T) {
 	if status, ch := dpopRequest(t, "GET", srv.url, "DPoP "+token, proof); status != http.StatusOK {
 		t.Fatalf("an Ed25519 proof: %d %q, want 200", status, ch)
 	}
-	if !slices.Contains(auth.DefaultDPoPAlgorithms(), "Ed25519") {
-		t.Errorf("DPoPAlgorithms() = %v, want Ed25519 among them (the metadata and the algs= challenge list them)", auth.DefaultDPoPAlgorithms())
+	if !slices.Contains(dpop.DefaultAlgorithms(), "Ed25519") {
+		t.Errorf("DPoPAlgorithms() = %v, want Ed25519 among them (the metadata and the algs= challenge list them)", dpop.DefaultAlgorithms())
 	}
 }
 
@@ -652,10 +656,10 @@ func TestDPoPPublicURL(t *testing.T) {
 // without a public URL, for each mix of issuer DPoP modes.
 func TestResourceMetadata(t *testing.T) {
 	key := authtest.NewKey(t, "ES256")
-	keys := authtest.KeySet(key)
-	jwks, _ := newSrcJWKS(t, auth.JWKSOptions{URL: authtest.NewServer(t, authtest.JWKS(t, key)).URL})
+	ks := authtest.KeySet(key)
+	jwks, _ := authtest.NewJWKS(t, keys.JWKSOptions{URL: authtest.NewServer(t, authtest.JWKS(t, key)).URL})
 	named := func(name, iss, scope string, mode auth.DPoPMode) auth.Issuer {
-		return auth.Issuer{Name: name, Config: auth.Config{Issuer: iss, RequiredScope: scope, DPoP: mode}, Keys: keys}
+		return auth.Issuer{Name: name, Config: auth.Config{Issuer: iss, RequiredScope: scope, DPoP: mode}, JWS: jws.New(ks)}
 	}
 	public, _ := url.Parse("https://gw.example.com/garden/")
 	tests := []struct {
@@ -669,24 +673,24 @@ func TestResourceMetadata(t *testing.T) {
 	}{
 		{
 			name:    "flags issuer, no public URL",
-			issuers: []auth.Issuer{{Config: auth.Config{Issuer: "https://idp.example", RequiredScope: "plants:read"}, Keys: keys}},
+			issuers: []auth.Issuer{{Config: auth.Config{Issuer: "https://idp.example", RequiredScope: "plants:read"}, JWS: jws.New(ks)}},
 			host:    "plants.internal:8080",
 			want: auth.ResourceMetadata{Resource: "http://plants.internal:8080", AuthorizationServers: []string{"https://idp.example"},
-				ScopesSupported: []string{"plants:read"}, BearerMethodsSupported: []string{"header"}, DPoPSigningAlgValuesSupported: auth.DefaultDPoPAlgorithms()},
+				ScopesSupported: []string{"plants:read"}, BearerMethodsSupported: []string{"header"}, DPoPSigningAlgValuesSupported: dpop.DefaultAlgorithms()},
 			wantURL: "http://plants.internal:8080/.well-known/oauth-protected-resource",
 		},
 		{
 			name:    "forwarded by an untrusted peer: ignored",
-			issuers: []auth.Issuer{{Keys: keys}},
+			issuers: []auth.Issuer{{JWS: jws.New(ks)}},
 			host:    "plants.internal",
 			forward: map[string]string{"X-Forwarded-Proto": "https", "X-Forwarded-Host": "evil.example"},
-			want:    auth.ResourceMetadata{Resource: "http://plants.internal", BearerMethodsSupported: []string{"header"}, DPoPSigningAlgValuesSupported: auth.DefaultDPoPAlgorithms()},
+			want:    auth.ResourceMetadata{Resource: "http://plants.internal", BearerMethodsSupported: []string{"header"}, DPoPSigningAlgValuesSupported: dpop.DefaultAlgorithms()},
 			wantURL: "http://plants.internal/.well-known/oauth-protected-resource",
 		},
 		{
 			name:    "forwarded by a trusted proxy",
 			opts:    auth.Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}},
-			issuers: []auth.Issuer{{Keys: keys, Config: auth.Config{DPoP: auth.DPoPOff}}},
+			issuers: []auth.Issuer{{JWS: jws.New(ks), Config: auth.Config{DPoP: auth.DPoPOff}}},
 			host:    "plants.internal",
 			forward: map[string]string{"X-Forwarded-Proto": "https", "X-Forwarded-Host": "API.example.com, other"},
 			want:    auth.ResourceMetadata{Resource: "https://api.example.com", BearerMethodsSupported: []string{"header"}},
@@ -695,7 +699,7 @@ func TestResourceMetadata(t *testing.T) {
 		{
 			name:    "a forwarded host that needs quoting is not believed",
 			opts:    auth.Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}},
-			issuers: []auth.Issuer{{Keys: keys, Config: auth.Config{DPoP: auth.DPoPOff}}},
+			issuers: []auth.Issuer{{JWS: jws.New(ks), Config: auth.Config{DPoP: auth.DPoPOff}}},
 			host:    "plants.internal",
 			forward: map[string]string{"X-Forwarded-Host": `a"b`},
 			want:    auth.ResourceMetadata{Resource: "http://plants.internal", BearerMethodsSupported: []string{"header"}},
@@ -708,19 +712,19 @@ func TestResourceMetadata(t *testing.T) {
 			host:    "plants.internal",
 			want: auth.ResourceMetadata{Resource: "https://gw.example.com/garden", AuthorizationServers: []string{"https://sso/staff", "https://sso/apps"},
 				ScopesSupported: []string{"plants:read", "plants:list"}, BearerMethodsSupported: []string{"header"},
-				DPoPSigningAlgValuesSupported: auth.DefaultDPoPAlgorithms(), DPoPBoundAccessTokensRequired: true},
+				DPoPSigningAlgValuesSupported: dpop.DefaultAlgorithms(), DPoPBoundAccessTokensRequired: true},
 			wantURL: "https://gw.example.com/.well-known/oauth-protected-resource/garden",
 		},
 		{
 			name: "token policies of the issuers that enforce one",
 			issuers: []auth.Issuer{
-				{Name: "staff", Config: auth.Config{Issuer: "https://sso/staff", TokenTypes: []string{"AT+JWT"}, Clients: []string{"plants-web"}, MaxLifetime: 90 * time.Minute}, Keys: keys},
+				{Name: "staff", Config: auth.Config{Issuer: "https://sso/staff", TokenTypes: []string{"AT+JWT"}, Clients: []string{"plants-web"}, MaxLifetime: 90 * time.Minute}, JWS: jws.New(ks)},
 				named("apps", "https://sso/apps", "", auth.DPoPOptional),
-				{Name: "svc", Config: auth.Config{Issuer: "https://sso/svc", MaxStale: 24 * time.Hour}, Keys: jwks},
+				{Name: "svc", Config: auth.Config{Issuer: "https://sso/svc", MaxStale: 24 * time.Hour}, JWS: jws.New(jwks)},
 			},
 			host: "plants.internal",
 			want: auth.ResourceMetadata{Resource: "http://plants.internal", AuthorizationServers: []string{"https://sso/staff", "https://sso/apps", "https://sso/svc"},
-				BearerMethodsSupported: []string{"header"}, DPoPSigningAlgValuesSupported: auth.DefaultDPoPAlgorithms(),
+				BearerMethodsSupported: []string{"header"}, DPoPSigningAlgValuesSupported: dpop.DefaultAlgorithms(),
 				TokenPolicies: []auth.TokenPolicy{
 					{AuthorizationServer: "https://sso/staff", TokenTypes: []string{"at+jwt"}, ClientRestricted: true, MaxLifetime: 5400},
 					{AuthorizationServer: "https://sso/svc", MaxStale: 86400},
@@ -732,7 +736,7 @@ func TestResourceMetadata(t *testing.T) {
 			opts:    auth.Options{PublicURL: public},
 			issuers: []auth.Issuer{named("staff", "https://sso/staff", "", auth.DPoPRequired), named("apps", "https://sso/apps", "", auth.DPoPOptional)},
 			want: auth.ResourceMetadata{Resource: "https://gw.example.com/garden", AuthorizationServers: []string{"https://sso/staff", "https://sso/apps"},
-				BearerMethodsSupported: []string{"header"}, DPoPSigningAlgValuesSupported: auth.DefaultDPoPAlgorithms()},
+				BearerMethodsSupported: []string{"header"}, DPoPSigningAlgValuesSupported: dpop.DefaultAlgorithms()},
 			wantURL: "https://gw.example.com/.well-known/oauth-protected-resource/garden",
 		},
 	}

@@ -5,21 +5,21 @@ import (
 	"slices"
 	"time"
 
-	"go.uber.org/zap"
+	"github.com/plantstore/plantstore/auth/dpop"
 )
 
 // SetReplayLimits gives v a DPoP replay cache of size entries, so that
 // tests can fill it.
 func SetReplayLimits(v *Verifier, size int) {
-	v.replays = newReplayCache(size)
+	v.replays = dpop.NewReplayCache(size)
 	v.admitter = newLocalAdmitter(v.opts.RateLimit, v.replays)
 }
 
-// ReplayEntries returns the number of proofs v's replay cache remembers.
+// ReplayEntries returns the number of proofs v's replay cache remembers,
+// those of an expired window not yet dropped left out.
 func ReplayEntries(v *Verifier) int {
-	v.replays.mu.Lock()
-	defer v.replays.mu.Unlock()
-	return len(v.replays.index)
+	n, _ := v.replays.Fill()
+	return n
 }
 
 // Verify runs the token checks of [Verifier.Authenticate] (steps 2 to 9)
@@ -42,7 +42,7 @@ func (v *Verifier) Issuers() []Issuer {
 		c := is.cfg
 		c.Algorithms = slices.Clone(c.Algorithms)
 		c.Audiences = slices.Clone(c.Audiences)
-		out = append(out, Issuer{Name: is.name, Config: c, Keys: is.keys})
+		out = append(out, Issuer{Name: is.name, Config: c, JWS: is.trusts[0], Opaque: is.trusts[1]})
 	}
 	return out
 }
@@ -50,9 +50,3 @@ func (v *Verifier) Issuers() []Issuer {
 // SetClock makes v read the time from now, for tests that move it. Call it
 // before v verifies anything.
 func SetClock(v *Verifier, now func() time.Time) { v.now = now }
-
-// NewJWKSClock is [NewJWKS] with its fetches timed by now, for tests that
-// move the clock past MaxStale or MinRefresh.
-func NewJWKSClock(ctx context.Context, opts JWKSOptions, log *zap.Logger, m *Metrics, now func() time.Time) (*JWKS, error) {
-	return newJWKS(ctx, opts, log, m, now)
-}

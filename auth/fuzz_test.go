@@ -28,6 +28,7 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/observability"
 )
 
@@ -116,11 +117,11 @@ func newFuzzKeyring(t testing.TB) fuzzKeyring {
 	pub := func(alg string, priv crypto.PrivateKey, public any) authtest.Key {
 		kid := "hmac"
 		if _, ok := public.([]byte); !ok {
-			if kid, err = auth.Thumbprint(public); err != nil {
+			if kid, err = keys.Thumbprint(public); err != nil {
 				t.Fatalf("Thumbprint(%T): %v", public, err)
 			}
 		}
-		return authtest.Key{Alg: alg, Private: priv, Verify: auth.Key{ID: kid, Public: public}}
+		return authtest.Key{Alg: alg, Private: priv, Verify: keys.Key{ID: kid, Public: public}}
 	}
 	r := rk.(*rsa.PrivateKey)
 	return fuzzKeyring{
@@ -133,7 +134,7 @@ func newFuzzKeyring(t testing.TB) fuzzKeyring {
 }
 
 // keySet returns the verification keys of the keyring (the RSA key once).
-func (k fuzzKeyring) keySet() *auth.KeySet {
+func (k fuzzKeyring) keySet() *keys.KeySet {
 	return authtest.KeySet(k.rsa, k.ec, k.ed, k.hmac)
 }
 
@@ -226,7 +227,7 @@ var challengeRE = regexp.MustCompile(`^Bearer realm="plantstore"(, error="invali
 //     and an Error body without the token;
 //   - the valid seeds are accepted (403 for the one without the scope).
 func FuzzMiddleware(f *testing.F) {
-	keys := newFuzzKeyring(f)
+	ring := newFuzzKeyring(f)
 	// A JWKS whose one key no fetch confirmed for twice max_stale: its
 	// tokens must never pass. It is not in the oracle's keyring.
 	d := sha256.Sum256([]byte("plantstore fuzz stale ES256"))
@@ -234,18 +235,18 @@ func FuzzMiddleware(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	staleKid, err := auth.Thumbprint(&sk.PublicKey)
+	staleKid, err := keys.Thumbprint(&sk.PublicKey)
 	if err != nil {
 		f.Fatal(err)
 	}
-	stale := authtest.Key{Alg: "ES256", Private: sk, Verify: auth.Key{ID: staleKid, Public: &sk.PublicKey}}
+	stale := authtest.Key{Alg: "ES256", Private: sk, Verify: keys.Key{ID: staleKid, Public: &sk.PublicKey}}
 	idp := authtest.NewServer(f, authtest.JWKS(f, stale))
-	jwks, err := auth.NewJWKSClock(f.Context(), auth.JWKSOptions{URL: idp.URL, MinRefresh: time.Hour}, nil, nil,
-		func() time.Time { return time.Now().Add(-2 * fuzzMaxStale) })
+	jwks, err := keys.NewJWKS(f.Context(), keys.JWKSOptions{URL: idp.URL, MinRefresh: time.Hour,
+		Now: func() time.Time { return time.Now().Add(-2 * fuzzMaxStale) }}, nil, nil)
 	if err != nil {
 		f.Fatal(err)
 	}
-	srcWait(f, "the stale JWKS's one fetch", func() bool { return jwks.Ready() == nil })
+	authtest.WaitFor(f, "the stale JWKS's one fetch", func() bool { return jwks.Ready() == nil })
 	v := newVerifierOpts(f, auth.Options{Leeway: fuzzLeeway}, auth.Config{
 		Issuer:        fuzzIssuer,
 		Audiences:     []string{fuzzAudience},
@@ -254,7 +255,7 @@ func FuzzMiddleware(f *testing.F) {
 		Clients:       []string{fuzzClient},
 		MaxLifetime:   fuzzLifetime,
 		MaxStale:      fuzzMaxStale,
-	}, auth.Combine(keys.keySet(), jwks))
+	}, keys.Combine(ring.keySet(), jwks))
 	e := gin.New()
 	e.Use(observability.Middleware(nil, observability.NewHTTPMetrics(prometheus.NewRegistry()), nil, nil), renderErrors)
 	e.GET("/plants", auth.Middleware(v, nil), func(c *gin.Context) {
@@ -272,67 +273,67 @@ func FuzzMiddleware(f *testing.F) {
 		return valid(k, header, c, http.StatusUnauthorized)
 	}
 	attacker := authtest.NewKey(f, "ES256")
-	rsaDER, err := x509.MarshalPKIXPublicKey(keys.rsa.Verify.Public)
+	rsaDER, err := x509.MarshalPKIXPublicKey(ring.rsa.Verify.Public)
 	if err != nil {
 		f.Fatal(err)
 	}
 	rsaPEM := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: rsaDER})
 	noKid := map[string]any{"kid": nil}
 	seeds := []string{
-		valid(keys.rsa, nil, fuzzClaims(nil), http.StatusOK),
-		valid(keys.ps, nil, fuzzClaims(nil), http.StatusOK),
-		valid(keys.ec, nil, fuzzClaims(nil), http.StatusOK),
-		valid(keys.ed, nil, fuzzClaims(nil), http.StatusOK),
-		valid(keys.hmac, nil, fuzzClaims(nil), http.StatusOK),
-		valid(keys.ed, noKid, fuzzClaims(map[string]any{"aud": fuzzAudience, "scp": []string{fuzzScope}, "scope": nil}), http.StatusOK),
-		valid(keys.ec, noKid, fuzzClaims(map[string]any{"nbf": 1700000000, "groups": "one"}), http.StatusOK),
-		valid(keys.ed, nil, fuzzClaims(map[string]any{"scope": "openid"}), http.StatusForbidden),
-		"bearer " + authtest.Token(f, keys.ed, nil, fuzzClaims(nil)),
-		"BEARER " + authtest.Token(f, keys.hmac, nil, fuzzClaims(nil)),
-		"Bearer " + authtest.Token(f, keys.ed, nil, fuzzClaims(map[string]any{"exp": 1700000100})),
-		"Bearer " + authtest.Token(f, keys.ed, nil, fuzzClaims(map[string]any{"exp": nil})),
-		"Bearer " + authtest.Token(f, keys.ed, nil, fuzzClaims(map[string]any{"nbf": 4102444000})),
-		"Bearer " + authtest.Token(f, keys.ec, nil, fuzzClaims(map[string]any{"iss": "https://evil.example"})),
-		"Bearer " + authtest.Token(f, keys.ec, nil, fuzzClaims(map[string]any{"aud": "other"})),
-		"Bearer " + authtest.Token(f, keys.rsa, nil, fuzzClaims(map[string]any{"sub": ""})),
-		"Bearer " + authtest.Token(f, keys.rsa, nil, fuzzClaims(map[string]any{"sub": 7})),
-		"Bearer " + authtest.Token(f, keys.rsa, map[string]any{"crit": []string{"exp"}}, fuzzClaims(nil)),
+		valid(ring.rsa, nil, fuzzClaims(nil), http.StatusOK),
+		valid(ring.ps, nil, fuzzClaims(nil), http.StatusOK),
+		valid(ring.ec, nil, fuzzClaims(nil), http.StatusOK),
+		valid(ring.ed, nil, fuzzClaims(nil), http.StatusOK),
+		valid(ring.hmac, nil, fuzzClaims(nil), http.StatusOK),
+		valid(ring.ed, noKid, fuzzClaims(map[string]any{"aud": fuzzAudience, "scp": []string{fuzzScope}, "scope": nil}), http.StatusOK),
+		valid(ring.ec, noKid, fuzzClaims(map[string]any{"nbf": 1700000000, "groups": "one"}), http.StatusOK),
+		valid(ring.ed, nil, fuzzClaims(map[string]any{"scope": "openid"}), http.StatusForbidden),
+		"bearer " + authtest.Token(f, ring.ed, nil, fuzzClaims(nil)),
+		"BEARER " + authtest.Token(f, ring.hmac, nil, fuzzClaims(nil)),
+		"Bearer " + authtest.Token(f, ring.ed, nil, fuzzClaims(map[string]any{"exp": 1700000100})),
+		"Bearer " + authtest.Token(f, ring.ed, nil, fuzzClaims(map[string]any{"exp": nil})),
+		"Bearer " + authtest.Token(f, ring.ed, nil, fuzzClaims(map[string]any{"nbf": 4102444000})),
+		"Bearer " + authtest.Token(f, ring.ec, nil, fuzzClaims(map[string]any{"iss": "https://evil.example"})),
+		"Bearer " + authtest.Token(f, ring.ec, nil, fuzzClaims(map[string]any{"aud": "other"})),
+		"Bearer " + authtest.Token(f, ring.rsa, nil, fuzzClaims(map[string]any{"sub": ""})),
+		"Bearer " + authtest.Token(f, ring.rsa, nil, fuzzClaims(map[string]any{"sub": 7})),
+		"Bearer " + authtest.Token(f, ring.rsa, map[string]any{"crit": []string{"exp"}}, fuzzClaims(nil)),
 		// SPEC §2: NumericDates out of range, a future iat, too many
 		// groups, a scope joined by another space than U+0020.
-		"Bearer " + authtest.Token(f, keys.ed, nil, fuzzClaims(map[string]any{"nbf": 1e19})),
-		"Bearer " + authtest.Token(f, keys.ed, nil, fuzzClaims(map[string]any{"nbf": 9223372036854775000})),
-		"Bearer " + authtest.Token(f, keys.ed, nil, fuzzClaims(map[string]any{"iat": 1e30})),
-		"Bearer " + authtest.Token(f, keys.ed, nil, fuzzClaims(map[string]any{"iat": 4102444000})),
-		"Bearer " + authtest.Token(f, keys.ed, nil, fuzzClaims(map[string]any{"exp": 1e19})),
-		"Bearer " + authtest.Token(f, keys.ed, nil, fuzzClaims(map[string]any{"exp": -1})),
-		"Bearer " + authtest.Token(f, keys.ec, nil, fuzzClaims(map[string]any{"groups": fuzzGroups(auth.DefaultMaxGroups + 1)})),
-		valid(keys.ec, nil, fuzzClaims(map[string]any{"groups": fuzzGroups(auth.DefaultMaxGroups)}), http.StatusOK),
-		valid(keys.ed, nil, fuzzClaims(map[string]any{"scope": "openid\u00a0" + fuzzScope}), http.StatusForbidden),
-		valid(keys.ed, nil, fuzzClaims(map[string]any{"scope": "openid\t" + fuzzScope}), http.StatusForbidden),
-		valid(keys.ed, nil, fuzzClaims(map[string]any{"scope": nil, "scp": []string{"openid " + fuzzScope}}), http.StatusForbidden),
-		"Bearer " + authtest.Token(f, keys.rsa, map[string]any{"typ": "JWT", "cty": "JWT"}, fuzzClaims(nil)),
+		"Bearer " + authtest.Token(f, ring.ed, nil, fuzzClaims(map[string]any{"nbf": 1e19})),
+		"Bearer " + authtest.Token(f, ring.ed, nil, fuzzClaims(map[string]any{"nbf": 9223372036854775000})),
+		"Bearer " + authtest.Token(f, ring.ed, nil, fuzzClaims(map[string]any{"iat": 1e30})),
+		"Bearer " + authtest.Token(f, ring.ed, nil, fuzzClaims(map[string]any{"iat": 4102444000})),
+		"Bearer " + authtest.Token(f, ring.ed, nil, fuzzClaims(map[string]any{"exp": 1e19})),
+		"Bearer " + authtest.Token(f, ring.ed, nil, fuzzClaims(map[string]any{"exp": -1})),
+		"Bearer " + authtest.Token(f, ring.ec, nil, fuzzClaims(map[string]any{"groups": fuzzGroups(auth.DefaultMaxGroups + 1)})),
+		valid(ring.ec, nil, fuzzClaims(map[string]any{"groups": fuzzGroups(auth.DefaultMaxGroups)}), http.StatusOK),
+		valid(ring.ed, nil, fuzzClaims(map[string]any{"scope": "openid\u00a0" + fuzzScope}), http.StatusForbidden),
+		valid(ring.ed, nil, fuzzClaims(map[string]any{"scope": "openid\t" + fuzzScope}), http.StatusForbidden),
+		valid(ring.ed, nil, fuzzClaims(map[string]any{"scope": nil, "scp": []string{"openid " + fuzzScope}}), http.StatusForbidden),
+		"Bearer " + authtest.Token(f, ring.rsa, map[string]any{"typ": "JWT", "cty": "JWT"}, fuzzClaims(nil)),
 		"Bearer " + authtest.Token(f, attacker, nil, fuzzClaims(nil)),
-		"Bearer " + authtest.Token(f, attacker, map[string]any{"kid": keys.ec.Verify.ID}, fuzzClaims(nil)),
-		"Bearer " + authtest.TokenAlg(f, authtest.Key{Private: rsaPEM, Verify: keys.rsa.Verify}, "HS256", nil, fuzzClaims(nil)),
-		"Bearer " + authtest.TokenAlg(f, authtest.Key{Private: rsaDER, Verify: keys.rsa.Verify}, "HS256", noKid, fuzzClaims(nil)),
+		"Bearer " + authtest.Token(f, attacker, map[string]any{"kid": ring.ec.Verify.ID}, fuzzClaims(nil)),
+		"Bearer " + authtest.TokenAlg(f, authtest.Key{Private: rsaPEM, Verify: ring.rsa.Verify}, "HS256", nil, fuzzClaims(nil)),
+		"Bearer " + authtest.TokenAlg(f, authtest.Key{Private: rsaDER, Verify: ring.rsa.Verify}, "HS256", noKid, fuzzClaims(nil)),
 		"Bearer " + authtest.RawToken(f, map[string]any{"alg": "none", "typ": "JWT"}, fuzzClaims(nil), ""),
-		"Bearer " + authtest.RawToken(f, map[string]any{"alg": "nOnE", "kid": keys.ed.Verify.ID}, fuzzClaims(nil), ""),
-		"Bearer " + authtest.RawToken(f, map[string]any{"alg": "ES256", "kid": keys.ec.Verify.ID}, fuzzClaims(nil), strings.Repeat("A", 86)),
+		"Bearer " + authtest.RawToken(f, map[string]any{"alg": "nOnE", "kid": ring.ed.Verify.ID}, fuzzClaims(nil), ""),
+		"Bearer " + authtest.RawToken(f, map[string]any{"alg": "ES256", "kid": ring.ec.Verify.ID}, fuzzClaims(nil), strings.Repeat("A", 86)),
 		"", "Bearer", "Bearer ", "Bearer  x", "Basic YWxpY2U6c2VjcmV0", "Bearer a.b.c", "Bearer ...", "Bearer e30.e30.",
 		"Bearer " + strings.Repeat("a", 8<<10),
 		// Tokens meant for this resource: an access-token type, the
 		// client, the lifetime, fresh keys.
-		valid(keys.ec, map[string]any{"typ": "at+jwt"}, fuzzClaims(nil), http.StatusOK),
-		valid(keys.ed, map[string]any{"typ": "application/AT+JWT"}, fuzzClaims(nil), http.StatusOK),
-		valid(keys.rsa, nil, fuzzClaims(map[string]any{"client_id": nil, "azp": fuzzClient}), http.StatusOK),
-		valid(keys.hmac, nil, fuzzClaims(map[string]any{"iat": nil}), http.StatusOK),
-		refused(keys.ec, map[string]any{"typ": nil}, fuzzClaims(nil)),
-		refused(keys.ec, map[string]any{"typ": "dpop+jwt"}, fuzzClaims(nil)),
-		refused(keys.ed, map[string]any{"typ": "secevent+jwt"}, fuzzClaims(nil)),
-		refused(keys.ec, nil, fuzzClaims(map[string]any{"client_id": "reports-cli", "azp": fuzzClient})),
-		refused(keys.ec, nil, fuzzClaims(map[string]any{"client_id": nil})),
-		refused(keys.rsa, nil, fuzzClaims(map[string]any{"client_id": 7})),
-		refused(keys.ed, nil, fuzzClaims(map[string]any{"exp": 4102444801})),
+		valid(ring.ec, map[string]any{"typ": "at+jwt"}, fuzzClaims(nil), http.StatusOK),
+		valid(ring.ed, map[string]any{"typ": "application/AT+JWT"}, fuzzClaims(nil), http.StatusOK),
+		valid(ring.rsa, nil, fuzzClaims(map[string]any{"client_id": nil, "azp": fuzzClient}), http.StatusOK),
+		valid(ring.hmac, nil, fuzzClaims(map[string]any{"iat": nil}), http.StatusOK),
+		refused(ring.ec, map[string]any{"typ": nil}, fuzzClaims(nil)),
+		refused(ring.ec, map[string]any{"typ": "dpop+jwt"}, fuzzClaims(nil)),
+		refused(ring.ed, map[string]any{"typ": "secevent+jwt"}, fuzzClaims(nil)),
+		refused(ring.ec, nil, fuzzClaims(map[string]any{"client_id": "reports-cli", "azp": fuzzClient})),
+		refused(ring.ec, nil, fuzzClaims(map[string]any{"client_id": nil})),
+		refused(ring.rsa, nil, fuzzClaims(map[string]any{"client_id": 7})),
+		refused(ring.ed, nil, fuzzClaims(map[string]any{"exp": 4102444801})),
 		refused(stale, nil, fuzzClaims(nil)),
 		refused(stale, noKid, fuzzClaims(nil)),
 	}
@@ -360,7 +361,7 @@ func FuzzMiddleware(f *testing.F) {
 		}
 		switch status {
 		case http.StatusOK, http.StatusForbidden:
-			if twice || !keys.signatureValid(token) {
+			if twice || !ring.signatureValid(token) {
 				t.Fatalf("Authorization %q (twice: %t): status %d without a valid signature by a configured key", header, twice, status)
 			}
 		case http.StatusUnauthorized:

@@ -2,7 +2,6 @@ package auth_test
 
 import (
 	"context"
-	"errors"
 	"os"
 	"regexp"
 	"sync/atomic"
@@ -13,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/jws"
+	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/observability/metricstest"
 	"github.com/plantstore/plantstore/observability/testenv"
 )
@@ -28,33 +29,19 @@ var verifierOptions = auth.Options{}
 
 // newVerifier returns a Verifier of one unnamed issuer with cfg and keys,
 // failing the test on a configuration error.
-func newVerifier(t testing.TB, cfg auth.Config, keys auth.Keys) *auth.Verifier {
+func newVerifier(t testing.TB, cfg auth.Config, ks keys.Keys) *auth.Verifier {
 	t.Helper()
-	return newVerifierOpts(t, verifierOptions, cfg, keys)
+	return newVerifierOpts(t, verifierOptions, cfg, ks)
 }
 
 // newVerifierOpts is newVerifier with Options.
-func newVerifierOpts(t testing.TB, o auth.Options, cfg auth.Config, keys auth.Keys) *auth.Verifier {
+func newVerifierOpts(t testing.TB, o auth.Options, cfg auth.Config, ks keys.Keys) *auth.Verifier {
 	t.Helper()
-	v, err := auth.NewVerifier(o, auth.Issuer{Config: cfg, Keys: keys})
+	v, err := auth.NewVerifier(o, auth.Issuer{Config: cfg, JWS: jws.New(ks)})
 	if err != nil {
 		t.Fatalf("NewVerifier(%+v): %v", cfg, err)
 	}
 	return v
-}
-
-// reasonOf returns the Reason of an *auth.Error, or "" for nil; any other
-// error fails the test.
-func reasonOf(t testing.TB, err error) auth.Reason {
-	t.Helper()
-	if err == nil {
-		return ""
-	}
-	var ae *auth.Error
-	if !errors.As(err, &ae) {
-		t.Fatalf("error %v (%T) is not an *auth.Error", err, err)
-	}
-	return ae.Reason
 }
 
 // failures returns plantstore_auth_failures_total by reason, as gathered
@@ -71,11 +58,11 @@ func failures(t testing.TB, reg *prometheus.Registry) map[auth.Reason]float64 {
 // fixedKeys is a Keys that answers every lookup with the same key and
 // error, whatever the kid and alg, like a careless key source would.
 type fixedKeys struct {
-	key auth.Key
+	key keys.Key
 	err error
 }
 
-func (f fixedKeys) Key(_ context.Context, _, _ string) (auth.Key, error) {
+func (f fixedKeys) Key(_ context.Context, _, _ string) (keys.Key, error) {
 	return f.key, f.err
 }
 

@@ -1,10 +1,18 @@
-// Package auth decides who is calling and whether they may: credential
-// extraction (RFC 6750 bearer), JWT verification against each trusted
-// issuer's keys, the claims checks of the service contract, and the failure
-// taxonomy shared by the WWW-Authenticate challenge, the metrics and the
-// access log. authenticate.go is the path a request's credential takes;
-// verifier.go the issuers it is checked against and how they are
-// configured; claims.go what a verified token says about its caller.
+// Package auth decides who is calling and whether they may: the
+// verification pipeline. It reads the credential (RFC 6750 bearer, RFC
+// 9449 DPoP), routes a token to its issuer, has the issuer's
+// [Authenticator] turn it into claims (package jws verifies signatures;
+// another way of trust is a package beside it), holds the claims to the
+// rules every token meets whatever trusted it (registered claims, the
+// issuer's rules, the caller's groups and scope), caches verified tokens,
+// checks the binding of each request (DPoP proofs through package dpop,
+// client certificates through package edge), admits it (rate, replay),
+// and owns the failure taxonomy shared by the WWW-Authenticate challenge,
+// the metrics and the access log, the gin middleware and the resource
+// metadata. authenticate.go is the path a request's credential takes;
+// authenticator.go the seam; verifier.go the issuers and their table;
+// config.go an issuer's rules; claims.go what a verified token says about
+// its caller.
 package auth
 
 import "context"

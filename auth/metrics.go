@@ -37,18 +37,25 @@ type sharedMetrics struct {
 	verifier atomic.Pointer[Verifier]
 }
 
-// Results of a JWKS fetch or a key file reload, the values of the result
-// label of plantstore_jwks_refreshes_total and
+// Values of the result label of plantstore_jwks_refreshes_total and
 // plantstore_key_file_reloads_total.
 const (
-	RefreshSuccess = "success"
-	RefreshFailure = "failure"
+	resultSuccess = "success"
+	resultFailure = "failure"
 )
+
+// result is the result label of ok.
+func result(ok bool) string {
+	if ok {
+		return resultSuccess
+	}
+	return resultFailure
+}
 
 // Values of the issuer label that are no issuer's name.
 const (
-	IssuerDefault = "default" // the unnamed issuer of the -jwt-* flags
-	IssuerUnknown = "unknown" // refused before an issuer was chosen
+	UnnamedIssuerLabel = "default" // the unnamed issuer of the -jwt-* flags
+	UnknownIssuerLabel = "unknown" // refused before an issuer was chosen
 )
 
 // NewMetrics registers the auth metrics on reg and returns them, recording
@@ -79,11 +86,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "plantstore_jwks_keys",
 			Help: "Verification keys currently usable, over all key sources of an issuer.",
 		}, []string{"issuer"}),
-		issuer: IssuerDefault,
+		issuer: UnnamedIssuerLabel,
 		shared: &sharedMetrics{},
 	}
 	reg.MustRegister(m.failures, m.refreshes, m.reloads, m.keys, fillCollector{m.shared})
-	m.start(IssuerUnknown)
+	m.start(UnknownIssuerLabel)
 	return m
 }
 
@@ -91,8 +98,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // they have not started: its key sources and requests record through the
 // Metrics NewMetrics returned, which no call configures.
 func (m *Metrics) use(label string) {
-	if label == IssuerDefault {
-		m.shared.unnamed.Do(func() { m.start(IssuerDefault) })
+	if label == UnnamedIssuerLabel {
+		m.shared.unnamed.Do(func() { m.start(UnnamedIssuerLabel) })
 	}
 }
 
@@ -101,17 +108,18 @@ func (m *Metrics) start(label string) {
 	for _, r := range Reasons() {
 		m.failures.WithLabelValues(label, string(r))
 	}
-	if label != IssuerUnknown {
-		m.refreshes.WithLabelValues(label, RefreshSuccess)
-		m.refreshes.WithLabelValues(label, RefreshFailure)
-		m.reloads.WithLabelValues(label, RefreshSuccess)
-		m.reloads.WithLabelValues(label, RefreshFailure)
+	if label != UnknownIssuerLabel {
+		m.refreshes.WithLabelValues(label, resultSuccess)
+		m.refreshes.WithLabelValues(label, resultFailure)
+		m.reloads.WithLabelValues(label, resultSuccess)
+		m.reloads.WithLabelValues(label, resultFailure)
 		m.keys.WithLabelValues(label)
 	}
 }
 
 // ForIssuer returns the metrics that the key sources of the issuer named
-// name ("" for the unnamed one) record through, with its series started.
+// name ("" for the unnamed one) record through (a [keys.Recorder]), with
+// its series started.
 func (m *Metrics) ForIssuer(name string) *Metrics {
 	if m == nil {
 		return nil
@@ -133,10 +141,10 @@ func (m *Metrics) Forget(name string) {
 	for _, r := range Reasons() {
 		m.failures.DeleteLabelValues(label, string(r))
 	}
-	m.refreshes.DeleteLabelValues(label, RefreshSuccess)
-	m.refreshes.DeleteLabelValues(label, RefreshFailure)
-	m.reloads.DeleteLabelValues(label, RefreshSuccess)
-	m.reloads.DeleteLabelValues(label, RefreshFailure)
+	m.refreshes.DeleteLabelValues(label, resultSuccess)
+	m.refreshes.DeleteLabelValues(label, resultFailure)
+	m.reloads.DeleteLabelValues(label, resultSuccess)
+	m.reloads.DeleteLabelValues(label, resultFailure)
 }
 
 // issuerLabel is the issuer label of the issuer named name, when a request
@@ -144,9 +152,9 @@ func (m *Metrics) Forget(name string) {
 func issuerLabel(name string, routed bool) string {
 	switch {
 	case !routed:
-		return IssuerUnknown
+		return UnknownIssuerLabel
 	case name == "":
-		return IssuerDefault
+		return UnnamedIssuerLabel
 	}
 	return name
 }
@@ -160,19 +168,20 @@ func (m *Metrics) Failure(e *Error) {
 	}
 }
 
-// Refresh counts one JWKS fetch with the given result.
-func (m *Metrics) Refresh(result string) {
+// Refresh counts one JWKS fetch, ok when it succeeded.
+func (m *Metrics) Refresh(ok bool) {
 	if m != nil {
 		m.use(m.issuer)
-		m.refreshes.WithLabelValues(m.issuer, result).Inc()
+		m.refreshes.WithLabelValues(m.issuer, result(ok)).Inc()
 	}
 }
 
-// KeyFileReload counts one key file reload with the given result.
-func (m *Metrics) KeyFileReload(result string) {
+// KeyFileReload counts one key file reload that changed the keys (ok) or
+// was refused.
+func (m *Metrics) KeyFileReload(ok bool) {
 	if m != nil {
 		m.use(m.issuer)
-		m.reloads.WithLabelValues(m.issuer, result).Inc()
+		m.reloads.WithLabelValues(m.issuer, result(ok)).Inc()
 	}
 }
 
@@ -221,7 +230,7 @@ func (f fillCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	used, limit := v.cache.fill()
-	entries, max := v.replays.fill()
+	entries, max := v.replays.Fill()
 	ch <- prometheus.MustNewConstMetric(tokenCacheBytesDesc, prometheus.GaugeValue, float64(used))
 	ch <- prometheus.MustNewConstMetric(tokenCacheLimitDesc, prometheus.GaugeValue, float64(limit))
 	ch <- prometheus.MustNewConstMetric(replayEntriesDesc, prometheus.GaugeValue, float64(entries))

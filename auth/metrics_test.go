@@ -12,6 +12,7 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/observability/metricstest"
 )
 
@@ -54,7 +55,7 @@ func TestIssuerSeriesOnlyForConfiguredIssuers(t *testing.T) {
 		{"nothing configured", func(*testing.T, *auth.Metrics) {}, []string{"unknown"}},
 		{"named issuers (an issuers file)", func(t *testing.T, m *auth.Metrics) {
 			m.ForIssuer("staff").AddKeys(1)
-			m.ForIssuer("customers").Refresh(auth.RefreshFailure)
+			m.ForIssuer("customers").Refresh(false)
 		}, []string{"customers", "staff", "unknown"}},
 		{"a named issuer removed", func(t *testing.T, m *auth.Metrics) {
 			m.ForIssuer("staff").AddKeys(1)
@@ -62,7 +63,7 @@ func TestIssuerSeriesOnlyForConfiguredIssuers(t *testing.T) {
 			m.Forget("customers")
 		}, []string{"staff", "unknown"}},
 		{"the flags' key file", func(t *testing.T, m *auth.Metrics) {
-			if _, err := auth.LoadKeyFile(authtest.WriteJWKS(t, key), m); err != nil {
+			if _, err := keys.LoadKeyFile(authtest.WriteJWKS(t, key), m); err != nil {
 				t.Fatal(err)
 			}
 		}, []string{"default", "unknown"}},
@@ -96,7 +97,7 @@ func TestIssuerSeriesOnlyForConfiguredIssuers(t *testing.T) {
 func TestUnnamedIssuerSeriesStartAtZero(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := auth.NewMetrics(reg)
-	m.Refresh(auth.RefreshFailure)
+	m.Refresh(false)
 	for _, tt := range []struct {
 		metric string
 		labels map[string]string

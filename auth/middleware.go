@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/plantstore/plantstore/auth/dpop"
 	"github.com/plantstore/plantstore/observability"
 )
 
@@ -31,7 +32,7 @@ func Middleware(v *Verifier, m *Metrics) gin.HandlerFunc {
 	m.watch(v) // the fill gauges of v's caches
 	return func(c *gin.Context) {
 		if n := v.opts.Nonces; n != nil && isDPoPRequest(c.Request.Header) {
-			c.Header(NonceHeader, n.Issue(v.now()))
+			c.Header(dpop.NonceHeader, n.Issue(v.now()))
 		}
 		id, err := v.Authenticate(c.Request)
 		if err != nil {
@@ -88,7 +89,7 @@ func isDPoPRequest(h http.Header) bool {
 // §7.1); for a request without a credential, Bearer unless every issuer
 // requires DPoP. It names the resource metadata (RFC 9728 §5.1), where a
 // client finds whether DPoP is accepted. The pieces come from the closed
-// Reason set, the configuration or a host that observability.Origin
+// Reason set, the configuration or a host that edge.Origin
 // checked, so nothing needs escaping.
 func (v *Verifier) challenges(r *http.Request, e *Error) []string {
 	md := `, resource_metadata="` + v.MetadataURL(r) + `"`

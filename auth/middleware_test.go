@@ -15,6 +15,7 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/observability"
 	"github.com/plantstore/plantstore/observability/logtest"
 )
@@ -43,9 +44,9 @@ type apiServer struct {
 	log *logtest.Buffer
 }
 
-func newAPIServer(t testing.TB, cfg auth.Config, keys auth.Keys) apiServer {
+func newAPIServer(t testing.TB, cfg auth.Config, ks keys.Keys) apiServer {
 	t.Helper()
-	return serveVerifier(t, newVerifier(t, cfg, keys))
+	return serveVerifier(t, newVerifier(t, cfg, ks))
 }
 
 // serveVerifier is newAPIServer around the verifier v.
@@ -75,7 +76,7 @@ func serveVerifier(t testing.TB, v *auth.Verifier) apiServer {
 
 func TestMiddleware(t *testing.T) {
 	k := authtest.NewKey(t, "ES256")
-	keys := authtest.KeySet(k)
+	ks := authtest.KeySet(k)
 	scoped := auth.Config{RequiredScope: "plants:read"}
 	good := authtest.Token(t, k, nil, authtest.Claims(map[string]any{"groups": []string{"gardeners"}, "scope": "plants:read"}))
 	expired := authtest.Token(t, k, nil, authtest.Claims(map[string]any{"exp": 1}))
@@ -143,7 +144,7 @@ func TestMiddleware(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newAPIServer(t, tt.cfg, keys)
+			srv := newAPIServer(t, tt.cfg, ks)
 			req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.url, nil)
 			if err != nil {
 				t.Fatal(err)

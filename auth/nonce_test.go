@@ -14,6 +14,8 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/dpop"
+	"github.com/plantstore/plantstore/observability/setting"
 )
 
 // nonceKeyFile writes a fresh random nonce key of n bytes (and a trailing
@@ -29,10 +31,10 @@ func nonceKeyFile(t testing.TB, dir, name string, n int) string {
 	return path
 }
 
-// loadNonces is auth.LoadNonces, failing the test on an error.
-func loadNonces(t testing.TB, path string, lifetime time.Duration) *auth.Nonces {
+// loadNonces is dpop.LoadNonces, failing the test on an error.
+func loadNonces(t testing.TB, path string, lifetime time.Duration) *dpop.Nonces {
 	t.Helper()
-	n, err := auth.LoadNonces(path, lifetime)
+	n, err := dpop.LoadNonces(path, lifetime)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +55,7 @@ func (c *movableClock) withNonce(n string) map[string]any {
 // nonceServer is a DPoP server with server nonces and a movable clock.
 type nonceServer struct {
 	dpopServer
-	nonces *auth.Nonces
+	nonces *dpop.Nonces
 	clock  *movableClock
 	issuer authtest.Key
 	client authtest.Key
@@ -139,7 +141,7 @@ func TestDPoPNonce(t *testing.T) {
 				return
 			}
 			refusals++
-			want := `DPoP realm="plantstore", algs="` + strings.Join(auth.DefaultDPoPAlgorithms(), " ") + `", error="use_dpop_nonce", error_description="DPoP proof needs the nonce of the DPoP-Nonce header"`
+			want := `DPoP realm="plantstore", algs="` + strings.Join(dpop.DefaultAlgorithms(), " ") + `", error="use_dpop_nonce", error_description="DPoP proof needs the nonce of the DPoP-Nonce header"`
 			if resp.StatusCode != http.StatusUnauthorized || len(ch) != 1 || ch[0] != want {
 				t.Errorf("%d %q; want 401 %q", resp.StatusCode, ch, want)
 			}
@@ -169,7 +171,7 @@ func flipLast(s string) string {
 // nonce, and the same jti, passes: the refusal spent neither the jti nor
 // a place in the replay cache. The proof that passed cannot be replayed.
 func TestDPoPNonceFollowed(t *testing.T) {
-	s := newNonceServer(t, auth.DefaultNonceLifetime)
+	s := newNonceServer(t, dpop.DefaultNonceLifetime)
 	first := s.send(t, s.proof(t, map[string]any{"jti": "the-jti"}))
 	nonce := first.Header.Get("DPoP-Nonce")
 	if first.StatusCode != http.StatusUnauthorized || nonce == "" {
@@ -207,7 +209,7 @@ func TestDPoPNonceFollowed(t *testing.T) {
 // TestDPoPNonceOtherReasonsFirst: a proof wrong in anything a new nonce
 // would not mend is refused for that, nonce or not.
 func TestDPoPNonceOtherReasonsFirst(t *testing.T) {
-	s := newNonceServer(t, auth.DefaultNonceLifetime)
+	s := newNonceServer(t, dpop.DefaultNonceLifetime)
 	another := authtest.NewKey(t, "ES256")
 	for _, tt := range []struct {
 		name  string
@@ -221,7 +223,7 @@ func TestDPoPNonceOtherReasonsFirst(t *testing.T) {
 		{"no typ", authtest.Proof(t, s.client, "GET", s.url, s.token, map[string]any{"typ": nil}, s.clock.iat()), auth.ReasonDPoPInvalid},
 	} {
 		_, err := s.v.Authenticate(dpopRequestTo(t, s.url, s.token, tt.proof))
-		if got := reasonOf(t, err); got != tt.want {
+		if got := authtest.ReasonOf(t, err); got != tt.want {
 			t.Errorf("%s, without a nonce: %q; want %q", tt.name, got, tt.want)
 		}
 	}
@@ -313,14 +315,14 @@ func TestLoadNonces(t *testing.T) {
 		{"no file", filepath.Join(dir, "none"), 0, "dpop_nonce_key_file"},
 		{"a lifetime under 4s", nonceKeyFile(t, dir, "good.key", 32), 3 * time.Second, "dpop_nonce_lifetime"},
 	} {
-		_, err := auth.LoadNonces(tt.path, tt.lifetime)
-		var ce *auth.ConfigError
-		if !errors.As(err, &ce) || ce.Field != tt.field || strings.Contains(err.Error(), "too short\n") {
-			t.Errorf("%s: %v; want a ConfigError of %s", tt.name, err, tt.field)
+		_, err := dpop.LoadNonces(tt.path, tt.lifetime)
+		var ce *setting.Error
+		if !errors.As(err, &ce) || ce.Key != tt.field || strings.Contains(err.Error(), "too short\n") {
+			t.Errorf("%s: %v; want a *setting.Error of %s", tt.name, err, tt.field)
 		}
 	}
-	if n := loadNonces(t, nonceKeyFile(t, dir, "ok.key", 32), 0); n.Lifetime() != auth.DefaultNonceLifetime {
-		t.Errorf("lifetime %v; want the default %v", n.Lifetime(), auth.DefaultNonceLifetime)
+	if n := loadNonces(t, nonceKeyFile(t, dir, "ok.key", 32), 0); n.Lifetime() != dpop.DefaultNonceLifetime {
+		t.Errorf("lifetime %v; want the default %v", n.Lifetime(), dpop.DefaultNonceLifetime)
 	}
 }
 
@@ -341,7 +343,7 @@ func BenchmarkDPoPNonce(b *testing.B) {
 	token := boundTo(b, issuer, client.Verify.Public, nil)
 	nonce := map[string]any{"nonce": n.Issue(time.Now())}
 	offReq, onReq := dpopBenchRequest(token, ""), dpopBenchRequest(token, "")
-	authenticate := func(b *testing.B, v *auth.Verifier, req *http.Request, nonces *auth.Nonces) {
+	authenticate := func(b *testing.B, v *auth.Verifier, req *http.Request, nonces *dpop.Nonces) {
 		if nonces != nil && nonces.Issue(time.Now()) == "" {
 			b.Fatal("no nonce")
 		}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/dpop"
+	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/observability"
 	"github.com/plantstore/plantstore/observability/logtest"
 )
@@ -23,8 +25,8 @@ import (
 // log never holds a key.
 func TestNonceKeyWatch(t *testing.T) {
 	const lifetime = 4 * time.Minute
-	keys := t.TempDir()
-	oldKey, newKey, otherKey := nonceKeyFile(t, keys, "old", 32), nonceKeyFile(t, keys, "new", 40), nonceKeyFile(t, keys, "other", 32)
+	dir := t.TempDir()
+	oldKey, newKey, otherKey := nonceKeyFile(t, dir, "old", 32), nonceKeyFile(t, dir, "new", 40), nonceKeyFile(t, dir, "other", 32)
 	// What other replicas issue, before and after they see the update.
 	before, after, other := loadNonces(t, oldKey, lifetime), loadNonces(t, newKey, lifetime), loadNonces(t, otherKey, lifetime)
 	read := func(path string) []byte {
@@ -44,7 +46,8 @@ func TestNonceKeyWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := n.Watch(ctx, log)
+	// As serve watches it.
+	done := keys.WatchFile(ctx, vol.Path("nonce.key"), log, func() { _, _ = n.ReloadLogged(log, time.Now()) })
 	t.Cleanup(func() {
 		cancel()
 		<-done
@@ -65,14 +68,14 @@ func TestNonceKeyWatch(t *testing.T) {
 		name   string
 		update []byte // the volume's new nonce.key
 		wait   string // the log line the update is seen by
-		issues *auth.Nonces
-		accept []*auth.Nonces
-		refuse []*auth.Nonces
+		issues *dpop.Nonces
+		accept []*dpop.Nonces
+		refuse []*dpop.Nonces
 	}{
-		{name: "before the update", issues: before, accept: []*auth.Nonces{before}, refuse: []*auth.Nonces{after, other}},
-		{name: "a new key", update: read(newKey), wait: rotated, issues: after, accept: []*auth.Nonces{after, before}, refuse: []*auth.Nonces{other}},
-		{name: "a key too short", update: []byte(strings.Repeat("k", 31)), wait: refused, issues: after, accept: []*auth.Nonces{after, before}, refuse: []*auth.Nonces{other}},
-		{name: "a third key", update: read(otherKey), wait: rotated, issues: other, accept: []*auth.Nonces{other, after}, refuse: []*auth.Nonces{before}},
+		{name: "before the update", issues: before, accept: []*dpop.Nonces{before}, refuse: []*dpop.Nonces{after, other}},
+		{name: "a new key", update: read(newKey), wait: rotated, issues: after, accept: []*dpop.Nonces{after, before}, refuse: []*dpop.Nonces{other}},
+		{name: "a key too short", update: []byte(strings.Repeat("k", 31)), wait: refused, issues: after, accept: []*dpop.Nonces{after, before}, refuse: []*dpop.Nonces{other}},
+		{name: "a third key", update: read(otherKey), wait: rotated, issues: other, accept: []*dpop.Nonces{other, after}, refuse: []*dpop.Nonces{before}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -106,19 +109,6 @@ func TestNonceKeyWatch(t *testing.T) {
 		if l["source"] != vol.Path("nonce.key") {
 			t.Errorf("rotation line %v; want source %s", l, vol.Path("nonce.key"))
 		}
-	}
-}
-
-// TestNonceKeyWatchStops: Watch ends with its context.
-func TestNonceKeyWatchStops(t *testing.T) {
-	n := loadNonces(t, nonceKeyFile(t, t.TempDir(), "nonce.key", 32), 0)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := n.Watch(ctx, nil)
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Watch did not stop within 10s of its context's end")
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/plantstore/plantstore/observability/setting"
 )
 
 // maxRateKeys bounds the keys a [RateLimit] tracks in each of its two
@@ -37,10 +39,10 @@ type RateLimit struct {
 // and finite and burst is at least 1.
 func NewRateLimit(perSecond float64, burst int) (*RateLimit, error) {
 	if !(perSecond > 0) || math.IsInf(perSecond, 0) {
-		return nil, configErr("", settingRate, "want a positive number of requests a second")
+		return nil, setting.Errorf("rate", "want a positive number of requests a second")
 	}
 	if burst < 1 {
-		return nil, configErr("", settingBurst, "must be at least 1")
+		return nil, setting.Errorf("burst", "must be at least 1")
 	}
 	return &RateLimit{
 		limit: rate.Limit(perSecond),

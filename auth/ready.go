@@ -1,7 +1,7 @@
 package auth
 
-// KeyStatus is one issuer's part of readiness: whether it has keys to
-// verify with.
+// KeyStatus is one issuer's part of readiness: whether its Authenticators
+// can accept tokens (for keys: whether it has keys to verify with).
 type KeyStatus struct {
 	// Issuer is the issuer's name, empty for the unnamed issuer of the
 	// -jwt-* flags.
@@ -19,9 +19,11 @@ func (v *Verifier) KeysReady() []KeyStatus {
 	all := v.issuers.Load().all
 	out := make([]KeyStatus, 0, len(all))
 	for _, is := range all {
-		err := keysReady(is.keys)
-		if err == nil {
-			err = is.staleness(now)
+		var err error
+		for _, a := range [...]Authenticator{is.jws, is.opaque} {
+			if a != nil && err == nil {
+				err = a.Ready(now)
+			}
 		}
 		out = append(out, KeyStatus{Issuer: is.name, Err: err})
 	}

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/plantstore/plantstore/observability"
+	"github.com/plantstore/plantstore/auth/edge"
 )
 
 // ResourceMetadataPath is where the protected resource metadata of RFC 9728
@@ -101,7 +101,7 @@ func (v *Verifier) origin(r *http.Request) (origin, prefix string) {
 	if u := v.opts.PublicURL; u != nil {
 		return PublicOrigin(u)
 	}
-	scheme, host := observability.Origin(r, v.opts.TrustedProxies)
+	scheme, host := edge.Origin(r, v.opts.TrustedProxies)
 	return scheme + "://" + host, ""
 }
 

@@ -6,6 +6,8 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/jws"
+	"github.com/plantstore/plantstore/auth/keys"
 )
 
 // TestMaxStaleKeepsKeysFresh: a max_stale shorter than the refresh period
@@ -15,23 +17,23 @@ import (
 func TestMaxStaleKeepsKeysFresh(t *testing.T) {
 	key := authtest.NewKey(t, "ES256")
 	idp := authtest.NewServer(t, authtest.JWKS(t, key))
-	j, err := auth.NewJWKS(t.Context(), auth.JWKSOptions{URL: idp.URL, Refresh: time.Hour}, nil, nil)
+	j, err := keys.NewJWKS(t.Context(), keys.JWKSOptions{URL: idp.URL, Refresh: time.Hour}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srcWait(t, "the first JWKS fetch", func() bool { return j.Ready() == nil })
+	authtest.WaitFor(t, "the first JWKS fetch", func() bool { return j.Ready() == nil })
 	const maxStale = 400 * time.Millisecond
-	v, err := auth.NewVerifier(auth.Options{}, auth.Issuer{Name: "staff", Config: auth.Config{Issuer: "https://idp.example", MaxStale: maxStale}, Keys: j})
+	v, err := auth.NewVerifier(auth.Options{}, auth.Issuer{Name: "staff", Config: auth.Config{Issuer: "https://idp.example", MaxStale: maxStale}, JWS: jws.New(j)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := idp.Hits.Load()
-	srcWait(t, "three refreshes within max_stale/2 each", func() bool { return idp.Hits.Load() >= start+3 })
+	authtest.WaitFor(t, "three refreshes within max_stale/2 each", func() bool { return idp.Hits.Load() >= start+3 })
 	if err := v.Ready(); err != nil {
 		t.Errorf("Ready with the IdP answering and max_stale %s = %v; want nil", maxStale, err)
 	}
 
-	if err := v.SetIssuers(auth.Issuer{Name: "staff", Config: auth.Config{Issuer: "https://idp.example"}, Keys: j}); err != nil {
+	if err := v.SetIssuers(auth.Issuer{Name: "staff", Config: auth.Config{Issuer: "https://idp.example"}, JWS: jws.New(j)}); err != nil {
 		t.Fatal(err)
 	}
 	// Without max_stale the period is the hour again: the refreshes stop.

@@ -1,13 +1,13 @@
 package observability
 
 import (
-	"errors"
-	"fmt"
 	"io"
 	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/plantstore/plantstore/observability/setting"
 )
 
 // timeLayout is RFC 3339 in UTC with milliseconds, for example
@@ -22,12 +22,6 @@ const (
 	messageKey = "msg"
 )
 
-// Errors of [NewLogger].
-var (
-	ErrLogLevel  = errors.New("log level")
-	ErrLogFormat = errors.New("log format")
-)
-
 // NewLogger returns the service's logger and its access log, both writing
 // to w at level (debug, info, warn or error) in format (json or console).
 //
@@ -36,8 +30,8 @@ var (
 // there is no caller, stack trace or sampling, so no line is dropped. The
 // access log writes the one line per request of [Middleware] in the same
 // shape (see [AccessLog]). Writes to w are serialized, so w need not be
-// safe for concurrent use. An unknown level or format is an error naming
-// the value.
+// safe for concurrent use. An unknown level or format is refused with the
+// *[setting.Error] of log_level or log_format.
 func NewLogger(w io.Writer, level, format string) (*zap.Logger, *AccessLog, error) {
 	var lvl zapcore.Level
 	switch level {
@@ -50,7 +44,7 @@ func NewLogger(w io.Writer, level, format string) (*zap.Logger, *AccessLog, erro
 	case "error":
 		lvl = zapcore.ErrorLevel
 	default:
-		return nil, nil, fmt.Errorf("%w %q: want debug, info, warn or error", ErrLogLevel, level)
+		return nil, nil, setting.Errorf("log_level", "unknown level %q: want debug, info, warn or error", level)
 	}
 
 	layout := zapcore.TimeEncoderOfLayout(timeLayout)
@@ -80,7 +74,7 @@ func NewLogger(w io.Writer, level, format string) (*zap.Logger, *AccessLog, erro
 	case "console":
 		enc = zapcore.NewConsoleEncoder(cfg)
 	default:
-		return nil, nil, fmt.Errorf("%w %q: want json or console", ErrLogFormat, format)
+		return nil, nil, setting.Errorf("log_format", "unknown format %q: want json or console", format)
 	}
 	ws, ok := w.(zapcore.WriteSyncer)
 	if !ok {

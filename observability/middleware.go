@@ -18,6 +18,8 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/plantstore/plantstore/auth/edge"
 )
 
 // The request headers Middleware reads, in canonical form, so that lookups
@@ -86,7 +88,7 @@ type requestState struct {
 //
 // remote_ip is the peer's address, unless the peer is within trusted: then
 // it is the rightmost X-Forwarded-For entry that is not within trusted (see
-// [ParseTrustedProxies]). With no trusted prefixes X-Forwarded-For is
+// [edge.ParseTrustedProxies]). With no trusted prefixes X-Forwarded-For is
 // ignored.
 //
 // A panic passing through is still logged and counted (at Error, status 500
@@ -124,7 +126,7 @@ func Middleware(access *AccessLog, m *HTTPMetrics, trusted []netip.Prefix, tr *T
 			// Only a request with a traceparent has a sampled flag to trust.
 			fromProxy := false
 			if len(c.Request.Header["Traceparent"]) > 0 {
-				_, fromProxy = TrustedPeer(c.Request.RemoteAddr, trusted)
+				_, fromProxy = edge.TrustedPeer(c.Request.RemoteAddr, trusted)
 			}
 			var ctx context.Context
 			ctx, st.span = tr.startServerSpan(c.Request.Context(), traceHeaders(c.Request.Header), tr.spanName(c.Request.Method, c.FullPath()), fromProxy)
@@ -153,7 +155,7 @@ func Middleware(access *AccessLog, m *HTTPMetrics, trusted []netip.Prefix, tr *T
 			if route == "" {
 				route = "unmatched"
 			}
-			remoteIP := clientIP(c.Request.RemoteAddr, c.Request.Header[forwardedForHeader], trusted)
+			remoteIP := edge.ClientIP(c.Request.RemoteAddr, c.Request.Header[forwardedForHeader], trusted)
 			var sc trace.SpanContext
 			if span := st.span; span != nil {
 				sc = span.SpanContext()

@@ -12,6 +12,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -25,8 +26,10 @@ import (
 
 	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/keys"
 )
 
 // Key is a signing key and the verification key that matches it.
@@ -37,7 +40,7 @@ type Key struct {
 	// ed25519.PrivateKey or an HMAC secret ([]byte).
 	Private crypto.PrivateKey
 	// Verify is the key a verifier finds; its ID is the kid tokens carry.
-	Verify auth.Key
+	Verify keys.Key
 }
 
 // NewKey returns a fresh key for alg (RS*, PS*, ES256/384/512, EdDSA,
@@ -84,11 +87,11 @@ func NewKey(t testing.TB, alg string) Key {
 	}
 	kid := "hmac"
 	if _, ok := pub.([]byte); !ok {
-		if kid, err = auth.Thumbprint(pub); err != nil {
+		if kid, err = keys.Thumbprint(pub); err != nil {
 			t.Fatalf("Thumbprint(%T): %v", pub, err)
 		}
 	}
-	return Key{Alg: alg, Private: priv, Verify: auth.Key{ID: kid, Public: pub}}
+	return Key{Alg: alg, Private: priv, Verify: keys.Key{ID: kid, Public: pub}}
 }
 
 // NewKeyID is NewKey with the kid given.
@@ -112,12 +115,12 @@ func (k Key) JWK(t testing.TB) jwkset.JWKMarshal {
 }
 
 // KeySet returns a KeySet of the keys' verification halves.
-func KeySet(keys ...Key) *auth.KeySet {
-	ks := make([]auth.Key, len(keys))
-	for i, k := range keys {
-		ks[i] = k.Verify
+func KeySet(ks ...Key) *keys.KeySet {
+	verify := make([]keys.Key, len(ks))
+	for i, k := range ks {
+		verify[i] = k.Verify
 	}
-	return auth.NewKeySet(ks)
+	return keys.NewKeySet(verify)
 }
 
 // JWKS returns the JWK Set document of the keys' public halves.
@@ -265,7 +268,7 @@ func (s *Server) Accept() string {
 // token bound to k carries as cnf.jkt.
 func (k Key) Thumbprint(t testing.TB) string {
 	t.Helper()
-	tp, err := auth.Thumbprint(k.Verify.Public)
+	tp, err := keys.Thumbprint(k.Verify.Public)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,4 +309,43 @@ func Proof(t testing.TB, k Key, method, uri, token string, header, claims map[st
 	h := map[string]any{"typ": "dpop+jwt", "jwk": jwkMap, "kid": nil}
 	maps.Copy(h, header)
 	return TokenAlg(t, k, k.Alg, h, c)
+}
+
+// WaitFor polls cond until it holds, failing t after 10s: for what a key
+// source's loops do in the background (a first fetch, a reload).
+func WaitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// ReasonOf returns the Reason of an *auth.Error, or "" for nil; any other
+// error fails t.
+func ReasonOf(t testing.TB, err error) auth.Reason {
+	t.Helper()
+	if err == nil {
+		return ""
+	}
+	var ae *auth.Error
+	if !errors.As(err, &ae) {
+		t.Fatalf("error %v (%T) is not an *auth.Error", err, err)
+	}
+	return ae.Reason
+}
+
+// NewJWKS starts a JWKS key source for opts on the test's context, with
+// the auth metrics on a fresh registry, which it returns.
+func NewJWKS(t testing.TB, opts keys.JWKSOptions) (*keys.JWKS, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	j, err := keys.NewJWKS(t.Context(), opts, nil, auth.NewMetrics(reg))
+	if err != nil {
+		t.Fatalf("NewJWKS(%+v): %v", opts, err)
+	}
+	return j, reg
 }

@@ -36,6 +36,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/observability/setting"
 )
 
 // Defaults of [Options].
@@ -52,14 +53,15 @@ type Options struct {
 	// URL is the server: redis://[user:password@]host[:port][/db] or
 	// rediss:// for TLS, with go-redis's query options.
 	URL string
-	// Timeout bounds each call, a connection's dial included; 0 means
-	// DefaultTimeout.
+	// Timeout bounds each call, a connection's dial included; 0 or less
+	// means DefaultTimeout.
 	Timeout time.Duration
 	// Rate is the requests a second each caller may send, shared by every
-	// replica, and Burst how many at once; a Rate of 0 limits nothing.
+	// replica, and Burst how many at once, as [auth.NewRateLimit] accepts
+	// them; a Rate of 0 or less limits nothing.
 	Rate  float64
 	Burst int
-	// Probe is how often Redis is tried while it is down; 0 means
+	// Probe is how often Redis is tried while it is down; 0 or less means
 	// DefaultProbe.
 	Probe time.Duration
 	// Log gets a line at each change of state; nil logs nothing.
@@ -78,20 +80,20 @@ const (
 	ResultTimeout = "timeout"
 )
 
-// ErrURL is the refusal of a URL that is neither redis:// nor rediss://,
+// errURL is the refusal of a URL that is neither redis:// nor rediss://,
 // or that go-redis cannot read.
-var ErrURL = errors.New("want a redis:// or rediss:// URL")
+var errURL = errors.New("want a redis:// or rediss:// URL")
 
-// ParseURL returns the client options of a redis:// or rediss:// URL.
+// parseURL returns the client options of a redis:// or rediss:// URL.
 // Its errors never show the URL, which may carry a password.
-func ParseURL(s string) (*redis.Options, error) {
+func parseURL(s string) (*redis.Options, error) {
 	u, err := url.Parse(s)
 	if err != nil || u.Scheme != "redis" && u.Scheme != "rediss" || u.Host == "" {
-		return nil, ErrURL
+		return nil, errURL
 	}
 	o, err := redis.ParseURL(s)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrURL, redactedCause(err, s))
+		return nil, fmt.Errorf("%w: %s", errURL, redactedCause(err, s))
 	}
 	return o, nil
 }
@@ -153,23 +155,19 @@ var _ auth.SharedState = (*State)(nil)
 
 // New returns the State of o and tries Redis once, within the timeout:
 // a Redis that does not answer leaves the State down (logged) and probed,
-// never an error. Errors are for options that cannot work.
+// never an error. It returns the *[setting.Error] of redis_url for a URL
+// that is neither redis:// nor rediss://, or that go-redis cannot read;
+// the error never shows the URL, which may carry a password.
 func New(o Options) (*State, error) {
-	ro, err := ParseURL(o.URL)
+	ro, err := parseURL(o.URL)
 	if err != nil {
-		return nil, err
+		return nil, &setting.Error{Key: "redis_url", Err: err}
 	}
-	if o.Timeout < 0 || o.Probe < 0 {
-		return nil, errors.New("negative timeout or probe period")
-	}
-	if o.Timeout == 0 {
+	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
 	}
-	if o.Probe == 0 {
+	if o.Probe <= 0 {
 		o.Probe = DefaultProbe
-	}
-	if o.Rate < 0 || math.IsInf(o.Rate, 0) || math.IsNaN(o.Rate) || o.Rate > 0 && o.Burst < 1 {
-		return nil, errors.New("want a positive rate and a burst of at least 1, or no rate")
 	}
 	if o.Log == nil {
 		o.Log = zap.NewNop()
@@ -189,7 +187,7 @@ func New(o Options) (*State, error) {
 	ro.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	s := &State{
 		client:  redis.NewClient(ro),
-		where:   auth.RedactURL(o.URL),
+		where:   setting.RedactURL(o.URL),
 		timeout: o.Timeout,
 		probe:   o.Probe,
 		log:     o.Log,

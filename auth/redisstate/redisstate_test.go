@@ -19,6 +19,7 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/jws"
 	"github.com/plantstore/plantstore/auth/redisstate"
 	"github.com/plantstore/plantstore/auth/redisstate/redistest"
 	"github.com/plantstore/plantstore/observability/metricstest"
@@ -61,7 +62,7 @@ func newReplica(t testing.TB, issuer authtest.Key, url string, rate float64, bur
 			t.Fatal(err)
 		}
 	}
-	v, err := auth.NewVerifier(o, auth.Issuer{Keys: authtest.KeySet(issuer)})
+	v, err := auth.NewVerifier(o, auth.Issuer{JWS: jws.New(authtest.KeySet(issuer))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,24 +361,6 @@ func TestPaused(t *testing.T) {
 	}
 	srv.Resume()
 	waitUp(t, a)
-}
-
-// TestURL: only redis:// and rediss:// URLs, and no refusal shows a
-// password.
-func TestURL(t *testing.T) {
-	for _, s := range []string{"redis://127.0.0.1:6379/0", "rediss://user:pw@redis.example.com:6380/2", "redis://:pw@localhost"} {
-		if _, err := redisstate.ParseURL(s); err != nil {
-			t.Errorf("%s: %v", s, err)
-		}
-	}
-	for _, s := range []string{"http://127.0.0.1:6379", "unix:///run/redis.sock", "127.0.0.1:6379", "redis://", "redis://u:sekrit@host/notanumber"} {
-		_, err := redisstate.ParseURL(s)
-		if !errors.Is(err, redisstate.ErrURL) {
-			t.Errorf("%s: %v; want ErrURL", s, err)
-		} else if strings.Contains(err.Error(), "sekrit") {
-			t.Errorf("%s: %v shows the password", s, err)
-		}
-	}
 }
 
 // TestStartDown: a State whose Redis does not answer at start is down,

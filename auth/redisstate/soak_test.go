@@ -9,10 +9,10 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/authtest"
 	"github.com/plantstore/plantstore/auth/redisstate"
 	"github.com/plantstore/plantstore/auth/redisstate/redistest"
+	"github.com/plantstore/plantstore/observability/setting"
 	"github.com/plantstore/plantstore/observability/testenv"
 )
 
@@ -93,7 +93,7 @@ func TestSoakRedisFailures(t *testing.T) {
 	for i, r := range replicas {
 		errors += r.requests(t, redisstate.OpReplay, redisstate.ResultError)
 		timeouts += r.requests(t, redisstate.OpReplay, redisstate.ResultTimeout)
-		if w := r.logs.FilterMessageSnippet("shared state unavailable").FilterField(zap.String("redis", auth.RedactURL(srv.URL()))).Len(); w != 2 {
+		if w := r.logs.FilterMessageSnippet("shared state unavailable").FilterField(zap.String("redis", setting.RedactURL(srv.URL()))).Len(); w != 2 {
 			t.Errorf("replica %d logged %d warnings; want 2, one an outage", i, w)
 		}
 		if n := r.logs.FilterMessage("shared state restored").Len(); n != 2 {

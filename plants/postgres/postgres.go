@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/plantstore/plantstore/observability/setting"
 	"github.com/plantstore/plantstore/plants"
 )
 
@@ -42,7 +43,8 @@ const MinPoll = 10 * time.Millisecond
 
 // Options tune a [Store]. The zero value uses the defaults.
 type Options struct {
-	// MaxConns is the size of the connection pool; 0 means [DefaultMaxConns].
+	// MaxConns is the size of the connection pool; 0 or less means
+	// [DefaultMaxConns].
 	MaxConns int32
 	// ConnectTimeout bounds each attempt to connect to the database; 0 means
 	// [DefaultConnectTimeout].
@@ -83,35 +85,17 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 }
 
-// An OptionError is an [Options] value that a constructor refuses. Field
-// is the field's name.
-type OptionError struct {
-	Field string
-	Err   error
-}
-
-// Error returns "postgres: FIELD: problem".
-func (e *OptionError) Error() string { return "postgres: " + e.Field + ": " + e.Err.Error() }
-
-// Unwrap returns e.Err.
-func (e *OptionError) Unwrap() error { return e.Err }
-
-// check returns an *OptionError for the first value of o that cannot be
-// used.
+// check returns the *setting.Error of the first value of o that cannot be
+// used, naming the setting by its key.
 func (o Options) check() error {
 	if o.Poll != 0 && o.Poll < MinPoll {
-		return &OptionError{Field: "Poll", Err: fmt.Errorf("%v is shorter than %v", o.Poll, MinPoll)}
+		return setting.Errorf("poll", "%v is shorter than %v", o.Poll, MinPoll)
 	}
-	if o.MaxConns < 0 {
-		return &OptionError{Field: "MaxConns", Err: fmt.Errorf("%d is negative", o.MaxConns)}
+	if o.ConnectTimeout < 0 {
+		return setting.Errorf("connect_timeout", "negative duration %v", o.ConnectTimeout)
 	}
-	for _, d := range []struct {
-		field string
-		v     time.Duration
-	}{{"ConnectTimeout", o.ConnectTimeout}, {"QueryTimeout", o.QueryTimeout}} {
-		if d.v < 0 {
-			return &OptionError{Field: d.field, Err: fmt.Errorf("negative duration %v", d.v)}
-		}
+	if o.QueryTimeout < 0 {
+		return setting.Errorf("query_timeout", "negative duration %v", o.QueryTimeout)
 	}
 	return nil
 }
@@ -159,7 +143,7 @@ var _ plants.Store = (*Store)(nil)
 // key=value connection string). It does not wait for the database: the pool
 // connects on first use, so a service can start while the database is down
 // and recover when it comes back. Open fails only when dsn is malformed (the
-// error never contains dsn) or o is refused ([*OptionError]). m may be nil.
+// error never contains dsn) or o is refused (a *[setting.Error]). m may be nil.
 //
 // Until ctx ends or Close is called, the store reads the catalog version
 // and the number of plants every o.Poll, for plantstore_catalog_plants.

@@ -84,7 +84,7 @@ var _ plants.Store = (*Snapshot)(nil)
 // and starts keeping it current, until ctx ends or Close is called. It
 // does not wait for the first snapshot (see Ready); it fails only when dsn
 // or o.ListenDSN is malformed ([ErrMalformedDSN]) or o is refused
-// ([*OptionError]). m may be nil.
+// (a *setting.Error). m may be nil.
 func OpenSnapshot(ctx context.Context, dsn string, o Options, m *plants.Metrics) (*Snapshot, error) {
 	if err := o.check(); err != nil {
 		return nil, err

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/plantstore/plantstore/observability/metricstest"
+	"github.com/plantstore/plantstore/observability/setting"
 	"github.com/plantstore/plantstore/plants"
 	"github.com/plantstore/plantstore/plants/postgres"
 	"github.com/plantstore/plantstore/plants/postgres/pgtest"
@@ -317,8 +318,8 @@ func TestSnapshotOptions(t *testing.T) {
 		want error
 	}{
 		{"defaults", dsn, postgres.Options{}, nil},
-		{"poll too short", dsn, postgres.Options{Poll: time.Millisecond}, &postgres.OptionError{}},
-		{"negative poll", dsn, postgres.Options{Poll: -time.Second}, &postgres.OptionError{}},
+		{"poll too short", dsn, postgres.Options{Poll: time.Millisecond}, &setting.Error{Key: "poll"}},
+		{"negative poll", dsn, postgres.Options{Poll: -time.Second}, &setting.Error{Key: "poll"}},
 		{"malformed listen DSN", dsn, postgres.Options{ListenDSN: "postgres://a:secret@[::1"}, postgres.ErrMalformedDSN},
 		{"malformed DSN", "postgres://a:secret@[::1", postgres.Options{}, postgres.ErrMalformedDSN},
 	}
@@ -328,14 +329,14 @@ func TestSnapshotOptions(t *testing.T) {
 			if err == nil {
 				s.Close()
 			}
-			var oe *postgres.OptionError
+			var se *setting.Error
 			switch {
 			case tt.want == nil && err != nil:
 				t.Errorf("OpenSnapshot(%+v) = %v; want nil", tt.o, err)
 			case tt.want == postgres.ErrMalformedDSN && !errors.Is(err, postgres.ErrMalformedDSN):
 				t.Errorf("OpenSnapshot(%+v) = %v; want ErrMalformedDSN", tt.o, err)
-			case tt.want != nil && tt.want != postgres.ErrMalformedDSN && !errors.As(err, &oe):
-				t.Errorf("OpenSnapshot(%+v) = %v; want an *OptionError", tt.o, err)
+			case tt.want != nil && tt.want != postgres.ErrMalformedDSN && (!errors.As(err, &se) || se.Key != tt.want.(*setting.Error).Key):
+				t.Errorf("OpenSnapshot(%+v) = %v; want the *setting.Error of %s", tt.o, err, tt.want.(*setting.Error).Key)
 			}
 			if err != nil && strings.Contains(err.Error(), "secret") {
 				t.Errorf("error %q shows the password", err)

@@ -36,7 +36,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/dpop"
+	"github.com/plantstore/plantstore/auth/mint"
 )
 
 func main() {
@@ -70,7 +71,7 @@ func main() {
 		Keys []json.RawMessage `json:"keys"`
 	}
 	for _, alg := range []string{"RS256", "ES256", "EdDSA"} {
-		priv, doc, err := auth.GenerateKey(alg)
+		priv, doc, err := mint.GenerateKey(alg)
 		must(err)
 		var set struct {
 			Keys []json.RawMessage `json:"keys"`
@@ -78,13 +79,13 @@ func main() {
 		must(json.Unmarshal(doc, &set))
 		jwks.Keys = append(jwks.Keys, set.Keys...)
 		keys[alg] = priv
-		must(os.WriteFile(filepath.Join(*dir, "token-"+alg), []byte(mint(priv, alg, "alice", "gardeners")+"\n"), 0o600))
+		must(os.WriteFile(filepath.Join(*dir, "token-"+alg), []byte(signToken(priv, alg, "alice", "gardeners")+"\n"), 0o600))
 	}
 	b, err := json.Marshal(jwks)
 	must(err)
 	must(os.WriteFile(filepath.Join(*dir, "jwks.json"), b, 0o600))
-	must(os.WriteFile(filepath.Join(*dir, "token-half"), []byte(mint(keys["RS256"], "RS256", "someone", "half")+"\n"), 0o600))
-	must(os.WriteFile(filepath.Join(*dir, "token-rare"), []byte(mint(keys["RS256"], "RS256", "rare")+"\n"), 0o600))
+	must(os.WriteFile(filepath.Join(*dir, "token-half"), []byte(signToken(keys["RS256"], "RS256", "someone", "half")+"\n"), 0o600))
+	must(os.WriteFile(filepath.Join(*dir, "token-rare"), []byte(signToken(keys["RS256"], "RS256", "rare")+"\n"), 0o600))
 	must(writeTokens(filepath.Join(*dir, "tokens.txt"), keys["RS256"], *ntokens))
 	must(writeIssuerB(*dir))
 	must(writeDPoP(*dir, keys["ES256"]))
@@ -112,7 +113,7 @@ func writeCert(dir string, issuerKey crypto.Signer) error {
 	if err := os.WriteFile(filepath.Join(dir, "cert-escaped.txt"), []byte(escaped+"\n"), 0o600); err != nil {
 		return err
 	}
-	token, err := auth.Mint(issuerKey, "ES256", auth.MintClaims{
+	token, err := mint.Mint(issuerKey, "ES256", mint.Claims{
 		Subject: "alice", Issuer: issuerA, Groups: []string{"gardeners"}, Scope: "openid plants:read",
 		TTL: 24 * time.Hour, BoundToCert: der,
 	})
@@ -132,7 +133,7 @@ const (
 // writeIssuerB writes B's key set (a key of its own) and issuers.yaml,
 // which trusts A with the keys of jwks.json and B with its own.
 func writeIssuerB(dir string) error {
-	_, doc, err := auth.GenerateKey("RS256")
+	_, doc, err := mint.GenerateKey("RS256")
 	if err != nil {
 		return err
 	}
@@ -155,18 +156,18 @@ func writeIssuerB(dir string) error {
 // writeDPoP writes a client key (dpop-key.pem, ES256) and token-dpop, an
 // ES256 token for alice bound to it.
 func writeDPoP(dir string, issuerKey crypto.Signer) error {
-	client, _, err := auth.GenerateKey("ES256")
+	client, _, err := mint.GenerateKey("ES256")
 	if err != nil {
 		return err
 	}
-	pem, err := auth.MarshalPrivateKey(client)
+	pem, err := mint.MarshalPrivateKey(client)
 	if err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "dpop-key.pem"), pem, 0o600); err != nil {
 		return err
 	}
-	token, err := auth.Mint(issuerKey, "ES256", auth.MintClaims{
+	token, err := mint.Mint(issuerKey, "ES256", mint.Claims{
 		Subject: "alice", Issuer: issuerA, Groups: []string{"gardeners"}, Scope: "openid plants:read",
 		TTL: 24 * time.Hour, BoundTo: client.Public(),
 	})
@@ -187,7 +188,7 @@ func printProofs(dir string, n int, url, nonceKey string) error {
 	// least, longer than a run.
 	var nonce string
 	if nonceKey != "" {
-		nonces, err := auth.LoadNonces(nonceKey, auth.DefaultNonceLifetime)
+		nonces, err := dpop.LoadNonces(nonceKey, dpop.DefaultNonceLifetime)
 		if err != nil {
 			return err
 		}
@@ -197,7 +198,7 @@ func printProofs(dir string, n int, url, nonceKey string) error {
 	if err != nil {
 		return err
 	}
-	key, err := auth.ParsePrivateKey(data)
+	key, err := mint.ParsePrivateKey(data)
 	if err != nil {
 		return err
 	}
@@ -212,7 +213,7 @@ func printProofs(dir string, n int, url, nonceKey string) error {
 	for w := range errs {
 		wg.Go(func() {
 			for i := w; i < n && errs[w] == nil; i += len(errs) {
-				proofs[i], errs[w] = auth.ProofWithNonce(key, "ES256", "GET", url, tok, nonce)
+				proofs[i], errs[w] = mint.ProofWithNonce(key, "ES256", "GET", url, tok, nonce)
 			}
 		})
 	}
@@ -251,8 +252,8 @@ func must(err error) {
 	}
 }
 
-func mint(priv crypto.Signer, alg, sub string, groups ...string) string {
-	token, err := auth.Mint(priv, alg, auth.MintClaims{Subject: sub, Issuer: issuerA, Groups: groups, Scope: "openid plants:read", TTL: 24 * time.Hour})
+func signToken(priv crypto.Signer, alg, sub string, groups ...string) string {
+	token, err := mint.Mint(priv, alg, mint.Claims{Subject: sub, Issuer: issuerA, Groups: groups, Scope: "openid plants:read", TTL: 24 * time.Hour})
 	must(err)
 	return token
 }
@@ -266,7 +267,7 @@ func writeTokens(path string, priv crypto.Signer, n int) error {
 	for w := range workers {
 		wg.Go(func() {
 			for i := w; i < n; i += workers {
-				tokens[i] = mint(priv, "RS256", fmt.Sprintf("user%05d", i), "gardeners")
+				tokens[i] = signToken(priv, "RS256", fmt.Sprintf("user%05d", i), "gardeners")
 			}
 		})
 	}
