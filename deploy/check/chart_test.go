@@ -377,7 +377,9 @@ func TestChartValues(t *testing.T) {
 	}
 }
 
-// docsYAML returns the yaml blocks of docs/deploy.md.
+// docsYAML returns the yaml blocks of docs/deploy.md, those inside a list
+// item too, each without its fence's indentation (as Markdown reads it, so
+// that a "---" between documents is found).
 func docsYAML(t testing.TB) []string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "deploy.md"))
@@ -386,15 +388,17 @@ func docsYAML(t testing.TB) []string {
 	}
 	var blocks []string
 	var cur *strings.Builder
+	var indent string
 	for _, line := range strings.Split(string(b), "\n") {
 		switch {
 		case cur == nil && strings.TrimSpace(line) == "```yaml":
 			cur = &strings.Builder{}
+			indent = line[:len(line)-len(strings.TrimLeft(line, " "))]
 		case cur != nil && strings.TrimSpace(line) == "```":
 			blocks = append(blocks, cur.String())
 			cur = nil
 		case cur != nil:
-			cur.WriteString(line + "\n")
+			cur.WriteString(strings.TrimPrefix(line, indent) + "\n")
 		}
 	}
 	return blocks
