@@ -183,7 +183,7 @@ func TestChartCompareCatches(t *testing.T) {
 		want []string // substrings of the differences, one each
 	}{
 		{"the same options", nil, nil},
-		{"GOMEMLIMIT", []string{"goMemLimit=200MiB"}, []string{`Deployment plantstore: spec.template.spec.containers[plantstore].env[GOMEMLIMIT].value: kustomize "230MiB", chart "200MiB"`}},
+		{"the memory request", []string{"resources.requests.memory=200Mi"}, []string{`Deployment plantstore: spec.template.spec.containers[plantstore].resources.requests.memory: kustomize "230Mi", chart "200Mi"`}},
 		{"the HPA's minimum", []string{"autoscaling.minReplicas=2"}, []string{"HorizontalPodAutoscaler plantstore: spec.minReplicas: kustomize 3, chart 2"}},
 		{"a setting", []string{"settings.PLANTSTORE_LOG_LEVEL=debug"}, []string{`ConfigMap plantstore: data.PLANTSTORE_LOG_LEVEL: kustomize "info", chart "debug"`}},
 		{"tracing off", []string{"tracing.enabled=false"}, []string{
@@ -339,8 +339,8 @@ func TestChartValues(t *testing.T) {
 		{name: "no digest", wantErr: "image.digest must be set"},
 		{name: "a tag for a digest", values: []string{"ci/dev-values.yaml"}, set: []string{"image.digest=v0.1.0"}, wantErr: "digest"},
 		{name: "both monitors", values: []string{"ci/dev-values.yaml"}, set: []string{"serviceMonitor.enabled=true"}, wantErr: "enable one, not both"},
-		{name: "GOMEMLIMIT at the memory limit", values: []string{"ci/dev-values.yaml"}, set: []string{"goMemLimit=256MiB"}, wantBad: "GOMEMLIMIT"},
 		{name: "prod without the Probe", values: []string{"ci/prod-values.yaml"}, set: []string{"probe.enabled=false"}, wantBad: "without a Probe of the public URL"},
+		{name: "GOMEMLIMIT at the memory limit", values: []string{"ci/dev-values.yaml"}, set: []string{"resources.requests.memory=256Mi"}, wantBad: "GOMEMLIMIT is 100 % of the memory limit"},
 		{name: "a grace period too short for the drain", values: []string{"ci/dev-values.yaml"}, set: []string{"settings.PLANTSTORE_SHUTDOWN_TIMEOUT=60s"}, wantBad: "terminationGracePeriodSeconds"},
 		{name: "a key file under no mount", values: []string{"ci/dev-values.yaml", "ci/features-values.yaml"}, set: []string{"settings.PLANTSTORE_JWT_KEY_FILE=/etc/keys/jwks.json"}, wantBad: "PLANTSTORE_JWT_KEY_FILE=/etc/keys/jwks.json is under no volumeMount"},
 	}
