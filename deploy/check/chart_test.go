@@ -193,6 +193,14 @@ func TestChartCompareCatches(t *testing.T) {
 		}},
 		{"a label", []string{"env=staging"}, []string{`Deployment plantstore: spec.template.metadata.labels.env: kustomize "production", chart "staging"`}},
 		{"an extra egress rule", []string{"networkPolicy.extraEgress[0].ports[0].port=8443"}, []string{"NetworkPolicy plantstore: spec.egress[3]: kustomize (absent)"}},
+		{"no NodeLocal DNSCache", []string{"networkPolicy.dns.nodeLocal.enabled=false"}, []string{
+			`NetworkPolicy plantstore: spec.egress[0].to[1]: kustomize {"namespaceSelector"`,
+			`NetworkPolicy plantstore-migrate: spec.egress[0].to[2]: kustomize {"ipBlock":{"cidr":"169.254.20.10/32"}}, chart (absent)`,
+		}},
+		{"another database", []string{"postgres.to[0].ipBlock.cidr=10.1.0.0/16"}, []string{
+			`NetworkPolicy plantstore: spec.egress[2].to[0].ipBlock: kustomize (absent), chart {"cidr":"10.1.0.0/16"}`,
+			`NetworkPolicy plantstore-migrate: spec.egress[1].to[0].ipBlock: kustomize (absent), chart {"cidr":"10.1.0.0/16"}`,
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
