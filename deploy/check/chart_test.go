@@ -192,7 +192,7 @@ func TestChartCompareCatches(t *testing.T) {
 			"env[OTEL_RESOURCE_ATTRIBUTES]: kustomize",
 		}},
 		{"a label", []string{"env=staging"}, []string{`Deployment plantstore: spec.template.metadata.labels.env: kustomize "production", chart "staging"`}},
-		{"an extra egress rule", []string{"networkPolicy.extraEgress[0].ports[0].port=8443"}, []string{"NetworkPolicy plantstore: spec.egress[3]: kustomize (absent)"}},
+		{"an extra egress rule", []string{"networkPolicy.extraEgress[0].ports[0].port=8443"}, []string{"NetworkPolicy plantstore: spec.egress[4]: kustomize (absent)"}},
 		{"no NodeLocal DNSCache", []string{"networkPolicy.dns.nodeLocal.enabled=false"}, []string{
 			`NetworkPolicy plantstore: spec.egress[0].to[1]: kustomize {"namespaceSelector"`,
 			`NetworkPolicy plantstore-migrate: spec.egress[0].to[2]: kustomize {"ipBlock":{"cidr":"169.254.20.10/32"}}, chart (absent)`,
@@ -225,14 +225,14 @@ func TestChartCompareCatches(t *testing.T) {
 		})
 	}
 	// An object on one side only, whatever its kind.
-	got := renderChart(t, "plantstore", []string{"ci/prod-values.yaml"}, append(slices.Clone(set), "probe.enabled=false")...)
+	got := renderChart(t, "plantstore", []string{"ci/prod-values.yaml"}, append(slices.Clone(set), "probe.api.enabled=false")...)
 	diffs, err := check.Compare(want, got, map[string]bool{"SecurityPolicy plantstore": true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if all := fmt.Sprint(diffs); len(diffs) != 2 || !strings.Contains(all, "Probe plantstore: kustomize renders it, chart does not") ||
+	if all := fmt.Sprint(diffs); len(diffs) != 2 || !strings.Contains(all, "Probe plantstore-api: kustomize renders it, chart does not") ||
 		!strings.Contains(all, "BackendTrafficPolicy plantstore: kustomize renders it, chart does not") {
-		t.Errorf("with the Probe off and the BackendTrafficPolicy not set aside: %v; want both named", diffs)
+		t.Errorf("with the API Probe off and the BackendTrafficPolicy not set aside: %v; want both named", diffs)
 	}
 }
 
@@ -347,8 +347,10 @@ func TestChartValues(t *testing.T) {
 		{name: "no digest", wantErr: "image.digest must be set"},
 		{name: "a tag for a digest", values: []string{"ci/dev-values.yaml"}, set: []string{"image.digest=v0.1.0"}, wantErr: "digest"},
 		{name: "both monitors", values: []string{"ci/dev-values.yaml"}, set: []string{"serviceMonitor.enabled=true"}, wantErr: "enable one, not both"},
-		{name: "prod without the Probe", values: []string{"ci/prod-values.yaml"}, set: []string{"probe.enabled=false"}, wantBad: "without a Probe of the public URL"},
 		{name: "GOMEMLIMIT at the memory limit", values: []string{"ci/dev-values.yaml"}, set: []string{"resources.requests.memory=256Mi"}, wantBad: "GOMEMLIMIT is 100 % of the memory limit"},
+		{name: "prod without the Probes", values: []string{"ci/prod-values.yaml"}, set: []string{"probe.enabled=false"}, wantBad: "without a Probe of the public URL"},
+		{name: "prod without the API Probe", values: []string{"ci/prod-values.yaml"}, set: []string{"probe.api.enabled=false"}, wantBad: "without a Probe that calls GET /plants?limit=1 with a token"},
+		{name: "the API Probe elsewhere", values: []string{"ci/prod-values.yaml"}, set: []string{"probe.api.url=https://plants.example.org/plants?limit=1"}, wantBad: "Probe plantstore-api: target https://plants.example.org/plants?limit=1"},
 		{name: "a grace period too short for the drain", values: []string{"ci/dev-values.yaml"}, set: []string{"settings.PLANTSTORE_SHUTDOWN_TIMEOUT=60s"}, wantBad: "terminationGracePeriodSeconds"},
 		{name: "a key file under no mount", values: []string{"ci/dev-values.yaml", "ci/features-values.yaml"}, set: []string{"settings.PLANTSTORE_JWT_KEY_FILE=/etc/keys/jwks.json"}, wantBad: "PLANTSTORE_JWT_KEY_FILE=/etc/keys/jwks.json is under no volumeMount"},
 	}
