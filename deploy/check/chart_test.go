@@ -118,31 +118,42 @@ func runbookBase(t testing.TB) string {
 	return cm.Data["base"]
 }
 
-// chartCases are the kustomize renderings the chart must match, each with
+// gatewayOnly are the objects of deploy/components/envoy-gateway, which
+// the chart leaves to the gateway's installation: CORS at the gateway, and
+// how Envoy talks to the service (idle timeout, retry, its own 503).
+var gatewayOnly = map[string]bool{"SecurityPolicy plantstore": true, "BackendTrafficPolicy plantstore": true}
+
+// chartCases are the kustomize renderings the chart must match, each an
+// overlay with the components an overlay that takes them would add, and
 // the values that select the same options. What only kustomize renders,
 // by design, is named with the reason.
 var chartCases = []struct {
-	name     string
-	dir      string // the kustomization, relative to this package
-	ns       string
-	values   []string
-	set      []string
-	onlyWant map[string]bool
+	name       string
+	overlay    string   // deploy/overlays/<overlay>
+	components []string // deploy/components/<name> on top
+	ns         string
+	values     []string
+	set        []string
+	onlyWant   map[string]bool
 }{
-	{name: "dev", dir: "../overlays/dev", ns: "plantstore-dev", values: []string{"ci/dev-values.yaml"}},
+	{name: "dev", overlay: "dev", ns: "plantstore-dev", values: []string{"ci/dev-values.yaml"}},
+	{name: "prod", overlay: "prod", ns: "plantstore", values: []string{"ci/prod-values.yaml"}, onlyWant: gatewayOnly},
 	{
-		name: "prod", dir: "../overlays/prod", ns: "plantstore", values: []string{"ci/prod-values.yaml"},
-		onlyWant: map[string]bool{
-			// The gateway's own configuration (the rate limit per
-			// subject): installed with the gateway, not the service.
-			"SecurityPolicy plantstore": true, "BackendTrafficPolicy plantstore": true,
-		},
-	},
-	{
-		name: "prod behind ingress-nginx", dir: "../overlays/prod-ingress", ns: "plantstore",
+		name: "prod behind ingress-nginx", overlay: "prod-ingress", ns: "plantstore",
 		values: []string{"ci/prod-values.yaml", "ci/prod-ingress-values.yaml"},
 	},
-	{name: "Redis", dir: "testdata/chart/redis", ns: "plantstore-dev", values: []string{"ci/dev-values.yaml"}, set: []string{"redis.enabled=true"}},
+	{name: "Redis", overlay: "dev", components: []string{"redis"}, ns: "plantstore-dev", values: []string{"ci/dev-values.yaml"}, set: []string{"redis.enabled=true"}},
+	{
+		name: "DPoP nonces", overlay: "prod", components: []string{"dpop-nonce"}, ns: "plantstore",
+		values: []string{"ci/prod-values.yaml"}, set: []string{"dpopNonceKey.secretName=plantstore-dpop-nonce"}, onlyWant: gatewayOnly,
+	},
+	{
+		// components/mtls/gateway, the ClientTrafficPolicy, goes to the
+		// Gateway's namespace, applied by whoever owns the Gateway: it is
+		// a kustomization of its own, not part of the component.
+		name: "client certificates", overlay: "prod", components: []string{"mtls"}, ns: "plantstore",
+		values: []string{"ci/prod-values.yaml"}, set: []string{"clientCertHeader=X-Forwarded-Client-Cert"}, onlyWant: gatewayOnly,
+	},
 }
 
 // TestChartMatchesKustomize renders each case with kustomize and with the
@@ -152,7 +163,7 @@ var chartCases = []struct {
 func TestChartMatchesKustomize(t *testing.T) {
 	for _, tt := range chartCases {
 		t.Run(tt.name, func(t *testing.T) {
-			want := build(t, tt.dir)
+			want := withComponents(t, tt.overlay, tt.components...)
 			set := append(imageValues(t, want), tt.set...)
 			if tt.ns == "plantstore" {
 				set = append(set, "prometheusRule.runbookBase="+runbookBase(t))
@@ -176,7 +187,7 @@ func TestChartMatchesKustomize(t *testing.T) {
 func TestChartCompareCatches(t *testing.T) {
 	want := build(t, "../overlays/prod")
 	set := append(imageValues(t, want), "prometheusRule.runbookBase="+runbookBase(t))
-	only := map[string]bool{"SecurityPolicy plantstore": true, "BackendTrafficPolicy plantstore": true}
+	only := gatewayOnly
 	tests := []struct {
 		name string
 		set  []string
@@ -324,8 +335,9 @@ func TestChartSettingsSchema(t *testing.T) {
 // refuses unknown keys (additionalProperties: false, at every level) and
 // values of the wrong type, the templates refuse a missing digest and two
 // monitors, and the deploy policy refuses what it refuses in the overlays;
-// the options kustomize has no component for (issuers file, nonce key,
-// client certificate header) render and pass the policy.
+// the options no overlay takes (the issuers file, which no kustomize
+// component renders, the nonce key, the client certificate header and
+// Redis) render together and pass the policy.
 func TestChartValues(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -372,8 +384,9 @@ func TestChartValues(t *testing.T) {
 			}
 			if slices.Contains(tt.values, "ci/prod-values.yaml") {
 				// The policy judges a whole deployment: in production,
-				// with the gateway's rate limit, which is installed with
-				// the gateway (docs/deploy.md).
+				// with the gateway's policies (CORS, Envoy's idle
+				// timeout), which are installed with the gateway
+				// (docs/deploy.md).
 				objs = append(objs, gatewayPolicies(t)...)
 			}
 			v := check.Violations(objs)
@@ -469,7 +482,7 @@ func TestDocsChartValues(t *testing.T) {
 	// docs' example digest may be an older release's.
 	want := build(t, "../overlays/prod")
 	got := renderChart(t, "plantstore", []string{file}, append(imageValues(t, want), "prometheusRule.runbookBase="+runbookBase(t))...)
-	diffs, err := check.Compare(want, got, map[string]bool{"SecurityPolicy plantstore": true, "BackendTrafficPolicy plantstore": true})
+	diffs, err := check.Compare(want, got, gatewayOnly)
 	if err != nil {
 		t.Fatal(err)
 	}
