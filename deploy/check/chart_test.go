@@ -118,31 +118,42 @@ func runbookBase(t testing.TB) string {
 	return cm.Data["base"]
 }
 
-// chartCases are the kustomize renderings the chart must match, each with
+// gatewayOnly are the objects of deploy/components/envoy-gateway, which
+// the chart leaves to the gateway's installation: CORS at the gateway, and
+// how Envoy talks to the service (idle timeout, retry, its own 503).
+var gatewayOnly = map[string]bool{"SecurityPolicy plantstore": true, "BackendTrafficPolicy plantstore": true}
+
+// chartCases are the kustomize renderings the chart must match, each an
+// overlay with the components an overlay that takes them would add, and
 // the values that select the same options. What only kustomize renders,
 // by design, is named with the reason.
 var chartCases = []struct {
-	name     string
-	dir      string // the kustomization, relative to this package
-	ns       string
-	values   []string
-	set      []string
-	onlyWant map[string]bool
+	name       string
+	overlay    string   // deploy/overlays/<overlay>
+	components []string // deploy/components/<name> on top
+	ns         string
+	values     []string
+	set        []string
+	onlyWant   map[string]bool
 }{
-	{name: "dev", dir: "../overlays/dev", ns: "plantstore-dev", values: []string{"ci/dev-values.yaml"}},
+	{name: "dev", overlay: "dev", ns: "plantstore-dev", values: []string{"ci/dev-values.yaml"}},
+	{name: "prod", overlay: "prod", ns: "plantstore", values: []string{"ci/prod-values.yaml"}, onlyWant: gatewayOnly},
 	{
-		name: "prod", dir: "../overlays/prod", ns: "plantstore", values: []string{"ci/prod-values.yaml"},
-		onlyWant: map[string]bool{
-			// The gateway's own configuration (the rate limit per
-			// subject): installed with the gateway, not the service.
-			"SecurityPolicy plantstore": true, "BackendTrafficPolicy plantstore": true,
-		},
-	},
-	{
-		name: "prod behind ingress-nginx", dir: "../overlays/prod-ingress", ns: "plantstore",
+		name: "prod behind ingress-nginx", overlay: "prod-ingress", ns: "plantstore",
 		values: []string{"ci/prod-values.yaml", "ci/prod-ingress-values.yaml"},
 	},
-	{name: "Redis", dir: "testdata/chart/redis", ns: "plantstore-dev", values: []string{"ci/dev-values.yaml"}, set: []string{"redis.enabled=true"}},
+	{name: "Redis", overlay: "dev", components: []string{"redis"}, ns: "plantstore-dev", values: []string{"ci/dev-values.yaml"}, set: []string{"redis.enabled=true"}},
+	{
+		name: "DPoP nonces", overlay: "prod", components: []string{"dpop-nonce"}, ns: "plantstore",
+		values: []string{"ci/prod-values.yaml"}, set: []string{"dpopNonceKey.secretName=plantstore-dpop-nonce"}, onlyWant: gatewayOnly,
+	},
+	{
+		// components/mtls/gateway, the ClientTrafficPolicy, goes to the
+		// Gateway's namespace, applied by whoever owns the Gateway: it is
+		// a kustomization of its own, not part of the component.
+		name: "client certificates", overlay: "prod", components: []string{"mtls"}, ns: "plantstore",
+		values: []string{"ci/prod-values.yaml"}, set: []string{"clientCertHeader=X-Forwarded-Client-Cert"}, onlyWant: gatewayOnly,
+	},
 }
 
 // TestChartMatchesKustomize renders each case with kustomize and with the
@@ -152,7 +163,7 @@ var chartCases = []struct {
 func TestChartMatchesKustomize(t *testing.T) {
 	for _, tt := range chartCases {
 		t.Run(tt.name, func(t *testing.T) {
-			want := build(t, tt.dir)
+			want := withComponents(t, tt.overlay, tt.components...)
 			set := append(imageValues(t, want), tt.set...)
 			if tt.ns == "plantstore" {
 				set = append(set, "prometheusRule.runbookBase="+runbookBase(t))
@@ -176,14 +187,14 @@ func TestChartMatchesKustomize(t *testing.T) {
 func TestChartCompareCatches(t *testing.T) {
 	want := build(t, "../overlays/prod")
 	set := append(imageValues(t, want), "prometheusRule.runbookBase="+runbookBase(t))
-	only := map[string]bool{"SecurityPolicy plantstore": true, "BackendTrafficPolicy plantstore": true}
+	only := gatewayOnly
 	tests := []struct {
 		name string
 		set  []string
 		want []string // substrings of the differences, one each
 	}{
 		{"the same options", nil, nil},
-		{"GOMEMLIMIT", []string{"goMemLimit=200MiB"}, []string{`Deployment plantstore: spec.template.spec.containers[plantstore].env[GOMEMLIMIT].value: kustomize "230MiB", chart "200MiB"`}},
+		{"the memory request", []string{"resources.requests.memory=200Mi"}, []string{`Deployment plantstore: spec.template.spec.containers[plantstore].resources.requests.memory: kustomize "230Mi", chart "200Mi"`}},
 		{"the HPA's minimum", []string{"autoscaling.minReplicas=2"}, []string{"HorizontalPodAutoscaler plantstore: spec.minReplicas: kustomize 3, chart 2"}},
 		{"a setting", []string{"settings.PLANTSTORE_LOG_LEVEL=debug"}, []string{`ConfigMap plantstore: data.PLANTSTORE_LOG_LEVEL: kustomize "info", chart "debug"`}},
 		{"tracing off", []string{"tracing.enabled=false"}, []string{
@@ -192,7 +203,15 @@ func TestChartCompareCatches(t *testing.T) {
 			"env[OTEL_RESOURCE_ATTRIBUTES]: kustomize",
 		}},
 		{"a label", []string{"env=staging"}, []string{`Deployment plantstore: spec.template.metadata.labels.env: kustomize "production", chart "staging"`}},
-		{"an extra egress rule", []string{"networkPolicy.extraEgress[0].ports[0].port=8443"}, []string{"NetworkPolicy plantstore: spec.egress[3]: kustomize (absent)"}},
+		{"an extra egress rule", []string{"networkPolicy.extraEgress[0].ports[0].port=8443"}, []string{"NetworkPolicy plantstore: spec.egress[4]: kustomize (absent)"}},
+		{"no NodeLocal DNSCache", []string{"networkPolicy.dns.nodeLocal.enabled=false"}, []string{
+			`NetworkPolicy plantstore: spec.egress[0].to[1]: kustomize {"namespaceSelector"`,
+			`NetworkPolicy plantstore-migrate: spec.egress[0].to[2]: kustomize {"ipBlock":{"cidr":"169.254.20.10/32"}}, chart (absent)`,
+		}},
+		{"another database", []string{"postgres.to[0].ipBlock.cidr=10.1.0.0/16"}, []string{
+			`NetworkPolicy plantstore: spec.egress[2].to[0].ipBlock: kustomize (absent), chart {"cidr":"10.1.0.0/16"}`,
+			`NetworkPolicy plantstore-migrate: spec.egress[1].to[0].ipBlock: kustomize (absent), chart {"cidr":"10.1.0.0/16"}`,
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -217,14 +236,14 @@ func TestChartCompareCatches(t *testing.T) {
 		})
 	}
 	// An object on one side only, whatever its kind.
-	got := renderChart(t, "plantstore", []string{"ci/prod-values.yaml"}, append(slices.Clone(set), "probe.enabled=false")...)
+	got := renderChart(t, "plantstore", []string{"ci/prod-values.yaml"}, append(slices.Clone(set), "probe.api.enabled=false")...)
 	diffs, err := check.Compare(want, got, map[string]bool{"SecurityPolicy plantstore": true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if all := fmt.Sprint(diffs); len(diffs) != 2 || !strings.Contains(all, "Probe plantstore: kustomize renders it, chart does not") ||
+	if all := fmt.Sprint(diffs); len(diffs) != 2 || !strings.Contains(all, "Probe plantstore-api: kustomize renders it, chart does not") ||
 		!strings.Contains(all, "BackendTrafficPolicy plantstore: kustomize renders it, chart does not") {
-		t.Errorf("with the Probe off and the BackendTrafficPolicy not set aside: %v; want both named", diffs)
+		t.Errorf("with the API Probe off and the BackendTrafficPolicy not set aside: %v; want both named", diffs)
 	}
 }
 
@@ -316,8 +335,9 @@ func TestChartSettingsSchema(t *testing.T) {
 // refuses unknown keys (additionalProperties: false, at every level) and
 // values of the wrong type, the templates refuse a missing digest and two
 // monitors, and the deploy policy refuses what it refuses in the overlays;
-// the options kustomize has no component for (issuers file, nonce key,
-// client certificate header) render and pass the policy.
+// the options no overlay takes (the issuers file, which no kustomize
+// component renders, the nonce key, the client certificate header and
+// Redis) render together and pass the policy.
 func TestChartValues(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -339,8 +359,10 @@ func TestChartValues(t *testing.T) {
 		{name: "no digest", wantErr: "image.digest must be set"},
 		{name: "a tag for a digest", values: []string{"ci/dev-values.yaml"}, set: []string{"image.digest=v0.1.0"}, wantErr: "digest"},
 		{name: "both monitors", values: []string{"ci/dev-values.yaml"}, set: []string{"serviceMonitor.enabled=true"}, wantErr: "enable one, not both"},
-		{name: "GOMEMLIMIT at the memory limit", values: []string{"ci/dev-values.yaml"}, set: []string{"goMemLimit=256MiB"}, wantBad: "GOMEMLIMIT"},
-		{name: "prod without the Probe", values: []string{"ci/prod-values.yaml"}, set: []string{"probe.enabled=false"}, wantBad: "without a Probe of the public URL"},
+		{name: "GOMEMLIMIT at the memory limit", values: []string{"ci/dev-values.yaml"}, set: []string{"resources.requests.memory=256Mi"}, wantBad: "GOMEMLIMIT is 100 % of the memory limit"},
+		{name: "prod without the Probes", values: []string{"ci/prod-values.yaml"}, set: []string{"probe.enabled=false"}, wantBad: "without a Probe of the public URL"},
+		{name: "prod without the API Probe", values: []string{"ci/prod-values.yaml"}, set: []string{"probe.api.enabled=false"}, wantBad: "without a Probe that calls GET /plants?limit=1 with a token"},
+		{name: "the API Probe elsewhere", values: []string{"ci/prod-values.yaml"}, set: []string{"probe.api.url=https://plants.example.org/plants?limit=1"}, wantBad: "Probe plantstore-api: target https://plants.example.org/plants?limit=1"},
 		{name: "a grace period too short for the drain", values: []string{"ci/dev-values.yaml"}, set: []string{"settings.PLANTSTORE_SHUTDOWN_TIMEOUT=60s"}, wantBad: "terminationGracePeriodSeconds"},
 		{name: "a key file under no mount", values: []string{"ci/dev-values.yaml", "ci/features-values.yaml"}, set: []string{"settings.PLANTSTORE_JWT_KEY_FILE=/etc/keys/jwks.json"}, wantBad: "PLANTSTORE_JWT_KEY_FILE=/etc/keys/jwks.json is under no volumeMount"},
 	}
@@ -362,8 +384,9 @@ func TestChartValues(t *testing.T) {
 			}
 			if slices.Contains(tt.values, "ci/prod-values.yaml") {
 				// The policy judges a whole deployment: in production,
-				// with the gateway's rate limit, which is installed with
-				// the gateway (docs/deploy.md).
+				// with the gateway's policies (CORS, Envoy's idle
+				// timeout), which are installed with the gateway
+				// (docs/deploy.md).
 				objs = append(objs, gatewayPolicies(t)...)
 			}
 			v := check.Violations(objs)
@@ -377,7 +400,9 @@ func TestChartValues(t *testing.T) {
 	}
 }
 
-// docsYAML returns the yaml blocks of docs/deploy.md.
+// docsYAML returns the yaml blocks of docs/deploy.md, those inside a list
+// item too, each without its fence's indentation (as Markdown reads it, so
+// that a "---" between documents is found).
 func docsYAML(t testing.TB) []string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "deploy.md"))
@@ -386,15 +411,17 @@ func docsYAML(t testing.TB) []string {
 	}
 	var blocks []string
 	var cur *strings.Builder
+	var indent string
 	for _, line := range strings.Split(string(b), "\n") {
 		switch {
 		case cur == nil && strings.TrimSpace(line) == "```yaml":
 			cur = &strings.Builder{}
+			indent = line[:len(line)-len(strings.TrimLeft(line, " "))]
 		case cur != nil && strings.TrimSpace(line) == "```":
 			blocks = append(blocks, cur.String())
 			cur = nil
 		case cur != nil:
-			cur.WriteString(line + "\n")
+			cur.WriteString(strings.TrimPrefix(line, indent) + "\n")
 		}
 	}
 	return blocks
@@ -455,7 +482,7 @@ func TestDocsChartValues(t *testing.T) {
 	// docs' example digest may be an older release's.
 	want := build(t, "../overlays/prod")
 	got := renderChart(t, "plantstore", []string{file}, append(imageValues(t, want), "prometheusRule.runbookBase="+runbookBase(t))...)
-	diffs, err := check.Compare(want, got, map[string]bool{"SecurityPolicy plantstore": true, "BackendTrafficPolicy plantstore": true})
+	diffs, err := check.Compare(want, got, gatewayOnly)
 	if err != nil {
 		t.Fatal(err)
 	}

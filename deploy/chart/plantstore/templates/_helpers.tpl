@@ -66,15 +66,27 @@ seccompProfile:
   type: RuntimeDefault
 {{- end -}}
 
-{{/* The DNS egress rule of every pod (deploy/base). */}}
+{{/* The DNS egress rule of every pod (deploy/base): the cluster's DNS
+pods, and NodeLocal DNSCache's pods and address where it runs. */}}
 {{- define "plantstore.dnsEgress" -}}
+{{- $dns := .Values.networkPolicy.dns -}}
 - to:
     - namespaceSelector:
         matchLabels:
-          kubernetes.io/metadata.name: {{ .Values.networkPolicy.dns.namespace }}
+          kubernetes.io/metadata.name: {{ $dns.namespace }}
       podSelector:
         matchLabels:
-          {{- toYaml .Values.networkPolicy.dns.podLabels | nindent 10 }}
+          {{- toYaml $dns.podLabels | nindent 10 }}
+    {{- if $dns.nodeLocal.enabled }}
+    - namespaceSelector:
+        matchLabels:
+          kubernetes.io/metadata.name: {{ $dns.namespace }}
+      podSelector:
+        matchLabels:
+          {{- toYaml $dns.nodeLocal.podLabels | nindent 10 }}
+    - ipBlock:
+        cidr: {{ $dns.nodeLocal.cidr }}
+    {{- end }}
   ports:
     - port: 53
       protocol: UDP
@@ -91,6 +103,15 @@ seccompProfile:
         cidr: ::/0
   ports:
     - port: {{ . }}
+      protocol: TCP
+{{- end -}}
+
+{{/* An egress rule to peers on one TCP port: (list peers port). */}}
+{{- define "plantstore.peerEgress" -}}
+- to:
+    {{- toYaml (index . 0) | nindent 4 }}
+  ports:
+    - port: {{ index . 1 }}
       protocol: TCP
 {{- end -}}
 
