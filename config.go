@@ -91,6 +91,9 @@ type serveConfig struct {
 // for unknown variables and the usage error of a refused value all read
 // the table.
 type settingRow struct {
+	// group is the concern the setting belongs to, under which -h and
+	// docs/configuration.md list it.
+	group settingGroup
 	// flag is the flag's name, kebab-case.
 	flag string
 	// key is the snake_case name a constructor's *setting.Error cites
@@ -113,6 +116,49 @@ type settingRow struct {
 	noEnv bool
 }
 
+// A settingGroup is a concern that settings share: serve -h lists its
+// flags under its title, the groups in the order of their values, and
+// docs/configuration.md has a section of that title for them. The zero
+// value is no group: every row names one (TestServeHelpGroups).
+type settingGroup int
+
+const (
+	groupStart settingGroup = iota + 1
+	groupListeners
+	groupCatalog
+	groupKeys
+	groupRules
+	groupSender
+	groupShared
+	groupObservability
+)
+
+// settingGroups are the groups in the order -h lists them.
+var settingGroups = []settingGroup{groupStart, groupListeners, groupCatalog, groupKeys, groupRules, groupSender, groupShared, groupObservability}
+
+// String returns the group's title.
+func (g settingGroup) String() string {
+	switch g {
+	case groupStart:
+		return "Start here"
+	case groupListeners:
+		return "Listeners and HTTP"
+	case groupCatalog:
+		return "Catalog and database"
+	case groupKeys:
+		return "Keys and issuers"
+	case groupRules:
+		return "Token rules"
+	case groupSender:
+		return "Sender constraints: DPoP and client certificates"
+	case groupShared:
+		return "Shared state and rate limits"
+	case groupObservability:
+		return "Logs, traces and profiles"
+	}
+	return "Other"
+}
+
 // issuerScope says how a setting relates to the issuers of an issuers
 // file.
 type issuerScope int
@@ -131,109 +177,109 @@ const (
 // settingRows is a table of settings.
 type settingRows []settingRow
 
-// serveSettings returns the table of serve's settings, in the order -h
-// lists them (by flag name).
+// serveSettings returns the table of serve's settings, by flag name; -h
+// lists them by group, in this order within each.
 func serveSettings() settingRows {
 	return settingRows{
-		{flag: "addr", key: "addr", def: ":8080", help: "API listen address (127.0.0.1:8080 with -dev)",
+		{group: groupStart, flag: "addr", key: "addr", def: ":8080", help: "API listen address (127.0.0.1:8080 with -dev)",
 			value: func(c *serveConfig) flag.Value { return addrFlag{&c.Addr} }},
-		{flag: "admin-addr", key: "admin_addr", def: ":9090", help: "admin listen address: /metrics, /livez, /readyz, /openapi.json, /docs (127.0.0.1:9090 with -dev)",
+		{group: groupStart, flag: "admin-addr", key: "admin_addr", def: ":9090", help: "admin listen address: /metrics, /livez, /readyz, /openapi.json, /docs (127.0.0.1:9090 with -dev)",
 			value: func(c *serveConfig) flag.Value { return addrFlag{&c.AdminAddr} }},
-		{flag: "cors-origins", key: "cors_origins", help: "origins whose pages may call the API from a browser (CORS), a comma list of exact origins such as https://app.example.com, or * for any; preflights (OPTIONS /plants) are then answered, and never with credentials mode (default: none, OPTIONS is 405)",
+		{group: groupListeners, flag: "cors-origins", key: "cors_origins", help: "origins whose pages may call the API from a browser (CORS), a comma list of exact origins such as https://app.example.com, or * for any; preflights (OPTIONS /plants) are then answered, and never with credentials mode (default: none, OPTIONS is 405)",
 			value: func(c *serveConfig) flag.Value { return corsFlag{&c.CORS} }},
-		{flag: "client-cert-header", key: "client_cert_header", help: "request header in which the gateway that terminates mutual TLS forwards the client certificate (Envoy's X-Forwarded-Client-Cert, or a URL-escaped PEM such as nginx's $ssl_client_escaped_cert), read from -trusted-proxies only; certificate-bound tokens (cnf.x5t#S256, RFC 8705) are refused (cert_bound) without it",
+		{group: groupSender, flag: "client-cert-header", key: "client_cert_header", help: "request header in which the gateway that terminates mutual TLS forwards the client certificate (Envoy's X-Forwarded-Client-Cert, or a URL-escaped PEM such as nginx's $ssl_client_escaped_cert), read from -trusted-proxies only; certificate-bound tokens (cnf.x5t#S256, RFC 8705) are refused (cert_bound) without it",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.Verify.ClientCertHeader} }},
-		{flag: "data", key: "data", help: "catalog JSON file, reloaded on SIGHUP (default: the embedded sample catalog)",
+		{group: groupStart, flag: "data", key: "data", help: "catalog JSON file, reloaded on SIGHUP (default: the embedded sample catalog)",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.Data} }},
-		{flag: "database-poll", key: "poll", def: postgres.DefaultPoll.String(), help: "how often the catalog version is read, to catch a change whose notification was lost",
+		{group: groupCatalog, flag: "database-poll", key: "poll", def: postgres.DefaultPoll.String(), help: "how often the catalog version is read, to catch a change whose notification was lost",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.DB.Poll} }},
-		{flag: "database-snapshot", key: "database_snapshot", def: "true", help: "serve the database's catalog from an in-memory snapshot kept current; false reads the database on every request",
+		{group: groupCatalog, flag: "database-snapshot", key: "database_snapshot", def: "true", help: "serve the database's catalog from an in-memory snapshot kept current; false reads the database on every request",
 			value: func(c *serveConfig) flag.Value { return boolFlag{&c.DatabaseSnapshot} }},
-		{flag: "database-url", key: "database_url", secret: true, help: "PostgreSQL DSN (a postgres:// URL or a key=value string); serve reads the catalog from it, migrate and import require it",
+		{group: groupCatalog, flag: "database-url", key: "database_url", secret: true, help: "PostgreSQL DSN (a postgres:// URL or a key=value string); serve reads the catalog from it, migrate and import require it",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.DatabaseURL} }},
-		{flag: "db-connect-timeout", key: "connect_timeout", def: postgres.DefaultConnectTimeout.String(), help: "PostgreSQL connect timeout",
+		{group: groupCatalog, flag: "db-connect-timeout", key: "connect_timeout", def: postgres.DefaultConnectTimeout.String(), help: "PostgreSQL connect timeout",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.DB.ConnectTimeout} }},
-		{flag: "db-max-conns", key: "max_conns", def: strconv.Itoa(postgres.DefaultMaxConns), help: "PostgreSQL pool size",
+		{group: groupCatalog, flag: "db-max-conns", key: "max_conns", def: strconv.Itoa(postgres.DefaultMaxConns), help: "PostgreSQL pool size",
 			value: func(c *serveConfig) flag.Value { return intFlag[int32]{v: &c.DB.MaxConns, min: 1} }},
-		{flag: "db-query-timeout", key: "query_timeout", def: postgres.DefaultQueryTimeout.String(), help: "PostgreSQL query timeout",
+		{group: groupCatalog, flag: "db-query-timeout", key: "query_timeout", def: postgres.DefaultQueryTimeout.String(), help: "PostgreSQL query timeout",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.DB.QueryTimeout} }},
-		{flag: "dev", key: "dev", noEnv: true, help: "development mode: ephemeral signing key, sample tokens printed at start, on loopback unless -addr or -admin-addr say otherwise",
+		{group: groupStart, flag: "dev", key: "dev", noEnv: true, help: "development mode: ephemeral signing key, sample tokens printed at start, on loopback unless -addr or -admin-addr say otherwise",
 			value: func(c *serveConfig) flag.Value { return boolFlag{&c.Dev} }},
-		{flag: "dpop-algorithms", key: "dpop_algorithms", def: strings.Join(dpop.DefaultAlgorithms(), ","), help: "algorithms a DPoP proof may be signed with, a comma list of asymmetric ones (never an HMAC or none), which the DPoP challenge and the resource metadata name",
+		{group: groupSender, flag: "dpop-algorithms", key: "dpop_algorithms", def: strings.Join(dpop.DefaultAlgorithms(), ","), help: "algorithms a DPoP proof may be signed with, a comma list of asymmetric ones (never an HMAC or none), which the DPoP challenge and the resource metadata name",
 			value: func(c *serveConfig) flag.Value { return listFlag{items: &c.Verify.DPoPAlgorithms} }},
-		{flag: "dpop-nonce-key-file", key: "dpop_nonce_key_file", help: "secret of at least 32 bytes, the same file on every replica, that makes DPoP server nonces (RFC 9449 §9): every DPoP proof must then carry one issued within -dpop-nonce-lifetime (401 use_dpop_nonce with a DPoP-Nonce header otherwise); read again when it changes (a mounted Secret updated) and on SIGHUP, the previous key's nonces then accepted for one lifetime",
+		{group: groupSender, flag: "dpop-nonce-key-file", key: "dpop_nonce_key_file", help: "secret of at least 32 bytes, the same file on every replica, that makes DPoP server nonces (RFC 9449 §9): every DPoP proof must then carry one issued within -dpop-nonce-lifetime (401 use_dpop_nonce with a DPoP-Nonce header otherwise); read again when it changes (a mounted Secret updated) and on SIGHUP, the previous key's nonces then accepted for one lifetime",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.NonceKeyFile} }},
-		{flag: "dpop-nonce-lifetime", key: "dpop_nonce_lifetime", def: dpop.DefaultNonceLifetime.String(), help: "how long a DPoP server nonce is accepted after it was issued (from 3/4 of it to all of it); with -dpop-nonce-key-file",
+		{group: groupSender, flag: "dpop-nonce-lifetime", key: "dpop_nonce_lifetime", def: dpop.DefaultNonceLifetime.String(), help: "how long a DPoP server nonce is accepted after it was issued (from 3/4 of it to all of it); with -dpop-nonce-key-file",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.NonceLifetime} }},
-		{flag: "dpop-window", key: "dpop_window", def: auth.DefaultDPoPWindow.String(), help: "how old a DPoP proof may be, by its iat (the leeway comes on top)",
+		{group: groupSender, flag: "dpop-window", key: "dpop_window", def: auth.DefaultDPoPWindow.String(), help: "how old a DPoP proof may be, by its iat (the leeway comes on top)",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.Verify.DPoPWindow} }},
-		{flag: "jwks-max-stale", key: "max_stale", issuer: fileDefault, help: "how long fetched keys keep verifying when no fetch succeeds (then 401 keys_unavailable and /readyz 503), for the -jwt-* issuer and the issuers of -jwt-issuers-file that say nothing; keys are then refreshed at least every half of it; keys read from files are not bounded; 0 keeps the last good keys for as long as fetches fail",
+		{group: groupKeys, flag: "jwks-max-stale", key: "max_stale", issuer: fileDefault, help: "how long fetched keys keep verifying when no fetch succeeds (then 401 keys_unavailable and /readyz 503), for the -jwt-* issuer and the issuers of -jwt-issuers-file that say nothing; keys are then refreshed at least every half of it; keys read from files are not bounded; 0 keeps the last good keys for as long as fetches fail",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.JWT.MaxStale} }},
-		{flag: "jwks-min-refresh", key: "min_refresh", def: keys.DefaultJWKSMinRefresh.String(), help: "minimum time between JWKS fetches for unknown kids",
+		{group: groupKeys, flag: "jwks-min-refresh", key: "min_refresh", def: keys.DefaultJWKSMinRefresh.String(), help: "minimum time between JWKS fetches for unknown kids",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.JWKSMinRefresh} }},
-		{flag: "jwks-refresh", key: "refresh", def: keys.DefaultJWKSRefresh.String(), help: "JWKS background refresh period (with jitter)",
+		{group: groupKeys, flag: "jwks-refresh", key: "refresh", def: keys.DefaultJWKSRefresh.String(), help: "JWKS background refresh period (with jitter)",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.JWKSRefresh} }},
-		{flag: "jwt-algorithms", key: "algorithms", issuer: flagIssuer, help: "allowed algorithms, comma list (default: " + strings.Join(auth.DefaultAlgorithms(), ",") + ")",
+		{group: groupRules, flag: "jwt-algorithms", key: "algorithms", issuer: flagIssuer, help: "allowed algorithms, comma list (default: " + strings.Join(auth.DefaultAlgorithms(), ",") + ")",
 			value: func(c *serveConfig) flag.Value { return listFlag{items: &c.JWT.Algorithms} }},
-		{flag: "jwt-audience", key: "audiences", issuer: flagIssuer, help: "accepted audiences, comma list (aud must contain one)",
+		{group: groupRules, flag: "jwt-audience", key: "audiences", issuer: flagIssuer, help: "accepted audiences, comma list (aud must contain one)",
 			value: func(c *serveConfig) flag.Value { return listFlag{items: &c.JWT.Audiences} }},
-		{flag: "jwt-cache-bytes", key: "cache_bytes", def: strconv.Itoa(auth.DefaultCacheBytes), help: "memory of the verified-token cache, everything counted (0 turns it off)",
+		{group: groupRules, flag: "jwt-cache-bytes", key: "cache_bytes", def: strconv.Itoa(auth.DefaultCacheBytes), help: "memory of the verified-token cache, everything counted (0 turns it off)",
 			value: func(c *serveConfig) flag.Value { return sizeFlag{&c.CacheBytes} }},
-		{flag: "jwt-clients", key: "clients", issuer: fileDefault, help: "clients tokens must be issued to, comma list, for the -jwt-* issuer and the issuers of -jwt-issuers-file that say nothing: their client_id, or azp without it, must be one (401 client otherwise; default: any client)",
+		{group: groupRules, flag: "jwt-clients", key: "clients", issuer: fileDefault, help: "clients tokens must be issued to, comma list, for the -jwt-* issuer and the issuers of -jwt-issuers-file that say nothing: their client_id, or azp without it, must be one (401 client otherwise; default: any client)",
 			value: func(c *serveConfig) flag.Value { return listFlag{items: &c.JWT.Clients} }},
-		{flag: "jwt-dpop", key: "dpop", issuer: fileDefault, def: auth.DPoPOptional.String(), help: "DPoP (RFC 9449) for the -jwt-* issuer, and for issuers of -jwt-issuers-file that say nothing: off, optional or required",
+		{group: groupSender, flag: "jwt-dpop", key: "dpop", issuer: fileDefault, def: auth.DPoPOptional.String(), help: "DPoP (RFC 9449) for the -jwt-* issuer, and for issuers of -jwt-issuers-file that say nothing: off, optional or required",
 			value: func(c *serveConfig) flag.Value { return modeFlag{&c.JWT.DPoP} }},
-		{flag: "jwt-groups-claim", key: "groups_claim", issuer: flagIssuer, def: "groups", help: "claim holding the caller's groups; dotted path for nested claims",
+		{group: groupRules, flag: "jwt-groups-claim", key: "groups_claim", issuer: flagIssuer, def: "groups", help: "claim holding the caller's groups; dotted path for nested claims",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.JWT.GroupsClaim} }},
-		{flag: "jwt-hmac-secret-file", key: "hmac_secret_file", issuer: flagIssuer, help: "HMAC secret file (enables HS256/384/512), or a directory of several, each file a secret whose name is its kid; read again when it changes and on SIGHUP",
+		{group: groupKeys, flag: "jwt-hmac-secret-file", key: "hmac_secret_file", issuer: flagIssuer, help: "HMAC secret file (enables HS256/384/512), or a directory of several, each file a secret whose name is its kid; read again when it changes and on SIGHUP",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.Keys.HMACSecretFile} }},
-		{flag: "jwt-issuer", key: "issuer", issuer: flagIssuer, secret: true, help: "required iss; without another key source, the OIDC issuer to discover keys from",
+		{group: groupStart, flag: "jwt-issuer", key: "issuer", issuer: flagIssuer, secret: true, help: "required iss; without another key source, the OIDC issuer to discover keys from",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.JWT.Issuer} }},
-		{flag: "jwt-issuers-file", key: "issuers", help: "YAML file of several issuers, each with its keys and rules, reloaded on SIGHUP; replaces the per-issuer -jwt-* flags",
+		{group: groupKeys, flag: "jwt-issuers-file", key: "issuers", help: "YAML file of several issuers, each with its keys and rules, reloaded on SIGHUP; replaces the per-issuer -jwt-* flags",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.IssuersFile} }},
-		{flag: "jwt-jwks-url", key: "jwks_url", issuer: flagIssuer, secret: true, help: "JWKS URL (http or https)",
+		{group: groupKeys, flag: "jwt-jwks-url", key: "jwks_url", issuer: flagIssuer, secret: true, help: "JWKS URL (http or https)",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.Keys.JWKSURL} }},
-		{flag: "jwt-key-file", key: "key_file", issuer: flagIssuer, help: "JWKS JSON or PEM public keys file, read again when it changes and on SIGHUP",
+		{group: groupStart, flag: "jwt-key-file", key: "key_file", issuer: flagIssuer, help: "JWKS JSON or PEM public keys file, read again when it changes and on SIGHUP",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.Keys.KeyFile} }},
-		{flag: "jwt-leeway", key: "leeway", def: "30s", help: "clock skew allowed on exp, nbf and iat",
+		{group: groupRules, flag: "jwt-leeway", key: "leeway", def: "30s", help: "clock skew allowed on exp, nbf and iat",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.Verify.Leeway} }},
-		{flag: "jwt-max-groups", key: "max_groups", def: strconv.Itoa(auth.DefaultMaxGroups), help: "most groups a token may carry (401 too_many_groups beyond)",
+		{group: groupRules, flag: "jwt-max-groups", key: "max_groups", def: strconv.Itoa(auth.DefaultMaxGroups), help: "most groups a token may carry (401 too_many_groups beyond)",
 			value: func(c *serveConfig) flag.Value { return intFlag[int]{v: &c.Verify.MaxGroups, min: 1} }},
-		{flag: "jwt-max-lifetime", key: "max_lifetime", issuer: fileDefault, help: "longest lifetime of tokens, for the -jwt-* issuer and the issuers of -jwt-issuers-file that say nothing: exp after iat, or after now without iat (401 lifetime beyond); 0 turns the check off",
+		{group: groupRules, flag: "jwt-max-lifetime", key: "max_lifetime", issuer: fileDefault, help: "longest lifetime of tokens, for the -jwt-* issuer and the issuers of -jwt-issuers-file that say nothing: exp after iat, or after now without iat (401 lifetime beyond); 0 turns the check off",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.JWT.MaxLifetime} }},
-		{flag: "jwt-mtls", key: "mtls", issuer: fileDefault, def: auth.MTLSOptional.String(), help: "certificate-bound tokens (RFC 8705) for the -jwt-* issuer, and for issuers of -jwt-issuers-file that say nothing: off (refused), optional, or required (every token must be bound to the request's client certificate; needs -client-cert-header)",
+		{group: groupSender, flag: "jwt-mtls", key: "mtls", issuer: fileDefault, def: auth.MTLSOptional.String(), help: "certificate-bound tokens (RFC 8705) for the -jwt-* issuer, and for issuers of -jwt-issuers-file that say nothing: off (refused), optional, or required (every token must be bound to the request's client certificate; needs -client-cert-header)",
 			value: func(c *serveConfig) flag.Value { return modeFlag{&c.JWT.MTLS} }},
-		{flag: "jwt-required-scope", key: "required_scope", issuer: fileDefault, help: "scope every token must carry (403 otherwise)",
+		{group: groupRules, flag: "jwt-required-scope", key: "required_scope", issuer: fileDefault, help: "scope every token must carry (403 otherwise)",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.JWT.RequiredScope} }},
-		{flag: "jwt-token-types", key: "token_types", issuer: fileDefault, def: "any", help: "JOSE typ tokens must carry, comma list, for the -jwt-* issuer and the issuers of -jwt-issuers-file that say nothing: any (no typ, JWT or at+jwt), or at+jwt and/or jwt (401 token_type otherwise); a typ naming another kind of JWT (dpop+jwt, secevent+jwt, ...) is refused whatever this says",
+		{group: groupRules, flag: "jwt-token-types", key: "token_types", issuer: fileDefault, def: "any", help: "JOSE typ tokens must carry, comma list, for the -jwt-* issuer and the issuers of -jwt-issuers-file that say nothing: any (no typ, JWT or at+jwt), or at+jwt and/or jwt (401 token_type otherwise); a typ naming another kind of JWT (dpop+jwt, secevent+jwt, ...) is refused whatever this says",
 			value: func(c *serveConfig) flag.Value { return listFlag{items: &c.JWT.TokenTypes} }},
-		{flag: "log-format", key: "log_format", def: "json", help: "json or console",
+		{group: groupObservability, flag: "log-format", key: "log_format", def: "json", help: "json or console",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.LogFormat} }},
-		{flag: "log-level", key: "log_level", def: "info", help: "debug, info, warn or error",
+		{group: groupObservability, flag: "log-level", key: "log_level", def: "info", help: "debug, info, warn or error",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.LogLevel} }},
-		{flag: "pprof", key: "pprof", help: "serve net/http/pprof on the admin listener",
+		{group: groupObservability, flag: "pprof", key: "pprof", help: "serve net/http/pprof on the admin listener",
 			value: func(c *serveConfig) flag.Value { return boolFlag{&c.Pprof} }},
-		{flag: "public-url", key: "public_url", secret: true, help: "URL callers reach the API at (the gateway's), which DPoP proofs name and /.well-known/oauth-protected-resource describes (default: each request's scheme and host)",
+		{group: groupListeners, flag: "public-url", key: "public_url", secret: true, help: "URL callers reach the API at (the gateway's), which DPoP proofs name and /.well-known/oauth-protected-resource describes (default: each request's scheme and host)",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.PublicURL} }},
-		{flag: "rate-burst", key: "burst", def: "20", help: "requests a caller may send at once before -rate-limit applies",
+		{group: groupShared, flag: "rate-burst", key: "burst", def: "20", help: "requests a caller may send at once before -rate-limit applies",
 			value: func(c *serveConfig) flag.Value { return intFlag[int]{v: &c.RateBurst} }},
-		{flag: "rate-limit", key: "rate", help: "requests a second per caller (token bucket); 0 turns the limit off",
+		{group: groupShared, flag: "rate-limit", key: "rate", help: "requests a second per caller (token bucket); 0 turns the limit off",
 			value: func(c *serveConfig) flag.Value {
 				return numberFlag{&c.RateLimit, "a number of requests a second, such as 10 or 0.5"}
 			}},
-		{flag: "redis-timeout", key: "redis_timeout", def: redisstate.DefaultTimeout.String(), help: "time a call to -redis-url may take; past it, and while Redis fails, each replica uses its own replay cache and rate limit",
+		{group: groupShared, flag: "redis-timeout", key: "redis_timeout", def: redisstate.DefaultTimeout.String(), help: "time a call to -redis-url may take; past it, and while Redis fails, each replica uses its own replay cache and rate limit",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.RedisTimeout, positive: true} }},
-		{flag: "redis-url", key: "redis_url", secret: true, help: "Redis or Valkey (redis:// or rediss://) that replicas share DPoP replay and -rate-limit state in (default: each replica keeps its own)",
+		{group: groupShared, flag: "redis-url", key: "redis_url", secret: true, help: "Redis or Valkey (redis:// or rediss://) that replicas share DPoP replay and -rate-limit state in (default: each replica keeps its own)",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.RedisURL} }},
-		{flag: "shutdown-delay", key: "shutdown_delay", def: "5s", help: "time the API keeps serving after SIGTERM while /readyz is 503 (0 with -dev)",
+		{group: groupListeners, flag: "shutdown-delay", key: "shutdown_delay", def: "5s", help: "time the API keeps serving after SIGTERM while /readyz is 503 (0 with -dev)",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.ShutdownDelay, nonNegative: true} }},
-		{flag: "shutdown-timeout", key: "shutdown_timeout", def: "20s", help: "time allowed for in-flight requests after the delay",
+		{group: groupListeners, flag: "shutdown-timeout", key: "shutdown_timeout", def: "20s", help: "time allowed for in-flight requests after the delay",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.ShutdownTimeout, nonNegative: true} }},
-		{flag: "trace-subject", key: "trace_subject", help: "put the caller's subject (enduser.id) and issuer name on server spans; tracing itself is on when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_TRACES_EXPORTER is set",
+		{group: groupObservability, flag: "trace-subject", key: "trace_subject", help: "put the caller's subject (enduser.id) and issuer name on server spans; tracing itself is on when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_TRACES_EXPORTER is set",
 			value: func(c *serveConfig) flag.Value { return boolFlag{&c.TraceSubject} }},
-		{flag: "trusted-proxies", key: "trusted_proxies", help: "CIDR list of proxies whose X-Forwarded-For (and, without -public-url, X-Forwarded-Proto and X-Forwarded-Host) is believed",
+		{group: groupListeners, flag: "trusted-proxies", key: "trusted_proxies", help: "CIDR list of proxies whose X-Forwarded-For (and, without -public-url, X-Forwarded-Proto and X-Forwarded-Host) is believed",
 			value: func(c *serveConfig) flag.Value { return prefixesFlag{&c.TrustedProxies} }},
-		{flag: "write-timeout", key: "write_timeout", def: "1m", help: "time allowed for reading a request and for each write of a response; 0 for none",
+		{group: groupListeners, flag: "write-timeout", key: "write_timeout", def: "1m", help: "time allowed for reading a request and for each write of a response; 0 for none",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.WriteTimeout, nonNegative: true} }},
 	}
 }

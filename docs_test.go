@@ -642,29 +642,29 @@ func freeAddr(t *testing.T) string {
 // to "plantstore serve -h": the same flags, each with its variable and
 // its default.
 func TestDocsFlagTable(t *testing.T) {
-	var help bytes.Buffer
-	if err := run(t.Context(), []string{"serve", "-h"}, nil, nil, &help, &help); err != nil && !isUsage(err) {
-		t.Fatalf("serve -h: %v", err)
-	}
-	type flagDoc struct{ variable, def string }
-	fromHelp := map[string]flagDoc{}
-	flagLine := regexp.MustCompile(`(?m)^  -([a-z0-9-]+).*\n\s+(.*)$`)
-	defEnv := regexp.MustCompile(`\((?:default "?(.*?)"?; )?env (PLANTSTORE_[A-Z0-9_]+)\)$`)
-	for _, m := range flagLine.FindAllStringSubmatch(help.String(), -1) {
-		d := flagDoc{}
-		if e := defEnv.FindStringSubmatch(m[2]); e != nil {
-			d = flagDoc{variable: e[2], def: e[1]}
-		}
-		fromHelp[m[1]] = d
-	}
+	fromHelp := serveHelp(t)
 	doc, err := os.ReadFile("docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	row := regexp.MustCompile("(?m)^\\| `-([a-z0-9-]+)` \\|\\s*(?:`(PLANTSTORE_[A-Z0-9_]+)`)?\\s*\\|\\s*([^|]*?)\\s*\\|")
+	row := regexp.MustCompile("^\\| `-([a-z0-9-]+)` \\|\\s*(?:`(PLANTSTORE_[A-Z0-9_]+)`)?\\s*\\|\\s*([^|]*?)\\s*\\|")
 	inDoc := map[string]bool{}
-	for _, m := range row.FindAllStringSubmatch(string(doc), -1) {
+	section := ""
+	for _, line := range strings.Split(string(doc), "\n") {
+		if title, ok := strings.CutPrefix(line, "### "); ok {
+			section = title
+		} else if strings.HasPrefix(line, "## ") {
+			section = ""
+		}
+		m := row.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
 		name, variable, def := m[1], m[2], strings.TrimSpace(m[3])
+		if inDoc[name] {
+			// A later table (the issuers file's keys) names the flag again.
+			continue
+		}
 		inDoc[name] = true
 		h, ok := fromHelp[name]
 		if !ok {
@@ -674,8 +674,11 @@ func TestDocsFlagTable(t *testing.T) {
 		if variable != h.variable {
 			t.Errorf("-%s: the doc says variable %q, serve -h %q", name, variable, h.variable)
 		}
-		if h.def != "" && !strings.Contains(def, "`"+h.def+"`") {
+		if h.def != "" && !strings.Contains(unspaced(def), "`"+unspaced(h.def)+"`") {
 			t.Errorf("-%s: the doc's default %q does not show serve -h's %q", name, def, h.def)
+		}
+		if section != h.group {
+			t.Errorf("-%s: the doc lists it under %q, serve -h under %q", name, section, h.group)
 		}
 	}
 	for name := range fromHelp {
@@ -683,6 +686,64 @@ func TestDocsFlagTable(t *testing.T) {
 			t.Errorf("serve -h has -%s, which docs/configuration.md does not list", name)
 		}
 	}
+}
+
+// unwrap joins a line of -h to the lines before it with a space. -h may
+// also break a comma list after a comma: compare what it says with
+// [unspaced].
+func unwrap(before, line string) string {
+	if before == "" {
+		return line
+	}
+	return before + " " + line
+}
+
+// unspaced returns s without its spaces, to compare help text across the
+// places -h wrapped it.
+func unspaced(s string) string { return strings.ReplaceAll(s, " ", "") }
+
+// helpFlag is what serve -h says of one flag.
+type helpFlag struct{ group, variable, def, help string }
+
+// serveHelp returns what serve -h says of each flag: the title of its
+// group, its variable, its default and its help (the wrapped lines joined
+// again).
+func serveHelp(t testing.TB) map[string]helpFlag {
+	t.Helper()
+	var help bytes.Buffer
+	if err := run(t.Context(), []string{"serve", "-h"}, nil, nil, &help, &help); err != nil && !isUsage(err) {
+		t.Fatalf("serve -h: %v", err)
+	}
+	out := map[string]helpFlag{}
+	defEnv := regexp.MustCompile(`\((?:default "?(.*?)"?; )?env (PLANTSTORE_[A-Z0-9_]+)\)$`)
+	group, name := "", ""
+	flush := func(f helpFlag) {
+		if e := defEnv.FindStringSubmatch(f.help); e != nil {
+			f.variable, f.def = e[2], e[1]
+		}
+		out[name] = f
+	}
+	var cur helpFlag
+	for _, line := range strings.Split(help.String(), "\n") {
+		switch {
+		case strings.HasPrefix(line, "        "):
+			cur.help = unwrap(cur.help, strings.TrimSpace(line))
+			continue
+		case name != "":
+			flush(cur)
+			name = ""
+		}
+		if f, ok := strings.CutPrefix(line, "  -"); ok {
+			name, _, _ = strings.Cut(f, " ")
+			cur = helpFlag{group: group}
+		} else if title, ok := strings.CutSuffix(line, ":"); ok && line != "" && !strings.HasPrefix(line, " ") {
+			group = title
+		}
+	}
+	if name != "" {
+		flush(cur)
+	}
+	return out
 }
 
 // TestDocsCommandFlags checks that the command table of

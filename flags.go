@@ -197,38 +197,121 @@ func editDistance(a, b string) int {
 // typed is a flag value that names its type for -h.
 type typed interface{ Type() string }
 
+// helpWidth is the width -h wraps its lines to: a terminal's 80 columns.
+const helpWidth = 80
+
 // printFlags writes the usage of fs: each flag with the type of its value,
-// its default and, for a row of rows, the variable it also reads.
+// its help wrapped to helpWidth, its default and, for a row of rows, the
+// variable it also reads. The command's own flags come first, by name;
+// then the flags of rows, under the titles of their groups, in the
+// groups' order.
 func printFlags(w io.Writer, fs *flag.FlagSet, rows settingRows) {
-	n := 0
-	fs.VisitAll(func(*flag.Flag) { n++ })
-	if n == 0 {
-		fmt.Fprintf(w, "usage: plantstore %s%s\n", fs.Name(), positional[fs.Name()])
-		return
-	}
-	fmt.Fprintf(w, "usage: plantstore %s [flags]%s\n\nflags:\n", fs.Name(), positional[fs.Name()])
+	var own []*flag.Flag
 	fs.VisitAll(func(f *flag.Flag) {
-		name, help := flag.UnquoteUsage(f)
-		if t, ok := f.Value.(typed); ok {
-			name = t.Type()
+		if rows.row(f.Name) == nil {
+			own = append(own, f)
 		}
-		line := "  -" + f.Name
-		if name != "" {
-			line += " " + name
-		}
-		fmt.Fprintf(w, "%s\n    \t%s", line, help)
-		var notes []string
-		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" {
-			notes = append(notes, "default "+strconv.Quote(f.DefValue))
-		}
-		if s := rows.row(f.Name); s != nil && !s.noEnv {
-			notes = append(notes, "env "+envName(f.Name))
-		}
-		if len(notes) > 0 {
-			fmt.Fprintf(w, " (%s)", strings.Join(notes, "; "))
-		}
-		fmt.Fprintln(w)
 	})
+	fmt.Fprintf(w, "usage: plantstore %s", fs.Name())
+	if len(own) > 0 || len(rows) > 0 {
+		fmt.Fprint(w, " [flags]")
+	}
+	fmt.Fprintf(w, "%s\n", positional[fs.Name()])
+	if len(own) > 0 {
+		fmt.Fprint(w, "\nflags:\n")
+		for _, f := range own {
+			printFlag(w, f, nil)
+		}
+	}
+	for _, g := range settingGroups {
+		title := false
+		for i := range rows {
+			f := fs.Lookup(rows[i].flag)
+			if rows[i].group != g || f == nil {
+				continue
+			}
+			if !title {
+				fmt.Fprintf(w, "\n%s:\n", g)
+				title = true
+			}
+			printFlag(w, f, &rows[i])
+		}
+	}
+}
+
+// printFlag writes one flag of -h: "  -name type", then its help, default
+// and variable, indented by eight spaces and wrapped to helpWidth; a
+// default or a variable is never cut in two.
+func printFlag(w io.Writer, f *flag.Flag, row *settingRow) {
+	name, help := flag.UnquoteUsage(f)
+	if t, ok := f.Value.(typed); ok {
+		name = t.Type()
+	}
+	line := "  -" + f.Name
+	if name != "" {
+		line += " " + name
+	}
+	fmt.Fprintln(w, line)
+	words := strings.Fields(help)
+	var notes []string
+	if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" {
+		notes = append(notes, "default "+strconv.Quote(f.DefValue))
+	}
+	if row != nil && !row.noEnv {
+		notes = append(notes, "env "+envName(f.Name))
+	}
+	for i, n := range notes {
+		if i == 0 {
+			n = "(" + n
+		}
+		if i == len(notes)-1 {
+			n += ")"
+		} else {
+			n += ";"
+		}
+		words = append(words, n)
+	}
+	for _, l := range wrap(words, helpWidth-8) {
+		fmt.Fprintf(w, "        %s\n", l)
+	}
+}
+
+// wrap joins words into lines of at most width bytes. A word wider than
+// width (a comma list) is broken after a comma, its pieces joined again
+// without a space where they share a line; one without a comma that fits
+// nowhere stands on a line of its own.
+func wrap(words []string, width int) []string {
+	var lines []string
+	var b strings.Builder
+	for _, word := range words {
+		for i, piece := range splitAfterCommas(word, width) {
+			sep := 1
+			if i > 0 {
+				sep = 0 // the rest of a word broken at a comma
+			}
+			if b.Len() > 0 && b.Len()+sep+len(piece) > width {
+				lines = append(lines, b.String())
+				b.Reset()
+			}
+			if b.Len() > 0 && sep == 1 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(piece)
+		}
+	}
+	if b.Len() > 0 {
+		lines = append(lines, b.String())
+	}
+	return lines
+}
+
+// splitAfterCommas returns word whole when it fits in width, else its
+// pieces, each up to and including a comma but the last.
+func splitAfterCommas(word string, width int) []string {
+	if len(word) <= width || !strings.Contains(word, ",") {
+		return []string{word}
+	}
+	return strings.SplitAfter(word, ",")
 }
 
 // positional is the synopsis of each command's arguments after its flags.

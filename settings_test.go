@@ -92,7 +92,7 @@ func TestSettingsReachable(t *testing.T) {
 			if env := "env " + envName(s.flag); !s.noEnv && !strings.Contains(help.String(), env) {
 				t.Errorf("serve -h does not name %s", env)
 			}
-			if !strings.Contains(help.String(), s.help) {
+			if !strings.Contains(unspaced(serveHelp(t)[s.flag].help), unspaced(s.help)) {
 				t.Errorf("serve -h does not show the help of -%s", s.flag)
 			}
 		})
@@ -388,7 +388,7 @@ func isIdent(e ast.Expr, name string) bool {
 func TestNewSettingIsOneRow(t *testing.T) {
 	var lifetime time.Duration
 	rows := append(serveSettings(), settingRow{
-		flag: "jwt-test-lifetime", key: "test_lifetime", issuer: flagIssuer, def: "1m",
+		group: groupRules, flag: "jwt-test-lifetime", key: "test_lifetime", issuer: flagIssuer, def: "1m",
 		help:  "longest lifetime of a token (a row added by a test)",
 		value: func(*serveConfig) flag.Value { return durationFlag{d: &lifetime} },
 	})
@@ -421,7 +421,7 @@ func TestNewSettingIsOneRow(t *testing.T) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	rows.define(fs, &serveConfig{})
 	printFlags(&help, fs, rows)
-	if want := "  -jwt-test-lifetime duration\n    \tlongest lifetime of a token (a row added by a test) (default \"1m0s\"; env PLANTSTORE_JWT_TEST_LIFETIME)\n"; !strings.Contains(help.String(), want) {
+	if want := "  -jwt-test-lifetime duration\n        longest lifetime of a token (a row added by a test) (default \"1m0s\";\n        env PLANTSTORE_JWT_TEST_LIFETIME)\n"; !strings.Contains(help.String(), want) {
 		t.Errorf("-h lacks %q:\n%s", want, help.String())
 	}
 	_, err := rows.parse([]string{"-jwt-issuers-file", "issuers.yaml", "-jwt-test-lifetime", "1h"}, newEnv(nil), io.Discard)
@@ -441,5 +441,82 @@ func TestNearVars(t *testing.T) {
 	want := []string{"PLANTSTORE_JWT_ISUER: PLANTSTORE_JWT_ISSUER", "PLANTSTORE_RATELIMIT: PLANTSTORE_RATE_LIMIT"}
 	if !slices.Equal(got, want) {
 		t.Errorf("nearVars = %q; want %q", got, want)
+	}
+}
+
+// TestServeHelpGroups checks serve -h: every row names a group, the
+// groups come in their order with the one a first run needs first, each
+// flag is listed once under its row's group, and no line is wider than a
+// terminal's 80 columns.
+func TestServeHelpGroups(t *testing.T) {
+	rows := serveSettings()
+	for _, r := range rows {
+		if !slices.Contains(settingGroups, r.group) {
+			t.Errorf("-%s names no group of settingGroups", r.flag)
+		}
+	}
+	var help bytes.Buffer
+	if err := run(t.Context(), []string{"serve", "-h"}, nil, nil, io.Discard, &help); err != nil {
+		t.Fatalf("serve -h: %v", err)
+	}
+	var titles []string
+	seen := map[string]int{}
+	for i, line := range strings.Split(help.String(), "\n") {
+		if len(line) > helpWidth {
+			t.Errorf("serve -h line %d is %d columns wide (at most %d): %q", i+1, len(line), helpWidth, line)
+		}
+		if title, ok := strings.CutSuffix(line, ":"); ok && line != "" && !strings.HasPrefix(line, " ") {
+			titles = append(titles, title)
+		}
+		if f, ok := strings.CutPrefix(line, "  -"); ok {
+			name, _, _ := strings.Cut(f, " ")
+			seen[name]++
+			r := rows.row(name)
+			if r == nil {
+				t.Errorf("serve -h lists -%s, which no row defines", name)
+				continue
+			}
+			if len(titles) == 0 || titles[len(titles)-1] != r.group.String() {
+				t.Errorf("serve -h lists -%s under %q; its row says %q", name, titles, r.group)
+			}
+		}
+	}
+	var want []string
+	for _, g := range settingGroups {
+		want = append(want, g.String())
+	}
+	if !slices.Equal(titles, want) {
+		t.Errorf("serve -h groups = %q; want %q", titles, want)
+	}
+	if r := rows.row("dev"); r.group != settingGroups[0] {
+		t.Errorf("-dev is in %q; want the first group, %q", r.group, settingGroups[0])
+	}
+	for _, r := range rows {
+		if seen[r.flag] != 1 {
+			t.Errorf("serve -h lists -%s %d times; want once", r.flag, seen[r.flag])
+		}
+	}
+}
+
+// TestWrap: words fill lines up to the width; a word wider than it
+// stands alone.
+func TestWrap(t *testing.T) {
+	tests := []struct {
+		words []string
+		width int
+		want  []string
+	}{
+		{[]string{"a", "bb", "ccc"}, 4, []string{"a bb", "ccc"}},
+		{[]string{"a", "bb", "ccc"}, 8, []string{"a bb ccc"}},
+		{[]string{"abcdefgh", "x"}, 4, []string{"abcdefgh", "x"}},
+		{[]string{"(a,bb,cc)"}, 6, []string{"(a,bb,", "cc)"}},
+		{[]string{"x", "a,b"}, 5, []string{"x a,b"}},
+		{[]string{"x", "a,b"}, 4, []string{"x", "a,b"}},
+		{nil, 4, nil},
+	}
+	for _, tt := range tests {
+		if got := wrap(tt.words, tt.width); !slices.Equal(got, tt.want) {
+			t.Errorf("wrap(%q, %d) = %q; want %q", tt.words, tt.width, got, tt.want)
+		}
 	}
 }
