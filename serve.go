@@ -17,6 +17,7 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/dpop"
+	"github.com/plantstore/plantstore/auth/introspect"
 	"github.com/plantstore/plantstore/auth/issuers"
 	"github.com/plantstore/plantstore/auth/jws"
 	"github.com/plantstore/plantstore/auth/keys"
@@ -168,6 +169,10 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 	if err != nil {
 		return vf, err
 	}
+	limits, err := introspect.NewLimits(cfg.Introspection)
+	if err != nil {
+		return vf, cfg.refused(err)
+	}
 	if vf.nonces = opts.Nonces; vf.nonces != nil {
 		bg.wait(watchNonceKey(bg.ctx, cfg.NonceKeyFile, vf.nonces, log))
 	}
@@ -188,7 +193,8 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 		return vf, cfg.refused(apply([]auth.Issuer{{Config: cfg.JWT, JWS: jws.New(set)}}))
 	}
 	o := issuers.Options{
-		Defaults: cfg.JWT,
+		Introspection: limits,
+		Defaults:      cfg.JWT,
 		Sources: keys.SourceOptions{
 			Refresh: cfg.JWKSRefresh, MinRefresh: cfg.JWKSMinRefresh,
 			Log: log, TracerProvider: tracing.Provider(),

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"crypto/sha256"
 	"hash/maphash"
 	"math"
 	"math/rand/v2"
@@ -21,9 +22,11 @@ const cacheSlotBytes = 1 << 10
 // of it. It is immutable once built, and shared by every request that
 // presents the same token while it is cached.
 type cacheEntry struct {
-	token string
-	hash  uint64
-	id    Identity
+	// token is the token, or, when digest is set, its SHA-256.
+	token  string
+	digest bool
+	hash   uint64
+	id     Identity
 	// iss is the issuer the token was routed to, src its Authenticator
 	// that accepted it, with the verdict's stamp: a hit needs the issuer
 	// current and the verdict to hold.
@@ -153,15 +156,23 @@ func (c *tokenCache) fill() (used, limit int64) {
 // hashOf returns the hash that picks token's set.
 func (c *tokenCache) hashOf(token string) uint64 { return c.hash(c.seed, token) }
 
-// get returns the entry of token, or nil.
+// get returns the entry of token, or nil. The SHA-256 of token is made
+// only for an entry kept as a digest whose hash is token's.
 func (c *tokenCache) get(token string, h uint64) *cacheEntry {
 	set := &c.sets[h&c.mask]
 	for i := range set {
-		if e := set[i].Load(); e != nil && e.hash == h && e.token == token {
+		if e := set[i].Load(); e != nil && e.hash == h && (e.token == token || e.digest && e.token == tokenDigest(token)) {
 			return e
 		}
 	}
 	return nil
+}
+
+// tokenDigest returns the SHA-256 of token, as a cache entry kept as a
+// digest holds it.
+func tokenDigest(token string) string {
+	d := sha256.Sum256([]byte(token))
+	return string(d[:])
 }
 
 // put stores e in the set of its hash: in place of an empty entry, one no
@@ -177,7 +188,7 @@ func (c *tokenCache) put(e *cacheEntry, now time.Time) {
 	slot := &set[rand.IntN(cacheWays)]
 	for i := range set {
 		old := set[i].Load()
-		if old == nil || !old.current(now) || (old.hash == e.hash && old.token == e.token) {
+		if old == nil || !old.current(now) || (old.hash == e.hash && old.token == e.token && old.digest == e.digest) {
 			slot = &set[i]
 			break
 		}
