@@ -60,7 +60,10 @@ func (p *idp) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	user, pass, ok := r.BasicAuth()
 	id, err1 := url.QueryUnescape(user)
 	secret, err2 := url.QueryUnescape(pass)
-	if r.Method != http.MethodPost || !ok || err1 != nil || err2 != nil || id != p.clientID || secret != p.secret ||
+	p.mu.Lock()
+	want := p.secret
+	p.mu.Unlock()
+	if r.Method != http.MethodPost || !ok || err1 != nil || err2 != nil || id != p.clientID || secret != want ||
 		r.Header.Get("Content-Type") != "application/x-www-form-urlencoded" || r.ParseForm() != nil ||
 		r.PostForm.Get("token_type_hint") != "access_token" {
 		p.bad.Add(1)

@@ -26,7 +26,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,6 +34,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/observability/setting"
 )
 
@@ -54,8 +54,13 @@ type Trust struct {
 	name   string // the issuer's name, for logs and metrics
 	issuer string // the iss an answer without one is taken to have
 	cfg    auth.Introspection
-	secret atomic.Pointer[[]byte]
+	cred   atomic.Pointer[credential]
 	log    *zap.Logger
+	// keys and algorithms verify signed answers (RFC 9701).
+	keys       keys.Keys
+	algorithms []string
+	// discovered is the endpoint discovery found, when none is configured.
+	discovered discovered
 	// inactive remembers the tokens the issuer said are not active.
 	inactive negatives
 	mu       sync.Mutex
@@ -70,12 +75,18 @@ type Config struct {
 	Name          string
 	Issuer        string
 	Introspection auth.Introspection
+	// Algorithms are those the issuer signs with, for its signed answers
+	// (RFC 9701); nil means auth.DefaultAlgorithms.
+	Algorithms []string
+	// Keys are the issuer's keys, which verify its signed answers; nil
+	// when it has none (then it cannot sign answers).
+	Keys keys.Keys
 }
 
 // New returns the Trust of the issuer of c, whose calls count against
 // lim (nil: limits of their own, with the defaults). It reads the
-// client's secret file, and returns a *setting.Error naming it when it
-// cannot.
+// client's secret or key file, and returns a *setting.Error naming it
+// when it cannot; [Trust.Watch] follows the file's changes.
 func New(c Config, lim *Limits, log *zap.Logger) (*Trust, error) {
 	if lim == nil {
 		lim, _ = NewLimits(Options{})
@@ -84,36 +95,22 @@ func New(c Config, lim *Limits, log *zap.Logger) (*Trust, error) {
 		log = zap.NewNop()
 	}
 	t := &Trust{lim: lim, name: c.Name, issuer: c.Issuer, cfg: c.Introspection, log: log,
-		flights: map[[sha256.Size]byte]*flight{}}
+		keys: c.Keys, algorithms: c.Algorithms, flights: map[[sha256.Size]byte]*flight{}}
+	if len(t.algorithms) == 0 {
+		t.algorithms = auth.DefaultAlgorithms()
+	}
+	if t.cfg.JWTResponse && t.keys == nil {
+		return nil, &setting.Error{Issuer: c.Name, Key: "introspection_jwt_response", Err: errors.New("signed answers are verified with the issuer's keys, and it has none: give it a key source or an issuer to discover them")}
+	}
 	if t.cfg.Cache <= 0 {
 		t.cfg.Cache = auth.DefaultIntrospectionCache
 	}
-	if err := t.readSecret(); err != nil {
+	cred, err := t.readCredential()
+	if err != nil {
 		return nil, err
 	}
+	t.cred.Store(cred)
 	return t, nil
-}
-
-// readSecret reads the client's secret from its file, one trailing
-// newline dropped.
-func (t *Trust) readSecret() error {
-	if t.cfg.ClientSecretFile == "" {
-		return nil
-	}
-	b, err := os.ReadFile(t.cfg.ClientSecretFile)
-	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return &setting.Error{Issuer: t.name, Key: "introspection_client_secret_file", Err: fmt.Errorf("%s: %w", t.cfg.ClientSecretFile, err)}
-	}
-	b = []byte(strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r"))
-	if len(b) == 0 {
-		return &setting.Error{Issuer: t.name, Key: "introspection_client_secret_file", Err: fmt.Errorf("%s: empty", t.cfg.ClientSecretFile)}
-	}
-	t.secret.Store(&b)
-	return nil
 }
 
 // Authenticator returns the authenticator of the tokens of an issuer
@@ -223,18 +220,26 @@ func (t *Trust) call(ctx context.Context, token string) (auth.Claims, *auth.Erro
 // a 200 answer. Its errors name the endpoint without its query, never the
 // token or the secret.
 func (t *Trust) post(ctx context.Context, token string) ([]byte, error) {
-	form := url.Values{"token": {token}, "token_type_hint": {"access_token"}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.cfg.Endpoint, strings.NewReader(form.Encode()))
+	endpoint, err := t.endpoint(ctx)
 	if err != nil {
-		return nil, errors.New("endpoint " + setting.RedactURL(t.cfg.Endpoint) + ": not a URL")
+		return nil, err
 	}
+	form := url.Values{"token": {token}, "token_type_hint": {"access_token"}}
+	h, err := t.authenticate(form, endpoint, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
+	if err != nil {
+		return nil, errors.New("endpoint " + setting.RedactURL(endpoint) + ": not a URL")
+	}
+	req.Header = h
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
-	if s := t.secret.Load(); s != nil {
-		// RFC 6749 §2.3.1: both form-encoded before Basic.
-		req.SetBasicAuth(url.QueryEscape(t.cfg.ClientID), url.QueryEscape(string(*s)))
+	if t.cfg.JWTResponse {
+		req.Header.Set("Accept", jwtAnswerType)
 	}
-	where := setting.RedactURL(t.cfg.Endpoint)
+	where := setting.RedactURL(endpoint)
 	resp, err := t.lim.client.Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -253,6 +258,11 @@ func (t *Trust) post(ctx context.Context, token string) ([]byte, error) {
 	}
 	if len(body) > maxAnswer {
 		return nil, fmt.Errorf("%s: answer over %d bytes", where, maxAnswer)
+	}
+	if t.cfg.JWTResponse {
+		if body, err = t.verifyAnswer(ctx, resp.Header.Get("Content-Type"), body); err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
 	}
 	return body, nil
 }

@@ -63,7 +63,9 @@ type built struct {
 	source *keys.Source
 	trust  *jws.Trust // of source's keys, kept with it
 	// asks introspects the issuer's tokens; nil when it does not.
-	asks *introspect.Trust
+	// stopAsks stops the watch of its client's credential file.
+	asks     *introspect.Trust
+	stopAsks context.CancelFunc
 }
 
 // trusts sets the Trusts of b.issuer: its keys for JWSs, and, when it
@@ -219,6 +221,9 @@ func (s *Set) closeNew(bs, others []built) {
 		if b.source != nil && !slices.ContainsFunc(others, func(o built) bool { return o.source == b.source }) {
 			b.source.Close()
 		}
+		if b.asks != nil && !slices.ContainsFunc(others, func(o built) bool { return o.asks == b.asks }) {
+			b.stopAsks()
+		}
 		if !slices.ContainsFunc(others, named(b.entry.Name)) {
 			s.opts.Metrics.Forget(b.entry.Name)
 		}
@@ -247,7 +252,7 @@ func (s *Set) build(entries []entry, file fileIndex, old []built) ([]built, erro
 			}
 			if !sameAsks {
 				var err error
-				if b.asks, err = s.ask(checked[i], b.source); err != nil {
+				if b.asks, b.stopAsks, err = s.ask(checked[i], b.source); err != nil {
 					s.closeNew(next, old)
 					return nil, file.sourceError(s.path, i, e.Name, err)
 				}
@@ -273,7 +278,7 @@ func (s *Set) open(e entry, checked auth.Issuer) (built, error) {
 	if e.KeySource == (keys.KeySource{}) && checked.Config.Issuer == "" && checked.Config.Introspection.Tokens != auth.IntrospectNone {
 		b := built{entry: e, issuer: checked}
 		var err error
-		if b.asks, err = s.ask(checked, nil); err != nil {
+		if b.asks, b.stopAsks, err = s.ask(checked, nil); err != nil {
 			return built{}, err
 		}
 		b.trusts()
@@ -292,7 +297,7 @@ func (s *Set) open(e entry, checked auth.Issuer) (built, error) {
 		s.loops.Done()
 	}()
 	b := built{entry: e, issuer: checked, source: src, trust: jws.New(src.Keys())}
-	if b.asks, err = s.ask(checked, src); err != nil {
+	if b.asks, b.stopAsks, err = s.ask(checked, src); err != nil {
 		src.Close()
 		return built{}, err
 	}
@@ -301,12 +306,29 @@ func (s *Set) open(e entry, checked auth.Issuer) (built, error) {
 }
 
 // ask returns the introspection of the checked issuer is, nil when it
-// introspects no token; src, when not nil, is its key source.
-func (s *Set) ask(is auth.Issuer, src *keys.Source) (*introspect.Trust, error) {
+// introspects no token, with the watch of its client's credential file
+// started and the function that stops it; src, when not nil, is its key
+// source, whose keys verify signed answers.
+func (s *Set) ask(is auth.Issuer, src *keys.Source) (*introspect.Trust, context.CancelFunc, error) {
 	if is.Config.Introspection.Tokens == auth.IntrospectNone {
-		return nil, nil
+		return nil, nil, nil
 	}
-	return introspect.New(introspect.Config{Name: is.Name, Issuer: is.Config.Issuer, Introspection: is.Config.Introspection}, s.opts.Introspection, s.opts.Sources.Log)
+	c := introspect.Config{Name: is.Name, Issuer: is.Config.Issuer, Introspection: is.Config.Introspection, Algorithms: is.Config.Algorithms}
+	if src != nil {
+		c.Keys = src.Keys()
+	}
+	t, err := introspect.New(c, s.opts.Introspection, s.opts.Sources.Log)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, stop := context.WithCancel(s.ctx)
+	done := t.Watch(ctx)
+	s.loops.Add(1)
+	go func() {
+		<-done
+		s.loops.Done()
+	}()
+	return t, stop, nil
 }
 
 // sourceError returns err, the error of opening the key source of the
