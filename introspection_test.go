@@ -53,9 +53,18 @@ func TestServeIntrospection(t *testing.T) {
 	waitFor(t, patience, "/readyz 200 with the endpoint down", answers(in.admin+"/readyz", http.StatusOK))
 	waitFor(t, patience, "4 access lines", func() bool { return strings.Count(in.stderr.String(), `"msg":"request"`) >= 4 })
 	logs := in.stderr.String()
+	if !strings.Contains(logs, `"sub":"alice","introspected":true`) {
+		t.Errorf("no access line says introspected:\n%s", logs)
+	}
+	_, metrics, _ := get(t, in.admin+"/metrics", "")
+	for _, want := range []string{`plantstore_introspection_requests_total{issuer="default",result="active"} 1`, `plantstore_introspection_requests_total{issuer="default",result="inactive"} 1`, `plantstore_introspection_requests_total{issuer="default",result="error"} 1`, "plantstore_introspection_duration_seconds_count"} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 	for _, s := range []string{secret, token} {
-		if strings.Contains(logs, s) {
-			t.Errorf("the log holds %q:\n%s", s, logs)
+		if strings.Contains(logs, s) || strings.Contains(string(metrics), s) {
+			t.Errorf("the log or /metrics holds %q:\n%s", s, logs)
 		}
 	}
 }

@@ -169,7 +169,9 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 	if err != nil {
 		return vf, err
 	}
-	limits, err := introspect.NewLimits(cfg.Introspection)
+	bounds := cfg.Introspection
+	bounds.Registerer, bounds.TracerProvider = reg, tracing.Provider()
+	limits, err := introspect.NewLimits(bounds)
 	if err != nil {
 		return vf, cfg.refused(err)
 	}

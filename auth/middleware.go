@@ -70,6 +70,9 @@ func Middleware(v *Verifier, m *Metrics) gin.HandlerFunc {
 		entry := observability.Annotate(c)
 		entry.SetIssuer(id.Issuer)
 		entry.SetSubject(id.Subject)
+		if id.Introspected {
+			entry.SetIntrospected()
+		}
 		c.Next()
 	}
 }

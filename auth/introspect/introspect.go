@@ -192,10 +192,13 @@ func (t *Trust) ask(ctx context.Context, d [sha256.Size]byte, token string, now 
 }
 
 // call asks the endpoint about token, within the limits, and reads its
-// answer.
+// answer; it counts the request by its result, and makes a span of the
+// call.
 func (t *Trust) call(ctx context.Context, token string) (auth.Claims, *auth.Error) {
+	obs := t.lim.obs
 	release, ok := t.lim.take()
 	if !ok {
+		obs.count(t.name, resultLimited)
 		return nil, auth.Unavailable(retryAfter)
 	}
 	defer release()
@@ -203,17 +206,34 @@ func (t *Trust) call(ctx context.Context, token string) (auth.Claims, *auth.Erro
 	// it: the others waiting on it are not failed by its caller leaving.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.lim.timeout)
 	defer cancel()
+	start := time.Now()
+	ctx, span := obs.start(ctx, t.name, t.cfg.Endpoint)
+	claims, ae, result := t.exchange(ctx, token)
+	obs.end(span, t.name, result, start)
+	obs.count(t.name, result)
+	return claims, ae
+}
+
+// exchange posts the request about token and reads the answer, and
+// returns the result it counts as.
+func (t *Trust) exchange(ctx context.Context, token string) (auth.Claims, *auth.Error, string) {
 	body, err := t.post(ctx, token)
 	if err != nil {
 		t.log.Warn("introspection failed", zap.String("issuer", t.name), zap.Error(err))
-		return nil, auth.Unavailable(retryAfter)
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, auth.Unavailable(retryAfter), resultTimeout
+		}
+		return nil, auth.Unavailable(retryAfter), resultError
 	}
 	claims, ae, err := t.answer(body, token)
-	if err != nil {
+	switch {
+	case err != nil:
 		t.log.Warn("introspection answer refused", zap.String("issuer", t.name), zap.Error(err))
-		return nil, auth.Unavailable(retryAfter)
+		return nil, auth.Unavailable(retryAfter), resultError
+	case ae != nil:
+		return nil, ae, resultInactive
 	}
-	return claims, ae
+	return claims, nil, resultActive
 }
 
 // post sends the RFC 7662 §2.1 request for token and returns the body of

@@ -8,6 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/observability/setting"
 )
@@ -37,6 +40,10 @@ type Options struct {
 	Transport http.RoundTripper
 	// Now is the clock of the rate; nil means time.Now.
 	Now func() time.Time
+	// Registerer takes the metrics of the calls; nil registers none.
+	Registerer prometheus.Registerer
+	// TracerProvider makes a span of each call; nil makes none.
+	TracerProvider trace.TracerProvider
 }
 
 // Limits bound the calls of a replica to introspection endpoints: a token
@@ -53,6 +60,7 @@ type Limits struct {
 	inflight chan struct{}
 	timeout  time.Duration
 	client   *http.Client
+	obs      *observer
 }
 
 // NewLimits returns the limits of o, or the *setting.Error of a bound
@@ -83,6 +91,7 @@ func NewLimits(o Options) (*Limits, error) {
 		rate: o.MaxRate, burst: burst, tokens: burst, now: o.Now, last: o.Now(),
 		inflight: make(chan struct{}, o.MaxInflight),
 		timeout:  o.Timeout,
+		obs:      newObserver(o.Registerer, o.TracerProvider),
 		client: &http.Client{
 			Transport: o.Transport,
 			// An endpoint that redirects is not followed: the token would
