@@ -215,7 +215,7 @@ func (v *Verifier) verifyWith(ctx context.Context, is *issuer, a Authenticator, 
 		// A copy, so that the cache holds no request memory.
 		e.token = strings.Clone(token)
 		if vd.Digest {
-			e.token, e.digest = tokenDigest(token), true
+			e.token, e.digest, e.hash2 = "", true, v.cache.hash2Of(token)
 		}
 		v.cache.put(e, now)
 	}

@@ -4,7 +4,7 @@
 // too. It is one way an issuer's tokens are trusted ([auth.Trust]); the
 // claims of the issuer's answer are held to every rule a JWT of that
 // issuer meets by the auth pipeline, which also caches a positive answer
-// (by the token's SHA-256, never the token) until [Trust] says it no
+// (under keyed hashes of the token, never the token) until [Trust] says it no
 // longer holds: at most the issuer's cache setting, and never past exp.
 //
 // What it adds is the cost bound: concurrent requests with one token share
