@@ -14,9 +14,10 @@ import (
 )
 
 // TestAlwaysFromFile: an issuer of the issuers file with tokens: always
-// has its JWTs introspected too, so a JWT it revoked is refused once its
-// answer expires; its opaque tokens go to it; another issuer's JWTs are
-// verified by their signature, never sent to its endpoint.
+// has its JWTs introspected too, after their signature verified, so a JWT
+// it revoked is refused once its answer expires and one it never signed
+// costs its endpoint nothing; its opaque tokens go to it; another issuer's
+// JWTs are verified by their signature, never sent to its endpoint.
 func TestAlwaysFromFile(t *testing.T) {
 	p := newIDP(t)
 	key := authtest.NewKey(t, "ES256")
@@ -62,8 +63,19 @@ func TestAlwaysFromFile(t *testing.T) {
 	if got := s.get(t, p.issue(nil)); got.status != http.StatusOK || got.id.Issuer != "staff" {
 		t.Errorf("opaque token: %d %+v; want 200 of staff", got.status, got.id)
 	}
-	partner := authtest.Token(t, otherKey, nil, authtest.Claims(map[string]any{"iss": "https://partners.example"}))
+	// A JWT naming staff that staff never signed is refused by its
+	// signature, never asked about.
 	before := p.calls.Load()
+	forged := authtest.Token(t, otherKey, map[string]any{"kid": key.Verify.ID}, valid())
+	p.answer(forged, nil)
+	if got := s.get(t, forged); got.status != http.StatusUnauthorized || got.reason() != string(auth.ReasonBadSignature) {
+		t.Errorf("forged staff JWT: %d %q; want 401 bad_signature", got.status, got.challenge)
+	}
+	if p.calls.Load() != before {
+		t.Error("a forged JWT was sent to the endpoint")
+	}
+	partner := authtest.Token(t, otherKey, nil, authtest.Claims(map[string]any{"iss": "https://partners.example"}))
+	before = p.calls.Load()
 	if got := s.get(t, partner); got.status != http.StatusOK || got.id.Introspected {
 		t.Errorf("partner JWT: %d %+v; want 200, verified by signature", got.status, got.id)
 	}

@@ -66,6 +66,9 @@ type built struct {
 	// stopAsks stops the watch of its client's credential file.
 	asks     *introspect.Trust
 	stopAsks context.CancelFunc
+	// both trusts the JWTs of an issuer that introspects always and has
+	// keys: their signature, then the answer; made with asks.
+	both auth.Trust
 }
 
 // trusts sets the Trusts of b.issuer: its keys for JWSs, and, when it
@@ -80,6 +83,12 @@ func (b *built) trusts() {
 		b.issuer.Opaque = b.asks
 		if b.issuer.Config.Introspection.Tokens == auth.IntrospectAlways {
 			b.issuer.JWS = b.asks
+			if b.trust != nil {
+				if b.both == nil {
+					b.both = b.asks.After(b.trust)
+				}
+				b.issuer.JWS = b.both
+			}
 		}
 	}
 }
@@ -252,6 +261,7 @@ func (s *Set) build(entries []entry, file fileIndex, old []built) ([]built, erro
 			}
 			if !sameAsks {
 				var err error
+				b.both = nil
 				if b.asks, b.stopAsks, err = s.ask(checked[i], b.source); err != nil {
 					s.closeNew(next, old)
 					return nil, file.sourceError(s.path, i, e.Name, err)
