@@ -172,23 +172,37 @@ func (t *Trust) ask(ctx context.Context, d [sha256.Size]byte, token string, now 
 		t.mu.Unlock()
 		select {
 		case <-f.done:
-			return f.claims, f.err
+			if f.err != nil {
+				// Each request's own: the pipeline adds to a refusal.
+				e := *f.err
+				return nil, &e
+			}
+			return f.claims, nil
 		case <-ctx.Done():
 			return nil, auth.Unavailable(retryAfter)
 		}
 	}
-	f := &flight{done: make(chan struct{})}
+	// Unavailable until the call says otherwise, so that the waiters of a
+	// call that panicked are refused, not left waiting.
+	f := &flight{done: make(chan struct{}), err: auth.Unavailable(retryAfter)}
 	t.flights[d] = f
 	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		delete(t.flights, d)
+		t.mu.Unlock()
+		close(f.done)
+	}()
 	f.claims, f.err = t.call(ctx, token)
-	if f.err != nil && f.err.Reason != auth.ReasonIntrospectionUnavailable {
-		t.inactive.put(d, f.err.Reason, now().Add(min(negativeFor, t.cfg.Cache)))
+	if f.err != nil {
+		if f.err.Reason != auth.ReasonIntrospectionUnavailable {
+			t.inactive.put(d, f.err.Reason, now().Add(min(negativeFor, t.cfg.Cache)))
+		}
+		// A copy: the waiters copy f.err once it is done.
+		e := *f.err
+		return nil, &e
 	}
-	t.mu.Lock()
-	delete(t.flights, d)
-	t.mu.Unlock()
-	close(f.done)
-	return f.claims, f.err
+	return f.claims, nil
 }
 
 // call asks the endpoint about token, within the limits, and reads its

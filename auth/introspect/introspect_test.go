@@ -252,6 +252,32 @@ func TestOneCallPerToken(t *testing.T) {
 	}
 }
 
+// TestOneCallPerRefusedToken: concurrent requests with one token the
+// endpoint refuses share one call, and each gets its refusal.
+func TestOneCallPerRefusedToken(t *testing.T) {
+	p := newIDP(t)
+	s := newService(t, p, baseConfig(), time.Minute, nil, auth.Options{})
+	token := randomToken()
+	release := make(chan struct{})
+	p.set(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+		p.override.Store(nil)
+		p.ServeHTTP(w, r)
+	})
+	const n = 6
+	var wg sync.WaitGroup
+	reasons := make([]string, n)
+	for i := range n {
+		wg.Go(func() { reasons[i] = s.get(t, token).reason() })
+	}
+	authtest.WaitFor(t, "the requests waiting on one call", func() bool { return s.trust.Waiters(token) == n-1 })
+	close(release)
+	wg.Wait()
+	if slices.ContainsFunc(reasons, func(r string) bool { return r != string(auth.ReasonInactive) }) {
+		t.Errorf("reasons %v; want all inactive", reasons)
+	}
+}
+
 // TestFlood: a flood of random opaque tokens makes no more calls than the
 // rate allows, is refused with 503 and Retry-After over it, and a caller
 // whose token is cached keeps being served meanwhile.
