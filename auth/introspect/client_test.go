@@ -276,3 +276,46 @@ func TestSecretNeverShown(t *testing.T) {
 		}
 	}
 }
+
+// TestDPoPBoundAnswer: an answer whose cnf.jkt binds the token to a key
+// (RFC 9449 §6.2) is served only with the DPoP scheme and a proof of that
+// key, on every request, cached or not.
+func TestDPoPBoundAnswer(t *testing.T) {
+	p := newIDP(t)
+	s := newService(t, p, baseConfig(), time.Minute, nil, auth.Options{})
+	client := authtest.NewKey(t, "ES256")
+	other := authtest.NewKey(t, "ES256")
+	token := p.issue(map[string]any{"cnf": map[string]any{"jkt": client.Verify.ID}})
+	send := func(k authtest.Key) int {
+		proof, err := mint.Proof(k.Private, "", http.MethodGet, s.url, token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, err := http.NewRequest(http.MethodGet, s.url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "DPoP "+token)
+		req.Header.Set("DPoP", proof)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for i := range 2 { // the second from the cache
+		if got := send(client); got != http.StatusOK {
+			t.Errorf("request %d with a proof of the bound key: %d; want 200", i, got)
+		}
+	}
+	if got := send(other); got != http.StatusUnauthorized {
+		t.Errorf("a proof of another key: %d; want 401", got)
+	}
+	if got := s.get(t, token); got.status != http.StatusUnauthorized || got.reason() != string(auth.ReasonDPoPBound) {
+		t.Errorf("as a bearer token: %d %q; want 401 dpop_bound", got.status, got.challenge)
+	}
+	if p.calls.Load() != 1 {
+		t.Errorf("%d calls; want 1", p.calls.Load())
+	}
+}
