@@ -23,6 +23,7 @@ import (
 	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/auth/redisstate"
 	"github.com/plantstore/plantstore/observability"
+	"github.com/plantstore/plantstore/observability/setting"
 	"github.com/plantstore/plantstore/plants"
 	"github.com/plantstore/plantstore/plants/api"
 	"github.com/plantstore/plantstore/plants/api/reference"
@@ -170,6 +171,11 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 		return vf, err
 	}
 	bounds := cfg.Introspection
+	if bounds.MaxRate == 0 {
+		// The flag's 0 would be the Options' "default": no rate at all is
+		// no introspection, which -jwt-introspection off says.
+		return vf, cfg.refused(setting.Errorf("introspection_max_rate", "want a positive number of calls a second"))
+	}
 	bounds.Registerer, bounds.TracerProvider = reg, tracing.Provider()
 	limits, err := introspect.NewLimits(bounds)
 	if err != nil {
