@@ -108,6 +108,15 @@ func TestServeUsage(t *testing.T) {
 		{"client certificate header not a header name", []string{"-jwt-hmac-secret-file", hmacSecretFile(t), "-client-cert-header", "X Client Cert"}, nil, `for flag -client-cert-header: "X Client Cert" is not an HTTP header name`},
 		{"token type of a DPoP proof", append(dev, "-jwt-token-types", "at+jwt,dpop+jwt"), nil, `invalid value "at+jwt,dpop+jwt" for flag -jwt-token-types: "dpop+jwt" names another kind of JWT`},
 		{"token types any and at+jwt from env", dev, map[string]string{"PLANTSTORE_JWT_TOKEN_TYPES": "any,at+jwt"}, "for PLANTSTORE_JWT_TOKEN_TYPES: any already takes at+jwt"},
+		{"bad introspection mode", []string{"-jwt-introspection", "yes"}, nil, `invalid value "yes" for flag -jwt-introspection: want off, opaque or always`},
+		{"introspection without a client", []string{"-jwt-introspection", "opaque", "-jwt-introspection-url", "http://127.0.0.1:1/i"}, nil, "for flag -jwt-introspection-client-id: introspection needs the client"},
+		{"introspection without a secret", []string{"-jwt-introspection", "opaque", "-jwt-introspection-url", "http://127.0.0.1:1/i", "-jwt-introspection-client-id", "ps"}, nil, "for flag -jwt-introspection-secret-file: introspection needs the client's secret file"},
+		{"introspection secret file missing", []string{"-jwt-introspection", "opaque", "-jwt-introspection-url", "http://127.0.0.1:1/i", "-jwt-introspection-client-id", "ps", "-jwt-introspection-secret-file", filepath.Join(t.TempDir(), "none")}, nil, "for flag -jwt-introspection-secret-file"},
+		{"introspection endpoint with a password", []string{"-jwt-introspection", "opaque", "-jwt-introspection-url", "https://u:s3cret@idp.example/i", "-jwt-introspection-client-id", "ps", "-jwt-introspection-secret-file", hmacSecretFile(t)}, nil, `"https://u:xxxxx@idp.example/i" for flag -jwt-introspection-url`},
+		{"introspection rate negative", append(dev, "-introspection-max-rate", "-1"), nil, "-introspection-max-rate"},
+		{"introspection rate zero", append(dev, "-introspection-max-rate", "0"), nil, `invalid value "0" for flag -introspection-max-rate: want a positive number`},
+		{"-dev with introspection", append(dev, "-jwt-introspection", "opaque"), nil, "-jwt-introspection"},
+		{"two issuers of opaque tokens", []string{"-jwt-issuers-file", twoOpaqueIssuers(t)}, nil, "issuers a and b both take opaque tokens; at most one may"},
 		{"blank client", append(dev, "-jwt-clients", "web, "), nil, "-jwt-clients"},
 		{"negative max lifetime", append(dev, "-jwt-max-lifetime", "-1h"), nil, `invalid value "-1h0m0s" for flag -jwt-max-lifetime: negative duration`},
 		{"port out of range", append(dev, "-addr", "127.0.0.1:99999"), nil, "-addr"},
@@ -630,7 +639,7 @@ func TestHelpCommand(t *testing.T) {
 // TestHelpTypes checks that -h of every command gives each flag that takes
 // a value the kind of value it takes, never the flag package's "value".
 func TestHelpTypes(t *testing.T) {
-	kinds := []string{"string", "list", "duration", "int", "number", "size", "host:port", "prefixes", "mode", "origins"}
+	kinds := []string{"string", "list", "duration", "int", "number", "size", "host:port", "prefixes", "mode", "origins", "tokens"}
 	flagLine := regexp.MustCompile(`(?m)^  -([a-z0-9-]+)(?: (\S+))?$`)
 	for _, cmd := range []string{"serve", "token", "proof", "keygen", "migrate", "import", "version"} {
 		var help bytes.Buffer
@@ -844,4 +853,17 @@ func TestNoCommandIsServe(t *testing.T) {
 	if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "serve: invalid value \"soon\" for flag -jwt-leeway") {
 		t.Errorf("run(flags only) = %v; want serve's usage error for -jwt-leeway", err)
 	}
+}
+
+// twoOpaqueIssuers writes an issuers file of two issuers that both take
+// opaque tokens.
+func twoOpaqueIssuers(t testing.TB) string {
+	t.Helper()
+	secret := hmacSecretFile(t)
+	var b strings.Builder
+	b.WriteString("issuers:\n")
+	for _, name := range []string{"a", "b"} {
+		fmt.Fprintf(&b, "  - name: %s\n    issuer: https://%s.example\n    hmac_secret_file: %s\n    introspection:\n      tokens: opaque\n      endpoint: http://127.0.0.1:1/i\n      client_id: ps\n      client_secret_file: %s\n", name, name, secret, secret)
+	}
+	return writeTemp(t, b.String())
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/dpop"
+	"github.com/plantstore/plantstore/auth/introspect"
 	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/auth/redisstate"
 	"github.com/plantstore/plantstore/observability/setting"
@@ -73,6 +74,9 @@ type serveConfig struct {
 	// CORS is the policy for browser callers of -cors-origins; nil, the
 	// default, answers no preflight.
 	CORS *api.CORS
+	// Introspection bounds the calls of the replica to introspection
+	// endpoints, whichever issuer they ask.
+	Introspection introspect.Options
 
 	// rows is the table the config was read with, set how each setting
 	// got its value, and values the flags, for the usage errors that name
@@ -213,6 +217,14 @@ func serveSettings() settingRows {
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.NonceLifetime} }},
 		{group: groupSender, flag: "dpop-window", key: "dpop_window", def: auth.DefaultDPoPWindow.String(), help: "how old a DPoP proof may be, by its iat (the leeway comes on top)",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.Verify.DPoPWindow} }},
+		{group: groupKeys, flag: "introspection-max-inflight", key: "introspection_max_inflight", def: strconv.Itoa(introspect.DefaultMaxInflight), help: "most calls to introspection endpoints at once, per replica; a request that would need one more is refused (503 introspection_unavailable, Retry-After) while cached answers keep serving",
+			value: func(c *serveConfig) flag.Value { return intFlag[int]{v: &c.Introspection.MaxInflight, min: 1} }},
+		{group: groupKeys, flag: "introspection-max-rate", key: "introspection_max_rate", def: strconv.Itoa(introspect.DefaultMaxRate), help: "most calls to introspection endpoints a second, per replica (a burst of one second's worth); a request over it is refused (503 introspection_unavailable, Retry-After), so no flood of unknown tokens raises the issuer's load above it",
+			value: func(c *serveConfig) flag.Value {
+				return numberFlag{&c.Introspection.MaxRate, "a positive number of calls a second, such as 50"}
+			}},
+		{group: groupKeys, flag: "introspection-timeout", key: "introspection_timeout", def: introspect.DefaultTimeout.String(), help: "time a call to an introspection endpoint may take; past it the request is refused (503 introspection_unavailable, Retry-After)",
+			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.Introspection.Timeout, positive: true} }},
 		{group: groupKeys, flag: "jwks-max-stale", key: "max_stale", issuer: fileDefault, help: "how long fetched keys keep verifying when no fetch succeeds (then 401 keys_unavailable and /readyz 503), for the -jwt-* issuer and the issuers of -jwt-issuers-file that say nothing; keys are then refreshed at least every half of it; keys read from files are not bounded; 0 keeps the last good keys for as long as fetches fail",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.JWT.MaxStale} }},
 		{group: groupKeys, flag: "jwks-min-refresh", key: "min_refresh", def: keys.DefaultJWKSMinRefresh.String(), help: "minimum time between JWKS fetches for unknown kids",
@@ -235,6 +247,20 @@ func serveSettings() settingRows {
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.Keys.HMACSecretFile} }},
 		{group: groupStart, flag: "jwt-issuer", key: "issuer", issuer: flagIssuer, secret: true, help: "required iss; without another key source, the OIDC issuer to discover keys from",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.JWT.Issuer} }},
+		{group: groupKeys, flag: "jwt-introspection", key: "introspection", issuer: flagIssuer, def: "off", help: "which tokens of the -jwt-* issuer are introspected (RFC 7662): off; opaque, the tokens that are not a JWT; or always, its JWTs too (a revoked token is then refused once its cached answer expires)",
+			value: func(c *serveConfig) flag.Value { return tokensFlag{&c.JWT.Introspection.Tokens} }},
+		{group: groupKeys, flag: "jwt-introspection-cache", key: "introspection_cache", issuer: flagIssuer, def: auth.DefaultIntrospectionCache.String(), help: "longest time a positive introspection answer is served from the verified-token cache, never past the token's exp: how long a revoked token may still pass",
+			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.JWT.Introspection.Cache, positive: true} }},
+		{group: groupKeys, flag: "jwt-introspection-client-id", key: "introspection_client_id", issuer: flagIssuer, help: "client the service authenticates to the introspection endpoint as",
+			value: func(c *serveConfig) flag.Value { return textFlag{&c.JWT.Introspection.ClientID} }},
+		{group: groupKeys, flag: "jwt-introspection-jwt", key: "introspection_jwt_response", issuer: flagIssuer, help: "ask for signed introspection answers (RFC 9701, application/token-introspection+jwt) and verify them with the issuer's keys",
+			value: func(c *serveConfig) flag.Value { return boolFlag{&c.JWT.Introspection.JWTResponse} }},
+		{group: groupKeys, flag: "jwt-introspection-key-file", key: "introspection_private_key_file", issuer: flagIssuer, help: "PEM private key the client signs its assertions with (private_key_jwt, RFC 7523), in place of a secret; read again when it changes",
+			value: func(c *serveConfig) flag.Value { return textFlag{&c.JWT.Introspection.PrivateKeyFile} }},
+		{group: groupKeys, flag: "jwt-introspection-secret-file", key: "introspection_client_secret_file", issuer: flagIssuer, help: "file holding the client's secret (client_secret_basic), one trailing newline dropped; read again when it changes",
+			value: func(c *serveConfig) flag.Value { return textFlag{&c.JWT.Introspection.ClientSecretFile} }},
+		{group: groupKeys, flag: "jwt-introspection-url", key: "introspection_endpoint", issuer: flagIssuer, secret: true, help: "introspection endpoint (http or https) of the -jwt-* issuer (default: the introspection_endpoint of -jwt-issuer's discovery document)",
+			value: func(c *serveConfig) flag.Value { return textFlag{&c.JWT.Introspection.Endpoint} }},
 		{group: groupKeys, flag: "jwt-issuers-file", key: "issuers", help: "YAML file of several issuers, each with its keys and rules, reloaded on SIGHUP; replaces the per-issuer -jwt-* flags",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.IssuersFile} }},
 		{group: groupKeys, flag: "jwt-jwks-url", key: "jwks_url", issuer: flagIssuer, secret: true, help: "JWKS URL (http or https)",
@@ -360,6 +386,9 @@ func (c *serveConfig) dev() error {
 	if c.JWT.DPoP == auth.DPoPRequired {
 		return usagef("serve: -dev prints bearer tokens, which -jwt-dpop required (%s) refuses; use off or optional with -dev", envName("jwt-dpop"))
 	}
+	if c.JWT.Introspection.Tokens != auth.IntrospectNone {
+		return usagef("serve: -dev signs its own tokens; it cannot be combined with -jwt-introspection (%s)", envName("jwt-introspection"))
+	}
 	if c.JWT.MTLS == auth.MTLSRequired {
 		return usagef("serve: -dev prints unbound tokens, which -jwt-mtls required (%s) refuses; use off or optional with -dev", envName("jwt-mtls"))
 	}
@@ -400,7 +429,7 @@ func (c *serveConfig) issuers() error {
 // keySources refuses a start with no key source: -jwt-issuer to discover,
 // a key source of the -jwt-* issuer, an issuers file or -dev.
 func (c *serveConfig) keySources() error {
-	if c.IssuersFile != "" || c.JWT.Issuer != "" || c.Dev || c.Keys != (keys.KeySource{}) {
+	if c.IssuersFile != "" || c.JWT.Issuer != "" || c.Dev || c.Keys != (keys.KeySource{}) || c.JWT.Introspection.Tokens != auth.IntrospectNone {
 		return nil
 	}
 	names := []string{"-jwt-issuer (OIDC discovery)"}

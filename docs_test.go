@@ -799,6 +799,14 @@ func TestDocsIssuersExamples(t *testing.T) {
 			}
 			yaml = strings.ReplaceAll(yaml, m[1], path)
 		}
+		// So is the introspection client's secret.
+		if m := regexp.MustCompile(`client_secret_file: (\S+)`).FindStringSubmatch(yaml); m != nil {
+			path := filepath.Join(dir, "secret")
+			if err := os.WriteFile(path, []byte("s3cret\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			yaml = strings.ReplaceAll(yaml, m[1], path)
+		}
 		path := filepath.Join(dir, "issuers.yaml")
 		if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 			t.Fatal(err)

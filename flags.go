@@ -612,3 +612,24 @@ func (f modeFlag) Set(s string) error {
 }
 
 func (modeFlag) Type() string { return "mode" }
+
+// tokensFlag is which tokens an issuer introspects: off, opaque or always.
+type tokensFlag struct{ m *auth.IntrospectionTokens }
+
+func (f tokensFlag) String() string {
+	if f.m == nil {
+		return auth.IntrospectNone.String()
+	}
+	return f.m.String()
+}
+
+func (f tokensFlag) Set(s string) error {
+	m, err := auth.ParseIntrospectionTokens(s)
+	if err != nil {
+		return errors.New("want off, opaque or always")
+	}
+	*f.m = m
+	return nil
+}
+
+func (tokensFlag) Type() string { return "tokens" }

@@ -34,7 +34,8 @@ func TestImportRules(t *testing.T) {
 		"auth":                      {"auth/dpop", "auth/edge", "observability", "observability/setting"},
 		"auth/jws":                  {"auth", "auth/keys"},
 		"auth/mint":                 {"auth", "auth/dpop", "auth/edge", "auth/keys"},
-		"auth/issuers":              {"auth", "auth/jws", "auth/keys", "observability/setting"},
+		"auth/issuers":              {"auth", "auth/introspect", "auth/jws", "auth/keys", "observability/setting"},
+		"auth/introspect":           {"auth", "auth/keys", "auth/mint", "observability/setting"},
 		"auth/authtest":             {"auth", "auth/keys"},
 		"auth/redisstate":           {"auth", "observability/setting"},
 		"auth/redisstate/redistest": nil,
@@ -55,7 +56,7 @@ func TestImportRules(t *testing.T) {
 		"github.com/jackc/pgx/v5":     func(dir, _ string) bool { return strings.HasPrefix(dir, "plants/postgres") },
 		"github.com/pressly/goose/v3": func(dir, _ string) bool { return dir == "plants/postgres" },
 		"github.com/golang-jwt/jwt/v5": func(dir, _ string) bool {
-			return dir == "auth/jws" || dir == "auth/dpop" || dir == "auth/mint" || dir == "auth/authtest"
+			return dir == "auth/jws" || dir == "auth/dpop" || dir == "auth/mint" || dir == "auth/authtest" || dir == "auth/introspect"
 		},
 		"github.com/MicahParks/jwkset": func(dir, _ string) bool { return dir == "auth/keys" || dir == "auth/mint" || dir == "auth/authtest" },
 		// The OpenTelemetry SDK and its exporters are set up in one place;
@@ -147,7 +148,7 @@ func TestPipelineLinksNoWayOfTrust(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go list -deps ./auth: %v", err)
 	}
-	for _, banned := range []string{"github.com/MicahParks/jwkset", "github.com/plantstore/plantstore/auth/keys", "github.com/plantstore/plantstore/auth/jws"} {
+	for _, banned := range []string{"github.com/MicahParks/jwkset", "github.com/plantstore/plantstore/auth/keys", "github.com/plantstore/plantstore/auth/jws", "github.com/plantstore/plantstore/auth/introspect"} {
 		if slices.Contains(strings.Fields(string(out)), banned) {
 			t.Errorf("auth links %s", banned)
 		}

@@ -17,11 +17,13 @@ import (
 
 	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/dpop"
+	"github.com/plantstore/plantstore/auth/introspect"
 	"github.com/plantstore/plantstore/auth/issuers"
 	"github.com/plantstore/plantstore/auth/jws"
 	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/auth/redisstate"
 	"github.com/plantstore/plantstore/observability"
+	"github.com/plantstore/plantstore/observability/setting"
 	"github.com/plantstore/plantstore/plants"
 	"github.com/plantstore/plantstore/plants/api"
 	"github.com/plantstore/plantstore/plants/api/reference"
@@ -168,6 +170,17 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 	if err != nil {
 		return vf, err
 	}
+	bounds := cfg.Introspection
+	if bounds.MaxRate == 0 {
+		// The flag's 0 would be the Options' "default": no rate at all is
+		// no introspection, which -jwt-introspection off says.
+		return vf, cfg.refused(setting.Errorf("introspection_max_rate", "want a positive number of calls a second"))
+	}
+	bounds.Registerer, bounds.TracerProvider = reg, tracing.Provider()
+	limits, err := introspect.NewLimits(bounds)
+	if err != nil {
+		return vf, cfg.refused(err)
+	}
 	if vf.nonces = opts.Nonces; vf.nonces != nil {
 		bg.wait(watchNonceKey(bg.ctx, cfg.NonceKeyFile, vf.nonces, log))
 	}
@@ -188,7 +201,8 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 		return vf, cfg.refused(apply([]auth.Issuer{{Config: cfg.JWT, JWS: jws.New(set)}}))
 	}
 	o := issuers.Options{
-		Defaults: cfg.JWT,
+		Introspection: limits,
+		Defaults:      cfg.JWT,
 		Sources: keys.SourceOptions{
 			Refresh: cfg.JWKSRefresh, MinRefresh: cfg.JWKSMinRefresh,
 			Log: log, TracerProvider: tracing.Provider(),

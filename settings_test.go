@@ -32,7 +32,7 @@ func sampleOf(t *testing.T, typ, def string) string {
 	samples := map[string][]string{
 		"string": {"x", "y"}, "host:port": {"127.0.0.1:1", "127.0.0.1:2"}, "duration": {"7s", "8s"},
 		"int": {"7", "8"}, "size": {"7KiB", "8KiB"}, "list": {"a,b", "c"}, "number": {"1.5", "2"},
-		"mode": {"required", "off"}, "origins": {"https://a.example,http://127.0.0.1:8081", "*"}, "prefixes": {"10.0.0.0/8", "192.0.2.0/24"}, "": {"true", "false"},
+		"mode": {"required", "off"}, "tokens": {"opaque", "always"}, "origins": {"https://a.example,http://127.0.0.1:8081", "*"}, "prefixes": {"10.0.0.0/8", "192.0.2.0/24"}, "": {"true", "false"},
 	}
 	s, ok := samples[typ]
 	if !ok {
@@ -147,6 +147,13 @@ func TestSettingKeys(t *testing.T) {
 	// The keys of an issuer of the issuers file: its name, its Config's
 	// and its KeySource's.
 	fields := append([]string{fileOnly}, append(yamlKeys(t, reflect.TypeFor[auth.Config]()), yamlKeys(t, reflect.TypeFor[keys.KeySource]())...)...)
+	// The settings of the introspection block, each cited as
+	// introspection_<key>; its tokens is the block's own row.
+	for _, k := range yamlKeys(t, reflect.TypeFor[auth.Introspection]()) {
+		if k != "tokens" {
+			fields = append(fields, "introspection_"+k)
+		}
+	}
 	for _, f := range fields {
 		if s, ok := byKey[f]; f != fileOnly && (!ok || s.issuer == everyIssuer) {
 			t.Errorf("the issuers file's field %q is the key of no per-issuer row", f)

@@ -202,6 +202,7 @@ func (v *Verifier) verifyWith(ctx context.Context, is *issuer, a Authenticator, 
 	if ae != nil {
 		return nil, ae
 	}
+	id.Introspected = vd.Introspected
 	e := &cacheEntry{id: id, hash: h, iss: is, src: a, stamp: vd.Stamp, caller: CallerKey(is.name, id.Subject)}
 	if e.bound, ae = bindingOf(claims); ae != nil {
 		return nil, ae
@@ -213,6 +214,9 @@ func (v *Verifier) verifyWith(ctx context.Context, is *issuer, a Authenticator, 
 		e.exp, e.nbf, e.iat = claims.times()
 		// A copy, so that the cache holds no request memory.
 		e.token = strings.Clone(token)
+		if vd.Digest {
+			e.token, e.digest, e.hash2 = "", true, v.cache.hash2Of(token)
+		}
 		v.cache.put(e, now)
 	}
 	return e, nil

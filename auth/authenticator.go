@@ -40,6 +40,13 @@ type Verdict struct {
 	// Cacheable tells whether the token may be served from the cache
 	// while Holds says the verdict holds.
 	Cacheable bool
+	// Digest keeps the token in the cache as keyed hashes only, never
+	// itself: for a token whose issuer is asked about it, which anyone
+	// who read the cache's memory could otherwise present.
+	Digest bool
+	// Introspected tells that the issuer was asked about the token
+	// rather than its signature verified: the access line says so.
+	Introspected bool
 }
 
 // A Trust is how an issuer's tokens are trusted, of which the [Verifier]

@@ -21,9 +21,13 @@ const cacheSlotBytes = 1 << 10
 // of it. It is immutable once built, and shared by every request that
 // presents the same token while it is cached.
 type cacheEntry struct {
-	token string
-	hash  uint64
-	id    Identity
+	// token is the token; when digest is set it is "", and hash2 a second
+	// keyed hash of the token, which with hash identifies it.
+	token  string
+	digest bool
+	hash2  uint64
+	hash   uint64
+	id     Identity
 	// iss is the issuer the token was routed to, src its Authenticator
 	// that accepted it, with the verdict's stamp: a hit needs the issuer
 	// current and the verdict to hold.
@@ -108,6 +112,8 @@ func satAdd(a, b int64) int64 {
 // others, and is not kept when that does not free enough.
 type tokenCache struct {
 	seed maphash.Seed
+	// seed2 keys the second hash of the tokens kept as a digest.
+	seed2 maphash.Seed
 	// hash is maphash.String with seed; tests replace it to force
 	// collisions.
 	hash   func(seed maphash.Seed, s string) uint64
@@ -132,6 +138,7 @@ func newTokenCache(budget int64) *tokenCache {
 	}
 	return &tokenCache{
 		seed:   maphash.MakeSeed(),
+		seed2:  maphash.MakeSeed(),
 		hash:   maphash.String,
 		sets:   make([]cacheSet, n),
 		mask:   uint64(n - 1),
@@ -153,15 +160,26 @@ func (c *tokenCache) fill() (used, limit int64) {
 // hashOf returns the hash that picks token's set.
 func (c *tokenCache) hashOf(token string) uint64 { return c.hash(c.seed, token) }
 
-// get returns the entry of token, or nil.
+// get returns the entry of token, or nil. The second hash of token is
+// made only for an entry kept as a digest whose hash is token's.
 func (c *tokenCache) get(token string, h uint64) *cacheEntry {
 	set := &c.sets[h&c.mask]
 	for i := range set {
-		if e := set[i].Load(); e != nil && e.hash == h && e.token == token {
+		if e := set[i].Load(); e != nil && e.hash == h && (e.token == token && !e.digest || e.digest && e.hash2 == c.hash2Of(token)) {
 			return e
 		}
 	}
 	return nil
+}
+
+// hash2Of returns the second hash of token, which an entry kept as a
+// digest holds in its place: keyed with a seed of its own, so that with
+// the first it is 128 bits no one without the seeds can aim at.
+func (c *tokenCache) hash2Of(token string) uint64 { return maphash.String(c.seed2, token) }
+
+// sameToken reports whether e and o are entries of the same token.
+func (e *cacheEntry) sameToken(o *cacheEntry) bool {
+	return e.hash == o.hash && e.digest == o.digest && e.token == o.token && e.hash2 == o.hash2
 }
 
 // put stores e in the set of its hash: in place of an empty entry, one no
@@ -177,7 +195,7 @@ func (c *tokenCache) put(e *cacheEntry, now time.Time) {
 	slot := &set[rand.IntN(cacheWays)]
 	for i := range set {
 		old := set[i].Load()
-		if old == nil || !old.current(now) || (old.hash == e.hash && old.token == e.token) {
+		if old == nil || !old.current(now) || old.sameToken(e) {
 			slot = &set[i]
 			break
 		}

@@ -9,6 +9,7 @@ import (
 	"hash/maphash"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -268,5 +269,69 @@ func TestCacheBudget(t *testing.T) {
 	}
 	if small.v.cache.get(tok, small.v.cache.hashOf(tok)) != nil || small.v.cache.used.Load() != 0 {
 		t.Errorf("a token larger than the cache's budget was kept")
+	}
+}
+
+// digestTokens answers about the opaque tokens it knows, as an issuer
+// asked about them would, with verdicts to be kept as a digest; it counts
+// the times it is asked.
+type digestTokens struct {
+	claims map[string]Claims
+	asked  atomic.Int64
+}
+
+func (d *digestTokens) Authenticator(Config, func() time.Time) (Authenticator, error) { return d, nil }
+
+func (d *digestTokens) Authenticate(_ context.Context, token string) (Verdict, *Error) {
+	d.asked.Add(1)
+	c, ok := d.claims[token]
+	if !ok {
+		return Verdict{}, invalidToken(ReasonInactive)
+	}
+	return Verdict{Claims: c, Cacheable: true, Digest: true, Introspected: true}, nil
+}
+
+func (d *digestTokens) Holds(uint64, time.Time) bool { return true }
+func (d *digestTokens) Ready(time.Time) error        { return nil }
+
+// TestCacheDigest: a verdict to be kept as a digest leaves no token in the
+// cache, its token is found again by its hashes, and another token whose
+// set hash is the same is not taken for it.
+func TestCacheDigest(t *testing.T) {
+	exp := float64(time.Now().Add(time.Hour).Unix())
+	d := &digestTokens{claims: map[string]Claims{
+		"opaque-token-of-alice": {"sub": "alice", "exp": exp},
+		"opaque-token-of-bob":   {"sub": "bob", "exp": exp},
+	}}
+	v, err := NewVerifier(Options{}, Issuer{Opaque: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.cache.hash = func(maphash.Seed, string) uint64 { return 42 } // one set for all
+	for round := range 3 {
+		for _, who := range []string{"alice", "bob"} {
+			e, err := v.verify(t.Context(), "opaque-token-of-"+who)
+			if err != nil || e.id.Subject != who || !e.id.Introspected {
+				t.Fatalf("round %d: verify(%s's token) = %+v, %v", round, who, e, err)
+			}
+		}
+	}
+	if n := d.asked.Load(); n != 2 {
+		t.Errorf("asked %d times for 2 tokens in 3 rounds; want 2", n)
+	}
+	kept := 0
+	for i := range v.cache.sets[42&v.cache.mask] {
+		if e := v.cache.sets[42&v.cache.mask][i].Load(); e != nil {
+			kept++
+			if e.token != "" || !e.digest {
+				t.Errorf("a cached entry holds token %q (digest %t); want none", e.token, e.digest)
+			}
+		}
+	}
+	if kept != 2 {
+		t.Errorf("%d entries kept; want 2", kept)
+	}
+	if _, err := v.verify(t.Context(), "opaque-token-of-mallory"); err == nil || err.Reason != ReasonInactive {
+		t.Errorf("another token of the same set hash: %v; want it asked about and refused", err)
 	}
 }

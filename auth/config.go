@@ -76,6 +76,10 @@ type Config struct {
 	// keys for as long as fetches fail. Keys read from files are not
 	// fetched, and an issuer without fetched keys cannot set it.
 	MaxStale time.Duration `yaml:"max_stale"`
+	// Introspection, when its Tokens is not off, has the issuer asked
+	// whether a token is active (RFC 7662) rather than, or as well as,
+	// trusting its signature.
+	Introspection Introspection `yaml:"introspection"`
 }
 
 // check returns c with its defaults filled in (the default algorithms, in
@@ -92,6 +96,7 @@ func (c Config) check() (Config, *setting.Error) {
 		(*Config).checkClients,
 		(*Config).checkMaxLifetime,
 		(*Config).checkMaxStale,
+		(*Config).checkIntrospection,
 	} {
 		if err := check(&c); err != nil {
 			return c, err

@@ -56,6 +56,8 @@ func sampleConfig(f reflect.StructField) (Config, bool) {
 		samples = []any{time.Hour}
 	case reflect.TypeFor[BindingMode]():
 		samples = []any{BindingOff}
+	case reflect.TypeFor[Introspection]():
+		samples = []any{Introspection{Cache: time.Hour}}
 	}
 	for _, s := range samples {
 		var c Config

@@ -57,6 +57,10 @@ const (
 	// A binding the service cannot check (RFC 7800 cnf), refused rather
 	// than taken as a bearer token.
 	ReasonUnknownBinding Reason = "unknown_binding" // another cnf member than jkt and x5t#S256
+
+	// The refusals of introspection (RFC 7662).
+	ReasonInactive                 Reason = "inactive"                  // the issuer says the token is not active
+	ReasonIntrospectionUnavailable Reason = "introspection_unavailable" // the issuer could not be asked: over the bound of calls, down or slow (503)
 )
 
 // Reasons returns every Reason, in a fixed order.
@@ -73,6 +77,7 @@ func Reasons() []Reason {
 		ReasonDPoPBound, ReasonDPoPUnbound, ReasonDPoPRequired,
 		ReasonCertBound, ReasonCertMissing, ReasonCertMismatch,
 		ReasonUnknownBinding,
+		ReasonInactive, ReasonIntrospectionUnavailable,
 	}
 }
 
@@ -156,6 +161,10 @@ func (r Reason) Description() string {
 		return "client certificate does not match the token"
 	case ReasonUnknownBinding:
 		return "token bound in a way this service cannot check"
+	case ReasonInactive:
+		return "token not active"
+	case ReasonIntrospectionUnavailable:
+		return "token issuer unavailable, retry later"
 	}
 	return "invalid token"
 }
@@ -178,7 +187,8 @@ type Error struct {
 	// unnamed one); routed tells whether it was routed at all.
 	Issuer string
 	routed bool
-	// RetryAfter is how long to wait before asking again, for a 429.
+	// RetryAfter is how long to wait before asking again, for a 429 or
+	// a 503.
 	RetryAfter time.Duration
 }
 
@@ -187,11 +197,18 @@ func (e *Error) Error() string {
 	return "auth: " + string(e.Reason)
 }
 
-// HTTPStatus returns the status the API answers with: 401 or 403, or 429
-// for [ReasonDPoPQuota].
+// HTTPStatus returns the status the API answers with: 401 or 403, 429
+// for [ReasonDPoPQuota], or 503 for [ReasonIntrospectionUnavailable].
 func (e *Error) HTTPStatus() int {
 	if e.Status == 0 {
 		return http.StatusUnauthorized
 	}
 	return e.Status
+}
+
+// Unavailable returns the 503 refusal of a token its issuer could not be
+// asked about now, to be asked again after retry: never a verdict on the
+// token, so never a 401.
+func Unavailable(retry time.Duration) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Reason: ReasonIntrospectionUnavailable, RetryAfter: retry}
 }

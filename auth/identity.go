@@ -29,6 +29,9 @@ type Identity struct {
 	Groups []string
 	// Scopes are the values of the scope or scp claim.
 	Scopes []string
+	// Introspected tells that the issuer was asked about the token
+	// (RFC 7662) rather than its signature verified.
+	Introspected bool
 }
 
 type contextKey struct{}

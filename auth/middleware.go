@@ -17,7 +17,7 @@ const realm = "plantstore"
 // Middleware returns gin middleware that admits only requests whose
 // credential v accepts ([Verifier.Authenticate]).
 //
-// On failure it sets WWW-Authenticate (Retry-After for a 429), records
+// On failure it sets WWW-Authenticate (Retry-After for a 429 or a 503), records
 // the reason (and the subject and issuer when known) on the access log
 // entry and in m, pushes the *[Error], or the *[RateLimitError] of a
 // caller over its rate ([Options].RateLimit), with c.Error and aborts; it
@@ -40,7 +40,7 @@ func Middleware(v *Verifier, m *Metrics) gin.HandlerFunc {
 			var rl *RateLimitError
 			switch {
 			case errors.As(err, &ae):
-				if ae.Status == http.StatusTooManyRequests {
+				if ae.Status == http.StatusTooManyRequests || ae.Status == http.StatusServiceUnavailable {
 					c.Header("Retry-After", retryAfter(ae.RetryAfter))
 				} else {
 					for _, ch := range v.challenges(c.Request, ae) {
@@ -70,6 +70,9 @@ func Middleware(v *Verifier, m *Metrics) gin.HandlerFunc {
 		entry := observability.Annotate(c)
 		entry.SetIssuer(id.Issuer)
 		entry.SetSubject(id.Subject)
+		if id.Introspected {
+			entry.SetIntrospected()
+		}
 		c.Next()
 	}
 }

@@ -225,7 +225,7 @@ func (v *Verifier) SetIssuers(issuers ...Issuer) error {
 		}
 		if n.opaque != nil {
 			if t.opaque != nil {
-				return fmt.Errorf("issuers %s and %s both take opaque tokens; at most one may", t.opaque.name, n.name)
+				return issuerError(n.name, "introspection", "issuers %s and %s both take opaque tokens; at most one may", t.opaque.name, n.name)
 			}
 			t.opaque = n
 		}

@@ -91,6 +91,9 @@ func (l *AccessLog) appendLine(dst []byte, a *accessEntry, lvl zapcore.Level, t 
 		dst = append(dst, `,"sub":`...)
 		dst = AppendJSONString(dst, a.subject)
 	}
+	if a.introspected {
+		dst = append(dst, `,"introspected":true`...)
+	}
 	if a.authFailure != "" {
 		dst = append(dst, `,"auth_failure":`...)
 		dst = AppendJSONString(dst, a.authFailure)

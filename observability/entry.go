@@ -17,6 +17,8 @@ type Entry struct {
 	authFailure string
 	plants      int
 	hasPlants   bool
+	// introspected: the issuer was asked about the token (RFC 7662).
+	introspected bool
 }
 
 // SetRoute records the route template of a request that gin matched to no
@@ -41,6 +43,15 @@ func (e *Entry) SetIssuer(name string) {
 func (e *Entry) SetSubject(sub string) {
 	if e != nil {
 		e.subject = sub
+	}
+}
+
+// SetIntrospected records that the caller's issuer was asked about its
+// token rather than its signature verified (logged as
+// "introspected":true).
+func (e *Entry) SetIntrospected() {
+	if e != nil {
+		e.introspected = true
 	}
 }
 

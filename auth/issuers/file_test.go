@@ -764,7 +764,7 @@ func TestFileReadsEveryConfigKey(t *testing.T) {
 	for f := range typ.Fields() {
 		key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
 		t.Run(key, func(t *testing.T) {
-			for _, sample := range []string{"https://b.example", "[ES256]", "[x]", "[at+jwt]", "1h", "off"} {
+			for _, sample := range []string{"https://b.example", "[ES256]", "[x]", "[at+jwt]", "1h", "off", "{cache: 1h}"} {
 				yaml := fmt.Sprintf("issuers:\n  - name: staff\n    issuer: https://a.example\n    key_file: %s\n", keyFile)
 				if key != "issuer" {
 					yaml += "    " + key + ": " + sample + "\n"

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/introspect"
 	"github.com/plantstore/plantstore/auth/jws"
 	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/observability/setting"
@@ -36,6 +37,9 @@ type Options struct {
 	// Metrics records for every issuer, under its name; nil records
 	// nothing.
 	Metrics *auth.Metrics
+	// Introspection bounds the calls of every issuer that introspects its
+	// tokens; nil gives each the default bounds of its own.
+	Introspection *introspect.Limits
 }
 
 // A Set is the issuers a verifier checks tokens against, with their key
@@ -54,8 +58,39 @@ type Set struct {
 type built struct {
 	entry  entry
 	issuer auth.Issuer
+	// source is nil for an issuer that has no keys: one whose tokens are
+	// all introspected, with neither a key source nor an iss to discover.
 	source *keys.Source
 	trust  *jws.Trust // of source's keys, kept with it
+	// asks introspects the issuer's tokens; nil when it does not.
+	// stopAsks stops the watch of its client's credential file.
+	asks     *introspect.Trust
+	stopAsks context.CancelFunc
+	// both trusts the JWTs of an issuer that introspects always and has
+	// keys: their signature, then the answer; made with asks.
+	both auth.Trust
+}
+
+// trusts sets the Trusts of b.issuer: its keys for JWSs, and, when it
+// introspects, the introspection for the tokens that are not a JWS, and
+// for its JWSs too when it introspects always.
+func (b *built) trusts() {
+	b.issuer.JWS, b.issuer.Opaque = nil, nil
+	if b.trust != nil {
+		b.issuer.JWS = b.trust
+	}
+	if b.asks != nil {
+		b.issuer.Opaque = b.asks
+		if b.issuer.Config.Introspection.Tokens == auth.IntrospectAlways {
+			b.issuer.JWS = b.asks
+			if b.trust != nil {
+				if b.both == nil {
+					b.both = b.asks.After(b.trust)
+				}
+				b.issuer.JWS = b.both
+			}
+		}
+	}
 }
 
 // Flags opens the key source ks of the one unnamed issuer the -jwt-*
@@ -150,7 +185,9 @@ func (s *Set) Wait() { s.loops.Wait() }
 func (s *Set) Reload(apply func([]auth.Issuer) error) (added, removed []string, err error) {
 	if s.path == "" {
 		for _, b := range s.built {
-			b.source.Reload()
+			if b.source != nil {
+				b.source.Reload()
+			}
 		}
 		return nil, nil, nil
 	}
@@ -190,8 +227,11 @@ func named(name string) func(built) bool {
 // the series of the issuers others does not name.
 func (s *Set) closeNew(bs, others []built) {
 	for _, b := range bs {
-		if !slices.ContainsFunc(others, func(o built) bool { return o.source == b.source }) {
+		if b.source != nil && !slices.ContainsFunc(others, func(o built) bool { return o.source == b.source }) {
 			b.source.Close()
+		}
+		if b.asks != nil && !slices.ContainsFunc(others, func(o built) bool { return o.asks == b.asks }) {
+			b.stopAsks()
 		}
 		if !slices.ContainsFunc(others, named(b.entry.Name)) {
 			s.opts.Metrics.Forget(b.entry.Name)
@@ -214,9 +254,20 @@ func (s *Set) build(entries []entry, file fileIndex, old []built) ([]built, erro
 		})
 		if j >= 0 {
 			b := old[j]
+			sameAsks := b.entry.Config.Introspection == e.Config.Introspection
 			b.entry, b.issuer = e, checked[i]
-			b.issuer.JWS = b.trust
-			b.source.Reload()
+			if b.source != nil {
+				b.source.Reload()
+			}
+			if !sameAsks {
+				var err error
+				b.both = nil
+				if b.asks, b.stopAsks, err = s.ask(checked[i], b.source); err != nil {
+					s.closeNew(next, old)
+					return nil, file.sourceError(s.path, i, e.Name, err)
+				}
+			}
+			b.trusts()
 			next = append(next, b)
 			continue
 		}
@@ -230,8 +281,19 @@ func (s *Set) build(entries []entry, file fileIndex, old []built) ([]built, erro
 	return next, nil
 }
 
-// open opens the key source of the entry e, whose issuer is checked.
+// open opens the key source of the entry e, whose issuer is checked, and
+// its introspection when it has one. An issuer that introspects and has
+// neither a key source nor an iss to discover one from has no keys.
 func (s *Set) open(e entry, checked auth.Issuer) (built, error) {
+	if e.KeySource == (keys.KeySource{}) && checked.Config.Issuer == "" && checked.Config.Introspection.Tokens != auth.IntrospectNone {
+		b := built{entry: e, issuer: checked}
+		var err error
+		if b.asks, b.stopAsks, err = s.ask(checked, nil); err != nil {
+			return built{}, err
+		}
+		b.trusts()
+		return b, nil
+	}
 	o := s.opts.Sources
 	o.Name, o.Issuer, o.Algorithms = checked.Name, checked.Config.Issuer, checked.Config.Algorithms
 	o.Metrics = s.opts.Metrics.ForIssuer(checked.Name)
@@ -245,8 +307,38 @@ func (s *Set) open(e entry, checked auth.Issuer) (built, error) {
 		s.loops.Done()
 	}()
 	b := built{entry: e, issuer: checked, source: src, trust: jws.New(src.Keys())}
-	b.issuer.JWS = b.trust
+	if b.asks, b.stopAsks, err = s.ask(checked, src); err != nil {
+		src.Close()
+		return built{}, err
+	}
+	b.trusts()
 	return b, nil
+}
+
+// ask returns the introspection of the checked issuer is, nil when it
+// introspects no token, with the watch of its client's credential file
+// started and the function that stops it; src, when not nil, is its key
+// source, whose keys verify signed answers.
+func (s *Set) ask(is auth.Issuer, src *keys.Source) (*introspect.Trust, context.CancelFunc, error) {
+	if is.Config.Introspection.Tokens == auth.IntrospectNone {
+		return nil, nil, nil
+	}
+	c := introspect.Config{Name: is.Name, Issuer: is.Config.Issuer, Introspection: is.Config.Introspection, Algorithms: is.Config.Algorithms}
+	if src != nil {
+		c.Keys = src.Keys()
+	}
+	t, err := introspect.New(c, s.opts.Introspection, s.opts.Sources.Log)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, stop := context.WithCancel(s.ctx)
+	done := t.Watch(ctx)
+	s.loops.Add(1)
+	go func() {
+		<-done
+		s.loops.Done()
+	}()
+	return t, stop, nil
 }
 
 // sourceError returns err, the error of opening the key source of the

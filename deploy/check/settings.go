@@ -20,6 +20,9 @@ var servedSettings = []string{
 	"cors-origins",
 	"client-cert-header", "jwt-mtls",
 	"redis-url", "redis-timeout",
+	"jwt-introspection", "jwt-introspection-url", "jwt-introspection-client-id",
+	"jwt-introspection-secret-file", "jwt-introspection-key-file", "jwt-introspection-cache",
+	"jwt-introspection-jwt", "introspection-max-rate", "introspection-max-inflight", "introspection-timeout",
 }
 
 // SettingVariable returns the environment variable of a serve flag:
