@@ -225,6 +225,8 @@ func serveSettings() settingRows {
 			value: func(c *serveConfig) flag.Value { return listFlag{items: &c.JWT.Audiences} }},
 		{group: groupRules, flag: "jwt-cache-bytes", key: "cache_bytes", def: strconv.Itoa(auth.DefaultCacheBytes), help: "memory of the verified-token cache, everything counted (0 turns it off)",
 			value: func(c *serveConfig) flag.Value { return sizeFlag{&c.CacheBytes} }},
+		{group: groupRules, flag: "jwt-claims", key: "claims", issuer: fileDefault, help: `claim rules, a JSON list, for the -jwt-* issuer and the issuers of -jwt-issuers-file that say nothing: each {"path": P, and one of "equals": V, "one_of": [V, ...], "exists": true|false, "prefix": S}, P a claim or a dotted path, V a JSON value (true is not "true"), prefix on a string or any item of an array; every rule must hold (401 claim otherwise)`,
+			value: func(c *serveConfig) flag.Value { return claimsFlag{&c.JWT.Claims} }},
 		{group: groupRules, flag: "jwt-clients", key: "clients", issuer: fileDefault, help: "clients tokens must be issued to, comma list, for the -jwt-* issuer and the issuers of -jwt-issuers-file that say nothing: their client_id, or azp without it, must be one (401 client otherwise; default: any client)",
 			value: func(c *serveConfig) flag.Value { return listFlag{items: &c.JWT.Clients} }},
 		{group: groupSender, flag: "jwt-dpop", key: "dpop", issuer: fileDefault, def: auth.DPoPOptional.String(), help: "DPoP (RFC 9449) for the -jwt-* issuer, and for issuers of -jwt-issuers-file that say nothing: off, optional or required",

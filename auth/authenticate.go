@@ -47,8 +47,9 @@ const maxCredential = 8 << 10
 //  7. the issuer's rules on the claims, in order (see [Config.rules]):
 //     exp at most MaxLifetime after iat (or now) ([ReasonLifetime]);
 //     client_id, or without it azp, one of the issuer's Clients
-//     ([ReasonClient]);
-//  8. the caller (see claims.go): sub a non-empty string, groups (a string
+//     ([ReasonClient]); each of the issuer's claim rules ([ReasonClaim]);
+//  8. the caller (see claims.go): sub a non-empty string, no sign that
+//     the groups were left out ([ReasonGroupsOverage]), groups (a string
 //     or an array of strings at the groups claim, at most MaxGroups),
 //     scope and scp (a string split at U+0020 only, the items of an array
 //     taken whole), and the required scope (403 when missing); and the

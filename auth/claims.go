@@ -30,6 +30,11 @@ func (v *Verifier) identity(is *issuer, claims Claims) (Identity, *Error) {
 		return Identity{}, invalidToken(ReasonClaims)
 	}
 
+	if groupsOverage(claims) {
+		// The caller's groups were left out of the token: served, it
+		// would be a caller without groups, who sees only * plants.
+		return Identity{}, invalidToken(ReasonGroupsOverage)
+	}
 	raw, err := lookupPath(claims, is.cfg.GroupsClaim, is.groupsPath)
 	if err != nil {
 		return Identity{}, invalidToken(ReasonClaims)
@@ -56,6 +61,19 @@ func (v *Verifier) identity(is *issuer, claims Claims) (Identity, *Error) {
 			Scope: s, Subject: id.Subject, Issuer: is.name}
 	}
 	return id, nil
+}
+
+// groupsOverage reports whether claims say that the caller's groups were
+// left out because there were too many (Microsoft Entra ID's "groups
+// overage"): a _claim_names object with a groups member, pointing to where
+// the groups could be fetched, or hasgroups true.
+func groupsOverage(claims Claims) bool {
+	if names, ok := claims["_claim_names"].(map[string]any); ok {
+		if _, ok := names["groups"]; ok {
+			return true
+		}
+	}
+	return claims["hasgroups"] == true
 }
 
 // lookupPath returns the claim named name, or, when there is none, the

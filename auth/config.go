@@ -76,6 +76,9 @@ type Config struct {
 	// keys for as long as fetches fail. Keys read from files are not
 	// fetched, and an issuer without fetched keys cannot set it.
 	MaxStale time.Duration `yaml:"max_stale"`
+	// Claims are the issuer's own conditions on claims, each of which a
+	// token must meet (see [ClaimRule]).
+	Claims []ClaimRule `yaml:"claims"`
 }
 
 // check returns c with its defaults filled in (the default algorithms, in
@@ -92,6 +95,7 @@ func (c Config) check() (Config, *setting.Error) {
 		(*Config).checkClients,
 		(*Config).checkMaxLifetime,
 		(*Config).checkMaxStale,
+		(*Config).checkClaims,
 	} {
 		if err := check(&c); err != nil {
 			return c, err
@@ -107,6 +111,7 @@ func (c Config) rules() []rule {
 	for _, r := range []rule{
 		c.lifetimeRule(),
 		c.clientsRule(),
+		c.claimsRule(),
 	} {
 		if r.check != nil {
 			out = append(out, r)

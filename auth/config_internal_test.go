@@ -56,6 +56,9 @@ func sampleConfig(f reflect.StructField) (Config, bool) {
 		samples = []any{time.Hour}
 	case reflect.TypeFor[BindingMode]():
 		samples = []any{BindingOff}
+	case reflect.TypeFor[[]ClaimRule]():
+		yes := true
+		samples = []any{[]ClaimRule{{Path: "email_verified", Exists: &yes}}}
 	}
 	for _, s := range samples {
 		var c Config

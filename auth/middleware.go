@@ -49,6 +49,7 @@ func Middleware(v *Verifier, m *Metrics) gin.HandlerFunc {
 				}
 				entry := observability.Annotate(c)
 				entry.SetAuthFailure(string(ae.Reason))
+				entry.SetClaimRule(ae.Claim)
 				entry.SetIssuer(ae.Issuer)
 				if ae.Subject != "" {
 					entry.SetSubject(ae.Subject)

@@ -15,6 +15,7 @@ type Entry struct {
 	issuer      string
 	subject     string
 	authFailure string
+	claimRule   string
 	plants      int
 	hasPlants   bool
 }
@@ -49,6 +50,15 @@ func (e *Entry) SetSubject(sub string) {
 func (e *Entry) SetAuthFailure(reason string) {
 	if e != nil {
 		e.authFailure = reason
+	}
+}
+
+// SetClaimRule records the path of the claim rule that refused the
+// credential (logged as "claim_rule"): a path from the configuration,
+// never a claim's value.
+func (e *Entry) SetClaimRule(path string) {
+	if e != nil {
+		e.claimRule = path
 	}
 }
 

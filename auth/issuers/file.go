@@ -137,6 +137,8 @@ var (
 		"[]issuers.entry": "a list of issuers", "issuers.entry": "an issuer (a mapping of its settings)",
 		"[]string": "a list of strings", "string": "a string", "time.Duration": "a duration with its unit (30s, 1h)",
 		"auth.BindingMode": "a mode (off, optional or required)",
+		"[]auth.ClaimRule": "a list of claim rules ({path: P, equals: V}, ...)", "auth.ClaimRule": "a claim rule (a mapping: path and one of equals, one_of, exists and prefix)",
+		"bool": "true or false",
 	}
 )
 
