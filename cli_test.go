@@ -114,6 +114,7 @@ func TestServeUsage(t *testing.T) {
 		{"claim rule with an unknown key", append(dev, "-jwt-claims", `[{"path":"tid","equal":"t-1"}]`), nil, `for flag -jwt-claims: unknown key "equal"`},
 		{"claim rule with two operators", append(dev, "-jwt-claims", `[{"path":"tid","equals":"t-1","exists":true}]`), nil, `for flag -jwt-claims: rule 1 (path "tid"): two operators (equals and exists)`},
 		{"claim rule without a path from env", dev, map[string]string{"PLANTSTORE_JWT_CLAIMS": `[{"path":"","exists":true}]`}, "for PLANTSTORE_JWT_CLAIMS: rule 1: no path"},
+		{"audit of a rule that cannot be", append(dev, "-jwt-audit", "claims,required_scope"), nil, `invalid value "claims,required_scope" for flag -jwt-audit: "required_scope" is no rule that can be audited`},
 		{"port out of range", append(dev, "-addr", "127.0.0.1:99999"), nil, "-addr"},
 		{"port not a number", append(dev, "-admin-addr", "127.0.0.1:abc"), nil, "-admin-addr"},
 		{"host not an IP", append(dev, "-addr", "999.1.1.1:80"), nil, "-addr"},

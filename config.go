@@ -223,6 +223,8 @@ func serveSettings() settingRows {
 			value: func(c *serveConfig) flag.Value { return listFlag{items: &c.JWT.Algorithms} }},
 		{group: groupRules, flag: "jwt-audience", key: "audiences", issuer: flagIssuer, help: "accepted audiences, comma list (aud must contain one)",
 			value: func(c *serveConfig) flag.Value { return listFlag{items: &c.JWT.Audiences} }},
+		{group: groupRules, flag: "jwt-audit", key: "audit", issuer: fileDefault, help: "rules counted rather than enforced, comma list of token_types, clients, max_lifetime and claims, for the -jwt-* issuer and the issuers of -jwt-issuers-file that say nothing: a token such a rule would refuse is accepted, counted in plantstore_auth_audit_total and logged with audit=<reason>",
+			value: func(c *serveConfig) flag.Value { return listFlag{items: &c.JWT.Audit, orNone: true} }},
 		{group: groupRules, flag: "jwt-cache-bytes", key: "cache_bytes", def: strconv.Itoa(auth.DefaultCacheBytes), help: "memory of the verified-token cache, everything counted (0 turns it off)",
 			value: func(c *serveConfig) flag.Value { return sizeFlag{&c.CacheBytes} }},
 		{group: groupRules, flag: "jwt-claims", key: "claims", issuer: fileDefault, help: `claim rules, a JSON list, for the -jwt-* issuer and the issuers of -jwt-issuers-file that say nothing: each {"path": P, and one of "equals": V, "one_of": [V, ...], "exists": true|false, "prefix": S}, P a claim or a dotted path, V a JSON value (true is not "true"), prefix on a string or any item of an array; every rule must hold (401 claim otherwise)`,

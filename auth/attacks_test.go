@@ -500,6 +500,33 @@ func TestKnownAttacks(t *testing.T) {
 		attack{name: "claim rule on a name with dots: only a nested one", ref: "OIDC Core §5.1.2", server: dotted, authz: withClaims(nil, map[string]any{"https://plants": map[string]any{"example": map[string]any{"com/tenant": "t-1"}}}), wantSub: "alice"},
 	)
 
+	// The same rules in audit mode: counted, never refused; a refusal
+	// of a rule that is not audited stays one.
+	auditSrv := func(c auth.Config, rule string) *apiServer {
+		c.Audit = []string{rule}
+		s := newAPIServer(t, c, jwks)
+		return &s
+	}
+	atAudit := auditSrv(auth.Config{TokenTypes: []string{"at+jwt"}}, "token_types")
+	clientsAudit := auditSrv(auth.Config{Clients: []string{"plants-web"}}, "clients")
+	lifetimeAudit := auditSrv(auth.Config{MaxLifetime: time.Hour}, "max_lifetime")
+	claimsAudit := auditSrv(auth.Config{Claims: []auth.ClaimRule{{Path: "email_verified", Equals: &tru}}}, "claims")
+	claimsAuditClients := auditSrv(auth.Config{Claims: []auth.ClaimRule{{Path: "email_verified", Equals: &tru}}, Clients: []string{"plants-web"}}, "claims")
+	tests = append(tests,
+		attack{name: "audit token_types: typ JWT where at+jwt is required", ref: "RFC 9068 §2.1", server: atAudit, authz: withClaims(map[string]any{"typ": "JWT"}, nil), wantSub: "alice"},
+		attack{name: "audit token_types: no typ", ref: "RFC 9068 §2.1", server: atAudit, authz: withClaims(map[string]any{"typ": nil}, nil), wantSub: "alice"},
+		attack{name: "audit token_types: a DPoP proof is still refused", ref: "RFC 8725 §3.11, RFC 9449 §4.2", server: atAudit, authz: withClaims(map[string]any{"typ": "dpop+jwt"}, nil), want: auth.ReasonTokenType},
+		attack{name: "audit token_types: a security event is still refused", ref: "RFC 8417 §2.3", server: atAudit, authz: withClaims(map[string]any{"typ": "secevent+jwt"}, nil), want: auth.ReasonTokenType},
+		attack{name: "audit clients: client_id unlisted", ref: "RFC 9068 §2.2", server: clientsAudit, authz: withClaims(nil, map[string]any{"client_id": "reports-cli"}), wantSub: "alice"},
+		attack{name: "audit clients: neither client_id nor azp", ref: "RFC 9068 §2.2", server: clientsAudit, authz: withClaims(nil, nil), wantSub: "alice"},
+		attack{name: "audit max_lifetime: a year-long token", ref: "RFC 8725 §3.10", server: lifetimeAudit, authz: withClaims(nil, map[string]any{"exp": time.Now().Add(365 * 24 * time.Hour).Unix()}), wantSub: "alice"},
+		attack{name: "audit max_lifetime: an expired token is still refused", ref: "RFC 7519 §4.1.4", server: lifetimeAudit, authz: withClaims(nil, map[string]any{"exp": time.Now().Add(-time.Hour).Unix()}), want: auth.ReasonExpired},
+		attack{name: "audit claims: the string \"true\"", ref: "RFC 8259", server: claimsAudit, authz: withClaims(nil, map[string]any{"email_verified": "true"}), wantSub: "alice"},
+		attack{name: "audit claims: claim missing", ref: "-", server: claimsAudit, authz: withClaims(nil, nil), wantSub: "alice"},
+		attack{name: "audit claims: an enforced client rule still refuses", ref: "RFC 9068 §2.2", server: claimsAuditClients, authz: withClaims(nil, map[string]any{"client_id": "reports-cli"}), want: auth.ReasonClient},
+		attack{name: "audit claims: groups overage still refused", ref: "Entra ID groups overage claim", server: claimsAudit, authz: withClaims(nil, map[string]any{"hasgroups": true}), want: auth.ReasonGroupsOverage},
+	)
+
 	// Groups overage (Microsoft Entra ID): a token that says its groups
 	// were left out is refused, never served as a caller without groups.
 	tests = append(tests,

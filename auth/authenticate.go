@@ -194,15 +194,23 @@ func (v *Verifier) verifyWith(ctx context.Context, is *issuer, a Authenticator, 
 	if r := is.registered(claims, now, v.opts.Leeway); r != "" {
 		return nil, invalidToken(r)
 	}
+	var audit audited
+	if vd.Unlisted {
+		audit.add(invalidToken(ReasonTokenType))
+	}
 	for _, r := range is.rules {
 		if ae := r.check(claims, now, v.opts.Leeway); ae != nil {
-			return nil, ae
+			if !r.audited {
+				return nil, ae
+			}
+			audit.add(ae)
 		}
 	}
 	id, ae := v.identity(is, claims)
 	if ae != nil {
 		return nil, ae
 	}
+	id.audit = audit
 	e := &cacheEntry{id: id, hash: h, iss: is, src: a, stamp: vd.Stamp, caller: CallerKey(is.name, id.Subject)}
 	if e.bound, ae = bindingOf(claims); ae != nil {
 		return nil, ae

@@ -40,6 +40,10 @@ type Verdict struct {
 	// Cacheable tells whether the token may be served from the cache
 	// while Holds says the verdict holds.
 	Cacheable bool
+	// Unlisted tells that the token's JOSE typ is none of the issuer's
+	// TokenTypes, which it audits rather than enforces: the token is
+	// accepted and the refusal counted ([Config.ListsType]).
+	Unlisted bool
 }
 
 // A Trust is how an issuer's tokens are trusted, of which the [Verifier]

@@ -51,7 +51,7 @@ func sampleConfig(f reflect.StructField) (Config, bool) {
 	case reflect.TypeFor[string]():
 		samples = []any{"x"}
 	case reflect.TypeFor[[]string]():
-		samples = []any{[]string{"x"}, []string{"ES256"}, []string{"at+jwt"}}
+		samples = []any{[]string{"x"}, []string{"ES256"}, []string{"at+jwt"}, []string{"claims"}}
 	case reflect.TypeFor[time.Duration]():
 		samples = []any{time.Hour}
 	case reflect.TypeFor[BindingMode]():

@@ -29,6 +29,10 @@ type Identity struct {
 	Groups []string
 	// Scopes are the values of the scope or scp claim.
 	Scopes []string
+
+	// audit is what the issuer's audited rules would have refused the
+	// token with.
+	audit audited
 }
 
 type contextKey struct{}

@@ -19,6 +19,7 @@ import (
 // concurrent use.
 type Metrics struct {
 	failures  *prometheus.CounterVec
+	audits    *prometheus.CounterVec
 	refreshes *prometheus.CounterVec
 	reloads   *prometheus.CounterVec
 	keys      *prometheus.GaugeVec
@@ -60,6 +61,7 @@ const (
 
 // NewMetrics registers the auth metrics on reg and returns them, recording
 // for the unnamed issuer: plantstore_auth_failures_total{issuer,reason},
+// plantstore_auth_audit_total{issuer,reason},
 // plantstore_jwks_refreshes_total{issuer,result},
 // plantstore_key_file_reloads_total{issuer,result} and
 // plantstore_jwks_keys{issuer}; and the fill of the caches of the Verifier
@@ -73,6 +75,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "plantstore_auth_failures_total",
 			Help: "Requests refused by authentication or authorization, by issuer and reason.",
+		}, []string{"issuer", "reason"}),
+		audits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "plantstore_auth_audit_total",
+			Help: "Requests accepted that a rule the issuer audits would have refused, by issuer and the reason it would have refused them with.",
 		}, []string{"issuer", "reason"}),
 		refreshes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "plantstore_jwks_refreshes_total",
@@ -89,7 +95,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		issuer: UnnamedIssuerLabel,
 		shared: &sharedMetrics{},
 	}
-	reg.MustRegister(m.failures, m.refreshes, m.reloads, m.keys, fillCollector{m.shared})
+	reg.MustRegister(m.failures, m.audits, m.refreshes, m.reloads, m.keys, fillCollector{m.shared})
 	m.start(UnknownIssuerLabel)
 	return m
 }
@@ -109,6 +115,9 @@ func (m *Metrics) start(label string) {
 		m.failures.WithLabelValues(label, string(r))
 	}
 	if label != UnknownIssuerLabel {
+		for _, r := range auditReasons() {
+			m.audits.WithLabelValues(label, string(r))
+		}
 		m.refreshes.WithLabelValues(label, resultSuccess)
 		m.refreshes.WithLabelValues(label, resultFailure)
 		m.reloads.WithLabelValues(label, resultSuccess)
@@ -141,6 +150,9 @@ func (m *Metrics) Forget(name string) {
 	for _, r := range Reasons() {
 		m.failures.DeleteLabelValues(label, string(r))
 	}
+	for _, r := range auditReasons() {
+		m.audits.DeleteLabelValues(label, string(r))
+	}
 	m.refreshes.DeleteLabelValues(label, resultSuccess)
 	m.refreshes.DeleteLabelValues(label, resultFailure)
 	m.reloads.DeleteLabelValues(label, resultSuccess)
@@ -165,6 +177,18 @@ func (m *Metrics) Failure(e *Error) {
 		label := issuerLabel(e.Issuer, e.routed)
 		m.use(label)
 		m.failures.WithLabelValues(label, string(e.Reason)).Inc()
+	}
+}
+
+// Audit counts one accepted request of the caller id that the rules its
+// issuer audits would have refused, once for each reason.
+func (m *Metrics) Audit(id *Identity) {
+	if m != nil && len(id.audit.reasons) > 0 {
+		label := issuerLabel(id.Issuer, true)
+		m.use(label)
+		for _, r := range id.audit.reasons {
+			m.audits.WithLabelValues(label, string(r)).Inc()
+		}
 	}
 }
 

@@ -71,6 +71,12 @@ func Middleware(v *Verifier, m *Metrics) gin.HandlerFunc {
 		entry := observability.Annotate(c)
 		entry.SetIssuer(id.Issuer)
 		entry.SetSubject(id.Subject)
+		if a := id.audit; len(a.reasons) > 0 {
+			// Accepted: a rule the issuer audits would have refused it.
+			entry.SetAudit(a.String())
+			entry.SetClaimRule(a.claim)
+			m.Audit(id)
+		}
 		c.Next()
 	}
 }

@@ -95,6 +95,10 @@ func (l *AccessLog) appendLine(dst []byte, a *accessEntry, lvl zapcore.Level, t 
 		dst = append(dst, `,"auth_failure":`...)
 		dst = AppendJSONString(dst, a.authFailure)
 	}
+	if a.audit != "" {
+		dst = append(dst, `,"audit":`...)
+		dst = AppendJSONString(dst, a.audit)
+	}
 	if a.claimRule != "" {
 		dst = append(dst, `,"claim_rule":`...)
 		dst = AppendJSONString(dst, a.claimRule)

@@ -16,6 +16,7 @@ type Entry struct {
 	subject     string
 	authFailure string
 	claimRule   string
+	audit       string
 	plants      int
 	hasPlants   bool
 }
@@ -59,6 +60,15 @@ func (e *Entry) SetAuthFailure(reason string) {
 func (e *Entry) SetClaimRule(path string) {
 	if e != nil {
 		e.claimRule = path
+	}
+}
+
+// SetAudit records the refusals that rules in audit mode would have made
+// of an accepted credential (logged as "audit"), reasons joined by
+// commas.
+func (e *Entry) SetAudit(reasons string) {
+	if e != nil {
+		e.audit = reasons
 	}
 }
 

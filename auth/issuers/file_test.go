@@ -89,6 +89,7 @@ func TestLoadIssuersFileErrors(t *testing.T) {
 		{"claim rule with an empty path element", "issuers:\n  - name: staff\n    issuer: https://a\n    claims: [{path: 'a..b', exists: true}]\n", 4, `has an empty path element`},
 		{"claim rule without an operator", "issuers:\n  - name: staff\n    issuer: https://a\n    claims: [{path: tid}]\n", 4, "no operator"},
 		{"claim rule one_of empty", "issuers:\n  - name: staff\n    issuer: https://a\n    claims: [{path: tid, one_of: []}]\n", 4, "one_of is empty"},
+		{"audit of a rule that cannot be", "issuers:\n  - name: staff\n    issuer: https://a\n    audit: [claims, audiences]\n", 4, `issuer staff: audit: "audiences" is no rule that can be audited: want some of token_types, clients, max_lifetime, claims`},
 		{"claim rules not a list", "issuers:\n  - name: staff\n    issuer: https://a\n    claims: {path: tid, exists: true}\n", 4, "a mapping where"},
 		{"max lifetime without a unit", "issuers:\n  - name: staff\n    issuer: https://a\n    max_lifetime: 3600\n", 4, "the number `3600` where a duration with its unit (30s, 1h) belongs"},
 	}
@@ -771,7 +772,7 @@ func TestFileReadsEveryConfigKey(t *testing.T) {
 	for f := range typ.Fields() {
 		key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
 		t.Run(key, func(t *testing.T) {
-			for _, sample := range []string{"https://b.example", "[ES256]", "[x]", "[at+jwt]", "1h", "off", "[{path: tid, exists: true}]"} {
+			for _, sample := range []string{"https://b.example", "[ES256]", "[x]", "[at+jwt]", "1h", "off", "[{path: tid, exists: true}]", "[claims]"} {
 				yaml := fmt.Sprintf("issuers:\n  - name: staff\n    issuer: https://a.example\n    key_file: %s\n", keyFile)
 				if key != "issuer" {
 					yaml += "    " + key + ": " + sample + "\n"
