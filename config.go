@@ -263,7 +263,7 @@ func serveSettings() settingRows {
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.LogLevel} }},
 		{group: groupObservability, flag: "pprof", key: "pprof", help: "serve net/http/pprof on the admin listener",
 			value: func(c *serveConfig) flag.Value { return boolFlag{&c.Pprof} }},
-		{group: groupListeners, flag: "public-url", key: "public_url", secret: true, help: "URL callers reach the API at (the gateway's), which DPoP proofs name and /.well-known/oauth-protected-resource describes (default: each request's scheme and host)",
+		{group: groupListeners, flag: "public-url", key: "public_url", secret: true, help: "URL callers reach the API at (the gateway's), which DPoP proofs name and /.well-known/oauth-protected-resource describes, and which tokens may carry as aud beside the audiences (RFC 8707) (default: each request's scheme and host)",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.PublicURL} }},
 		{group: groupShared, flag: "rate-burst", key: "burst", def: "20", help: "requests a caller may send at once before -rate-limit applies",
 			value: func(c *serveConfig) flag.Value { return intFlag[int]{v: &c.RateBurst} }},

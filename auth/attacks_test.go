@@ -16,6 +16,7 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -525,6 +526,22 @@ func TestKnownAttacks(t *testing.T) {
 		attack{name: "audit claims: claim missing", ref: "-", server: claimsAudit, authz: withClaims(nil, nil), wantSub: "alice"},
 		attack{name: "audit claims: an enforced client rule still refuses", ref: "RFC 9068 §2.2", server: claimsAuditClients, authz: withClaims(nil, map[string]any{"client_id": "reports-cli"}), want: auth.ReasonClient},
 		attack{name: "audit claims: groups overage still refused", ref: "Entra ID groups overage claim", server: claimsAudit, authz: withClaims(nil, map[string]any{"hasgroups": true}), want: auth.ReasonGroupsOverage},
+	)
+
+	// Resource indicators (RFC 8707): with a public URL, the resource URL
+	// the metadata publishes is an audience of every issuer, exactly.
+	withPublic := verifierOptions
+	withPublic.PublicURL, _ = url.Parse("https://gw.example.com/garden/")
+	resourceSrv := serveVerifier(t, newVerifierOpts(t, withPublic, auth.Config{Audiences: []string{"plantstore"}}, jwks))
+	noPublicSrv := newAPIServer(t, auth.Config{Audiences: []string{"plantstore"}}, jwks)
+	tests = append(tests,
+		attack{name: "RFC 8707: aud the resource URL", ref: "RFC 8707 §2, RFC 9728 §2", server: &resourceSrv, authz: withClaims(nil, map[string]any{"aud": "https://gw.example.com/garden"}), wantSub: "alice"},
+		attack{name: "RFC 8707: aud an array holding the resource URL", ref: "RFC 8707 §2, RFC 7519 §4.1.3", server: &resourceSrv, authz: withClaims(nil, map[string]any{"aud": []any{"https://other.example", "https://gw.example.com/garden"}}), wantSub: "alice"},
+		attack{name: "RFC 8707: aud a listed audience", ref: "RFC 7519 §4.1.3", server: &resourceSrv, authz: withClaims(nil, map[string]any{"aud": "plantstore"}), wantSub: "alice"},
+		attack{name: "RFC 8707: aud the resource URL with a trailing slash", ref: "RFC 8707 §2 (exact)", server: &resourceSrv, authz: withClaims(nil, map[string]any{"aud": "https://gw.example.com/garden/"}), want: auth.ReasonAudience},
+		attack{name: "RFC 8707: aud the resource's origin alone", ref: "RFC 8707 §2", server: &resourceSrv, authz: withClaims(nil, map[string]any{"aud": "https://gw.example.com"}), want: auth.ReasonAudience},
+		attack{name: "RFC 8707: aud the resource URL over http", ref: "RFC 8707 §2", server: &resourceSrv, authz: withClaims(nil, map[string]any{"aud": "http://gw.example.com/garden"}), want: auth.ReasonAudience},
+		attack{name: "RFC 8707: aud a resource URL without a public URL set", ref: "RFC 8707 §2", server: &noPublicSrv, authz: withClaims(nil, map[string]any{"aud": noPublicSrv.url}), want: auth.ReasonAudience},
 	)
 
 	// Groups overage (Microsoft Entra ID): a token that says its groups
