@@ -38,6 +38,23 @@ type ClaimRule struct {
 	path []string // Path, split
 }
 
+// A ClaimRuleError is why the claim rule at Index (from 0) of a list was
+// refused, so that the file it is written in can point at its line.
+type ClaimRuleError struct {
+	Index int
+	Path  string
+	Err   error
+}
+
+func (e *ClaimRuleError) Error() string {
+	if strings.TrimSpace(e.Path) == "" {
+		return fmt.Sprintf("rule %d: %v", e.Index+1, e.Err)
+	}
+	return fmt.Sprintf("rule %d (path %q): %v", e.Index+1, e.Path, e.Err)
+}
+
+func (e *ClaimRuleError) Unwrap() error { return e.Err }
+
 // ParseClaimRules reads a list of claim rules written as JSON (the
 // -jwt-claims flag): a JSON array of objects with the keys path, equals,
 // one_of, exists and prefix. It refuses any other key and text that is
@@ -109,10 +126,10 @@ func (c *Config) checkClaims() *setting.Error {
 	out := make([]ClaimRule, len(c.Claims))
 	for i, r := range c.Claims {
 		bad := func(format string, a ...any) *setting.Error {
-			return setting.Errorf("claims", "rule %d (path %q): %s", i+1, r.Path, fmt.Sprintf(format, a...))
+			return &setting.Error{Key: "claims", Err: &ClaimRuleError{Index: i, Path: r.Path, Err: fmt.Errorf(format, a...)}}
 		}
 		if strings.TrimSpace(r.Path) == "" {
-			return setting.Errorf("claims", "rule %d: no path", i+1)
+			return bad("no path")
 		}
 		path, err := claimPath(r.Path)
 		if err != nil {
