@@ -3,6 +3,8 @@ package auth
 import (
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/plantstore/plantstore/observability/setting"
 )
@@ -100,4 +102,61 @@ func (a audited) String() string {
 		b.WriteString(string(r))
 	}
 	return b.String()
+}
+
+// auditCallersMax is the most distinct callers counted for one issuer and
+// reason in one window: past it the count stays, so that no number of
+// subjects grows the set further.
+const auditCallersMax = 10000
+
+// auditWindow is how long the distinct callers are counted before the
+// count starts again.
+const auditWindow = time.Hour
+
+// auditCallers counts, per issuer label and reason, the distinct callers
+// (by the hash of issuer and subject) of the requests that rules in audit
+// mode would have refused, in the current window.
+type auditCallers struct {
+	mu     sync.Mutex
+	window int64 // the start of the current window, Unix seconds
+	seen   map[auditKey]map[[16]byte]struct{}
+}
+
+type auditKey struct {
+	issuer string
+	reason Reason
+}
+
+// add records caller under key at now, and has set report the distinct
+// callers of key in the window, and 0 for each key whose window just
+// ended; under the lock, so that a count never overwrites a later one.
+func (a *auditCallers) add(key auditKey, caller [16]byte, now time.Time, set func(auditKey, int)) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if w := now.Truncate(auditWindow).Unix(); w != a.window || a.seen == nil {
+		for k := range a.seen {
+			set(k, 0)
+		}
+		a.window, a.seen = w, map[auditKey]map[[16]byte]struct{}{}
+	}
+	callers := a.seen[key]
+	if callers == nil {
+		callers = map[[16]byte]struct{}{}
+		a.seen[key] = callers
+	}
+	if len(callers) < auditCallersMax {
+		callers[caller] = struct{}{}
+	}
+	set(key, len(callers))
+}
+
+// forget drops the sets of the issuer label.
+func (a *auditCallers) forget(issuer string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k := range a.seen {
+		if k.issuer == issuer {
+			delete(a.seen, k)
+		}
+	}
 }

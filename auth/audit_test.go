@@ -154,3 +154,43 @@ func respond(t *testing.T, url, token string) string {
 	b.Write(body)
 	return strings.ReplaceAll(b.String(), req.URL.Host, "HOST")
 }
+
+// TestAuditCallers: plantstore_auth_audit_callers counts the distinct
+// callers whose requests an audited rule would have refused, in the
+// current hour: a caller asking again is not counted again, and the next
+// hour counts from zero.
+func TestAuditCallers(t *testing.T) {
+	k := authtest.NewKey(t, "ES256")
+	var tenant any = "t-1"
+	v := newVerifier(t, auth.Config{Claims: []auth.ClaimRule{{Path: "tid", Equals: &tenant}}, Audit: []string{"claims"}}, authtest.KeySet(k))
+	clock := newTestClock(time.Unix(time.Now().Unix(), 0).Truncate(time.Hour).Add(time.Minute))
+	auth.SetClock(v, clock.Now)
+	srv := serveVerifier(t, v)
+	token := func(sub string) string {
+		return authtest.Token(t, k, nil, authtest.Claims(map[string]any{
+			"sub": sub, "tid": "t-9", "iat": clock.Now().Unix(), "exp": clock.Now().Add(3 * time.Hour).Unix(),
+		}))
+	}
+	callers := func() float64 {
+		return metricstest.Sum(t, srv.reg, "plantstore_auth_audit_callers", map[string]string{"issuer": "default", "reason": "claim"})
+	}
+	alice := token("alice")
+	for _, tok := range []string{alice, token("bob"), alice, alice} {
+		if status, challenge, _ := attackRequest(t, srv.url, "Bearer "+tok); status != http.StatusOK {
+			t.Fatalf("status %d, %q; want 200 (the rule is audited)", status, challenge)
+		}
+	}
+	if n := callers(); n != 2 {
+		t.Errorf("distinct callers after alice, bob, alice, alice: %v; want 2", n)
+	}
+	if n := metricstest.Sum(t, srv.reg, "plantstore_auth_audit_total", map[string]string{"issuer": "default", "reason": "claim"}); n != 4 {
+		t.Errorf("audited requests: %v; want 4", n)
+	}
+	clock.Add(time.Hour)
+	if status, _, _ := attackRequest(t, srv.url, "Bearer "+token("carol")); status != http.StatusOK {
+		t.Fatalf("status %d; want 200", status)
+	}
+	if n := callers(); n != 1 {
+		t.Errorf("distinct callers the next hour, after carol: %v; want 1", n)
+	}
+}

@@ -75,7 +75,7 @@ func Middleware(v *Verifier, m *Metrics) gin.HandlerFunc {
 			// Accepted: a rule the issuer audits would have refused it.
 			entry.SetAudit(a.String())
 			entry.SetClaimRule(a.claim)
-			m.Audit(id)
+			m.Audit(id, v.now())
 		}
 		c.Next()
 	}
