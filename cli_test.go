@@ -119,6 +119,11 @@ func TestServeUsage(t *testing.T) {
 		{"two issuers of opaque tokens", []string{"-jwt-issuers-file", twoOpaqueIssuers(t)}, nil, "issuers a and b both take opaque tokens; at most one may"},
 		{"blank client", append(dev, "-jwt-clients", "web, "), nil, "-jwt-clients"},
 		{"negative max lifetime", append(dev, "-jwt-max-lifetime", "-1h"), nil, `invalid value "-1h0m0s" for flag -jwt-max-lifetime: negative duration`},
+		{"claim rule not JSON", append(dev, "-jwt-claims", "[{path: tid}]"), nil, `invalid value "[{path: tid}]" for flag -jwt-claims: not JSON`},
+		{"claim rule with an unknown key", append(dev, "-jwt-claims", `[{"path":"tid","equal":"t-1"}]`), nil, `for flag -jwt-claims: unknown key "equal"`},
+		{"claim rule with two operators", append(dev, "-jwt-claims", `[{"path":"tid","equals":"t-1","exists":true}]`), nil, `for flag -jwt-claims: rule 1 (path "tid"): two operators (equals and exists)`},
+		{"claim rule without a path from env", dev, map[string]string{"PLANTSTORE_JWT_CLAIMS": `[{"path":"","exists":true}]`}, "for PLANTSTORE_JWT_CLAIMS: rule 1: no path"},
+		{"audit of a rule that cannot be", append(dev, "-jwt-audit", "claims,required_scope"), nil, `invalid value "claims,required_scope" for flag -jwt-audit: "required_scope" is no rule that can be audited`},
 		{"port out of range", append(dev, "-addr", "127.0.0.1:99999"), nil, "-addr"},
 		{"port not a number", append(dev, "-admin-addr", "127.0.0.1:abc"), nil, "-admin-addr"},
 		{"host not an IP", append(dev, "-addr", "999.1.1.1:80"), nil, "-addr"},
@@ -639,7 +644,7 @@ func TestHelpCommand(t *testing.T) {
 // TestHelpTypes checks that -h of every command gives each flag that takes
 // a value the kind of value it takes, never the flag package's "value".
 func TestHelpTypes(t *testing.T) {
-	kinds := []string{"string", "list", "duration", "int", "number", "size", "host:port", "prefixes", "mode", "origins", "tokens"}
+	kinds := []string{"string", "list", "duration", "int", "number", "size", "host:port", "prefixes", "mode", "origins", "tokens", "json"}
 	flagLine := regexp.MustCompile(`(?m)^  -([a-z0-9-]+)(?: (\S+))?$`)
 	for _, cmd := range []string{"serve", "token", "proof", "keygen", "migrate", "import", "version"} {
 		var help bytes.Buffer

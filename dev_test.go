@@ -52,6 +52,8 @@ func TestDevBanner(t *testing.T) {
 			customCatalog, custom},
 		{"tokens meant for this resource", []string{"-dev", "-jwt-token-types", "jwt", "-jwt-clients", "plants-cli,other", "-jwt-max-lifetime", "2h"},
 			plants.SampleCatalog(), "the embedded sample catalog, ephemeral Ed25519 key; these tokens are valid for 2h0m0s"},
+		{"claim rules", []string{"-dev", "-jwt-claims", `[{"path":"email_verified","equals":true},{"path":"tid","one_of":["t-1",2]},{"path":"act","exists":false},{"path":"realm_access.roles","prefix":"plants-"},{"path":"org.id","equals":{"n":1}}]`},
+			plants.SampleCatalog(), "the embedded sample catalog"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -385,6 +386,32 @@ func (l listFlag) Set(s string) error {
 }
 
 func (listFlag) Type() string { return "list" }
+
+// claimsFlag is a list of claim rules written as JSON, read by
+// auth.ParseClaimRules; an empty value is no rule.
+type claimsFlag struct{ rules *[]auth.ClaimRule }
+
+func (f claimsFlag) String() string {
+	if f.rules == nil || *f.rules == nil {
+		return ""
+	}
+	b, err := json.Marshal(*f.rules)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+func (f claimsFlag) Set(s string) error {
+	rules, err := auth.ParseClaimRules(s)
+	if err != nil {
+		return err
+	}
+	*f.rules = rules
+	return nil
+}
+
+func (claimsFlag) Type() string { return "json" }
 
 // corsFlag is the comma list of -cors-origins, checked by api.NewCORS; an
 // empty value turns CORS off.

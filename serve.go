@@ -82,6 +82,7 @@ func serve(ctx context.Context, args []string, e env, stdout, stderr io.Writer) 
 		readers.setCatalog(cat.memory.Catalog())
 	}
 	readers.setIssuers(keys.issuerList())
+	warnUnlistedResource(log, keys.verifier)
 	apiOpts := newAPIOptions(cfg, log, reg, access, tracing, keys, cat)
 	var draining atomic.Bool
 	admin := observability.AdminHandler(observability.AdminOptions{
@@ -272,4 +273,24 @@ func readiness(draining *atomic.Bool, v *auth.Verifier, store func(context.Conte
 		}
 		return nil
 	}
+}
+
+// warnUnlistedResource warns, at start, when tokens whose aud is the
+// resource URL are refused: an issuer names audiences (-jwt-audience, or
+// audiences in the issuers file) while -public-url is not set. A client
+// that follows /.well-known/oauth-protected-resource asks its identity
+// provider for that URL as the audience (RFC 8707); it is accepted as an
+// audience of every issuer only once -public-url says what it is.
+func warnUnlistedResource(log *zap.Logger, v *auth.Verifier) {
+	issuers := v.UnlistedResource()
+	if len(issuers) == 0 {
+		return
+	}
+	for i, name := range issuers {
+		if name == "" {
+			issuers[i] = "-jwt-audience"
+		}
+	}
+	log.Warn("tokens whose aud is this resource's URL are refused: an audience list is set but -public-url is not; clients that follow /.well-known/oauth-protected-resource ask for that URL as their audience (RFC 8707), which is accepted only with -public-url set to the URL callers use",
+		zap.Strings("audiences_of", issuers), zap.String("set", envName("public-url")))
 }

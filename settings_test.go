@@ -32,7 +32,7 @@ func sampleOf(t *testing.T, typ, def string) string {
 	samples := map[string][]string{
 		"string": {"x", "y"}, "host:port": {"127.0.0.1:1", "127.0.0.1:2"}, "duration": {"7s", "8s"},
 		"int": {"7", "8"}, "size": {"7KiB", "8KiB"}, "list": {"a,b", "c"}, "number": {"1.5", "2"},
-		"mode": {"required", "off"}, "tokens": {"opaque", "always"}, "origins": {"https://a.example,http://127.0.0.1:8081", "*"}, "prefixes": {"10.0.0.0/8", "192.0.2.0/24"}, "": {"true", "false"},
+		"mode": {"required", "off"}, "tokens": {"opaque", "always"}, "origins": {"https://a.example,http://127.0.0.1:8081", "*"}, "prefixes": {"10.0.0.0/8", "192.0.2.0/24"}, "json": {`[{"path":"tid","equals":"t-1"}]`, `[{"path":"act","exists":false}]`}, "": {"true", "false"},
 	}
 	s, ok := samples[typ]
 	if !ok {

@@ -16,6 +16,7 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -440,6 +441,117 @@ func TestKnownAttacks(t *testing.T) {
 		attack{name: "half of a 90-minute token left", ref: "RFC 8725 §3.10 (lifetime from iat)", server: &lifetimeSrv, authz: lifetime(-45*time.Minute, 45*time.Minute), want: auth.ReasonLifetime},
 		attack{name: "a year-long token", ref: "RFC 8725 §3.10", server: &lifetimeSrv, authz: lifetime(0, 365*24*time.Hour), want: auth.ReasonLifetime},
 		attack{name: "control: a year-long token where no cap is set", ref: "-", authz: bearer(authtest.Token(t, ecKey, nil, authtest.Claims(map[string]any{"exp": time.Now().Add(365 * 24 * time.Hour).Unix()}))), wantSub: "alice"},
+	)
+
+	// Claim rules (the issuer's own conditions): JSON equality, so a
+	// string is never a boolean or a number; a path through an object, an
+	// array, a key whose name holds a dot; a huge claim costs no more
+	// than a small one to refuse.
+	yes, no, prefix := true, false, "plants-"
+	var tru, org any = true, map[string]any{"id": "o-1"}
+	ruleSrv := func(r auth.ClaimRule) *apiServer {
+		s := newAPIServer(t, auth.Config{Claims: []auth.ClaimRule{r}}, jwks)
+		return &s
+	}
+	verified := ruleSrv(auth.ClaimRule{Path: "email_verified", Equals: &tru})
+	orgSrv := ruleSrv(auth.ClaimRule{Path: "org", Equals: &org})
+	tenants := ruleSrv(auth.ClaimRule{Path: "tid", OneOf: []any{"t-1", 2.0}})
+	noAct := ruleSrv(auth.ClaimRule{Path: "act", Exists: &no})
+	hasTid := ruleSrv(auth.ClaimRule{Path: "tid", Exists: &yes})
+	roles := ruleSrv(auth.ClaimRule{Path: "realm_access.roles", Prefix: &prefix})
+	var t1 any = "t-1"
+	dotted := ruleSrv(auth.ClaimRule{Path: "https://plants.example.com/tenant", Equals: &t1})
+	huge := make([]string, 1000)
+	for i := range huge {
+		huge[i] = "x"
+	}
+	tests = append(tests,
+		attack{name: "claim rule equals true: true", ref: "RFC 8259 (JSON values)", server: verified, authz: withClaims(nil, map[string]any{"email_verified": true}), wantSub: "alice"},
+		attack{name: "claim rule equals true: the string \"true\"", ref: "RFC 8259 (a string is not a boolean)", server: verified, authz: withClaims(nil, map[string]any{"email_verified": "true"}), want: auth.ReasonClaim},
+		attack{name: "claim rule equals true: the number 1", ref: "RFC 8259", server: verified, authz: withClaims(nil, map[string]any{"email_verified": 1}), want: auth.ReasonClaim},
+		attack{name: "claim rule equals true: claim missing", ref: "-", server: verified, authz: withClaims(nil, nil), want: auth.ReasonClaim},
+		attack{name: "claim rule equals true: an array holding true", ref: "RFC 8259", server: verified, authz: withClaims(nil, map[string]any{"email_verified": []any{true}}), want: auth.ReasonClaim},
+		attack{name: "claim rule equals true: an object", ref: "RFC 8259", server: verified, authz: withClaims(nil, map[string]any{"email_verified": map[string]any{"value": true}}), want: auth.ReasonClaim},
+		attack{name: "claim rule equals an object: the same object", ref: "RFC 8259", server: orgSrv, authz: withClaims(nil, map[string]any{"org": map[string]any{"id": "o-1"}}), wantSub: "alice"},
+		attack{name: "claim rule equals an object: one member more", ref: "RFC 8259", server: orgSrv, authz: withClaims(nil, map[string]any{"org": map[string]any{"id": "o-1", "admin": true}}), want: auth.ReasonClaim},
+		attack{name: "claim rule equals an object: its member alone", ref: "RFC 8259", server: orgSrv, authz: withClaims(nil, map[string]any{"org": "o-1"}), want: auth.ReasonClaim},
+		attack{name: "claim rule one_of: listed string", ref: "-", server: tenants, authz: withClaims(nil, map[string]any{"tid": "t-1"}), wantSub: "alice"},
+		attack{name: "claim rule one_of: listed number", ref: "RFC 8259", server: tenants, authz: withClaims(nil, map[string]any{"tid": 2}), wantSub: "alice"},
+		attack{name: "claim rule one_of: the number as a string", ref: "RFC 8259 (numbers vs strings)", server: tenants, authz: withClaims(nil, map[string]any{"tid": "2"}), want: auth.ReasonClaim},
+		attack{name: "claim rule one_of: an array holding a listed value", ref: "RFC 8259", server: tenants, authz: withClaims(nil, map[string]any{"tid": []any{"t-1"}}), want: auth.ReasonClaim},
+		attack{name: "claim rule one_of: another case", ref: "-", server: tenants, authz: withClaims(nil, map[string]any{"tid": "T-1"}), want: auth.ReasonClaim},
+		attack{name: "claim rule one_of: claim missing", ref: "-", server: tenants, authz: withClaims(nil, nil), want: auth.ReasonClaim},
+		attack{name: "claim rule exists false: a delegated token (act)", ref: "RFC 8693 §4.1", server: noAct, authz: withClaims(nil, map[string]any{"act": map[string]any{"sub": "admin"}}), want: auth.ReasonClaim},
+		attack{name: "claim rule exists false: act false", ref: "RFC 8693 §4.1", server: noAct, authz: withClaims(nil, map[string]any{"act": false}), want: auth.ReasonClaim},
+		attack{name: "claim rule exists false: no act", ref: "-", server: noAct, authz: withClaims(nil, nil), wantSub: "alice"},
+		attack{name: "claim rule exists true: present, empty string", ref: "-", server: hasTid, authz: withClaims(nil, map[string]any{"tid": ""}), wantSub: "alice"},
+		attack{name: "claim rule exists true: missing", ref: "-", server: hasTid, authz: withClaims(nil, nil), want: auth.ReasonClaim},
+		attack{name: "claim rule prefix: an item of the array", ref: "-", server: roles, authz: withClaims(nil, map[string]any{"realm_access": map[string]any{"roles": []any{"offline", "plants-read"}}}), wantSub: "alice"},
+		attack{name: "claim rule prefix: a string", ref: "-", server: roles, authz: withClaims(nil, map[string]any{"realm_access": map[string]any{"roles": "plants-read"}}), wantSub: "alice"},
+		attack{name: "claim rule prefix: no item starts so", ref: "-", server: roles, authz: withClaims(nil, map[string]any{"realm_access": map[string]any{"roles": []any{"offline", "xplants-read"}}}), want: auth.ReasonClaim},
+		attack{name: "claim rule prefix: the prefix inside an object item", ref: "RFC 8259", server: roles, authz: withClaims(nil, map[string]any{"realm_access": map[string]any{"roles": []any{map[string]any{"name": "plants-read"}, 7}}}), want: auth.ReasonClaim},
+		attack{name: "claim rule prefix: the path through a string", ref: "-", server: roles, authz: withClaims(nil, map[string]any{"realm_access": "plants-read"}), want: auth.ReasonClaim},
+		attack{name: "claim rule prefix: the path at an object", ref: "-", server: roles, authz: withClaims(nil, map[string]any{"realm_access": map[string]any{"roles": map[string]any{"plants-read": true}}}), want: auth.ReasonClaim},
+		attack{name: "claim rule prefix: the path through an array", ref: "-", server: roles, authz: withClaims(nil, map[string]any{"realm_access": []any{map[string]any{"roles": "plants-read"}}}), want: auth.ReasonClaim},
+		attack{name: "claim rule prefix: a dotted top-level name where the path is nested", ref: "-", server: roles, authz: withClaims(nil, map[string]any{"realm_access.roles": "plants-read"}), wantSub: "alice"},
+		attack{name: "claim rule prefix: a huge claim, no item matches", ref: "RFC 8725 §2.9 (cost)", server: roles, authz: withClaims(nil, map[string]any{"realm_access": map[string]any{"roles": huge}}), want: auth.ReasonClaim},
+		attack{name: "claim rule prefix: claim missing", ref: "-", server: roles, authz: withClaims(nil, nil), want: auth.ReasonClaim},
+		attack{name: "claim rule on a name with dots: the top-level claim", ref: "OIDC Core §5.1.2 (collision-resistant names)", server: dotted, authz: withClaims(nil, map[string]any{"https://plants.example.com/tenant": "t-1"}), wantSub: "alice"},
+		attack{name: "claim rule on a name with dots: the top-level claim decides over a nested one", ref: "OIDC Core §5.1.2", server: dotted, authz: withClaims(nil, map[string]any{"https://plants.example.com/tenant": "t-2", "https://plants": map[string]any{"example": map[string]any{"com/tenant": "t-1"}}}), want: auth.ReasonClaim},
+		attack{name: "claim rule on a name with dots: only a nested one", ref: "OIDC Core §5.1.2", server: dotted, authz: withClaims(nil, map[string]any{"https://plants": map[string]any{"example": map[string]any{"com/tenant": "t-1"}}}), wantSub: "alice"},
+	)
+
+	// The same rules in audit mode: counted, never refused; a refusal
+	// of a rule that is not audited stays one.
+	auditSrv := func(c auth.Config, rule string) *apiServer {
+		c.Audit = []string{rule}
+		s := newAPIServer(t, c, jwks)
+		return &s
+	}
+	atAudit := auditSrv(auth.Config{TokenTypes: []string{"at+jwt"}}, "token_types")
+	clientsAudit := auditSrv(auth.Config{Clients: []string{"plants-web"}}, "clients")
+	lifetimeAudit := auditSrv(auth.Config{MaxLifetime: time.Hour}, "max_lifetime")
+	claimsAudit := auditSrv(auth.Config{Claims: []auth.ClaimRule{{Path: "email_verified", Equals: &tru}}}, "claims")
+	claimsAuditClients := auditSrv(auth.Config{Claims: []auth.ClaimRule{{Path: "email_verified", Equals: &tru}}, Clients: []string{"plants-web"}}, "claims")
+	tests = append(tests,
+		attack{name: "audit token_types: typ JWT where at+jwt is required", ref: "RFC 9068 §2.1", server: atAudit, authz: withClaims(map[string]any{"typ": "JWT"}, nil), wantSub: "alice"},
+		attack{name: "audit token_types: no typ", ref: "RFC 9068 §2.1", server: atAudit, authz: withClaims(map[string]any{"typ": nil}, nil), wantSub: "alice"},
+		attack{name: "audit token_types: a DPoP proof is still refused", ref: "RFC 8725 §3.11, RFC 9449 §4.2", server: atAudit, authz: withClaims(map[string]any{"typ": "dpop+jwt"}, nil), want: auth.ReasonTokenType},
+		attack{name: "audit token_types: a security event is still refused", ref: "RFC 8417 §2.3", server: atAudit, authz: withClaims(map[string]any{"typ": "secevent+jwt"}, nil), want: auth.ReasonTokenType},
+		attack{name: "audit clients: client_id unlisted", ref: "RFC 9068 §2.2", server: clientsAudit, authz: withClaims(nil, map[string]any{"client_id": "reports-cli"}), wantSub: "alice"},
+		attack{name: "audit clients: neither client_id nor azp", ref: "RFC 9068 §2.2", server: clientsAudit, authz: withClaims(nil, nil), wantSub: "alice"},
+		attack{name: "audit max_lifetime: a year-long token", ref: "RFC 8725 §3.10", server: lifetimeAudit, authz: withClaims(nil, map[string]any{"exp": time.Now().Add(365 * 24 * time.Hour).Unix()}), wantSub: "alice"},
+		attack{name: "audit max_lifetime: an expired token is still refused", ref: "RFC 7519 §4.1.4", server: lifetimeAudit, authz: withClaims(nil, map[string]any{"exp": time.Now().Add(-time.Hour).Unix()}), want: auth.ReasonExpired},
+		attack{name: "audit claims: the string \"true\"", ref: "RFC 8259", server: claimsAudit, authz: withClaims(nil, map[string]any{"email_verified": "true"}), wantSub: "alice"},
+		attack{name: "audit claims: claim missing", ref: "-", server: claimsAudit, authz: withClaims(nil, nil), wantSub: "alice"},
+		attack{name: "audit claims: an enforced client rule still refuses", ref: "RFC 9068 §2.2", server: claimsAuditClients, authz: withClaims(nil, map[string]any{"client_id": "reports-cli"}), want: auth.ReasonClient},
+		attack{name: "audit claims: groups overage still refused", ref: "Entra ID groups overage claim", server: claimsAudit, authz: withClaims(nil, map[string]any{"hasgroups": true}), want: auth.ReasonGroupsOverage},
+	)
+
+	// Resource indicators (RFC 8707): with a public URL, the resource URL
+	// the metadata publishes is an audience of every issuer, exactly.
+	withPublic := verifierOptions
+	withPublic.PublicURL, _ = url.Parse("https://gw.example.com/garden/")
+	resourceSrv := serveVerifier(t, newVerifierOpts(t, withPublic, auth.Config{Audiences: []string{"plantstore"}}, jwks))
+	noPublicSrv := newAPIServer(t, auth.Config{Audiences: []string{"plantstore"}}, jwks)
+	tests = append(tests,
+		attack{name: "RFC 8707: aud the resource URL", ref: "RFC 8707 §2, RFC 9728 §2", server: &resourceSrv, authz: withClaims(nil, map[string]any{"aud": "https://gw.example.com/garden"}), wantSub: "alice"},
+		attack{name: "RFC 8707: aud an array holding the resource URL", ref: "RFC 8707 §2, RFC 7519 §4.1.3", server: &resourceSrv, authz: withClaims(nil, map[string]any{"aud": []any{"https://other.example", "https://gw.example.com/garden"}}), wantSub: "alice"},
+		attack{name: "RFC 8707: aud a listed audience", ref: "RFC 7519 §4.1.3", server: &resourceSrv, authz: withClaims(nil, map[string]any{"aud": "plantstore"}), wantSub: "alice"},
+		attack{name: "RFC 8707: aud the resource URL with a trailing slash", ref: "RFC 8707 §2 (exact)", server: &resourceSrv, authz: withClaims(nil, map[string]any{"aud": "https://gw.example.com/garden/"}), want: auth.ReasonAudience},
+		attack{name: "RFC 8707: aud the resource's origin alone", ref: "RFC 8707 §2", server: &resourceSrv, authz: withClaims(nil, map[string]any{"aud": "https://gw.example.com"}), want: auth.ReasonAudience},
+		attack{name: "RFC 8707: aud the resource URL over http", ref: "RFC 8707 §2", server: &resourceSrv, authz: withClaims(nil, map[string]any{"aud": "http://gw.example.com/garden"}), want: auth.ReasonAudience},
+		attack{name: "RFC 8707: aud a resource URL without a public URL set", ref: "RFC 8707 §2", server: &noPublicSrv, authz: withClaims(nil, map[string]any{"aud": noPublicSrv.url}), want: auth.ReasonAudience},
+	)
+
+	// Groups overage (Microsoft Entra ID): a token that says its groups
+	// were left out is refused, never served as a caller without groups.
+	tests = append(tests,
+		attack{name: "groups overage: _claim_names.groups", ref: "Entra ID groups overage claim", authz: withClaims(nil, map[string]any{"_claim_names": map[string]any{"groups": "src1"}, "_claim_sources": map[string]any{"src1": map[string]any{"endpoint": evil.URL}}}), want: auth.ReasonGroupsOverage},
+		attack{name: "groups overage: hasgroups true", ref: "Entra ID implicit-flow overage", authz: withClaims(nil, map[string]any{"hasgroups": true}), want: auth.ReasonGroupsOverage},
+		attack{name: "groups overage: _claim_names.groups beside groups", ref: "Entra ID groups overage claim", authz: withClaims(nil, map[string]any{"groups": []any{"gardeners"}, "_claim_names": map[string]any{"groups": "src1"}}), want: auth.ReasonGroupsOverage},
+		attack{name: "control: _claim_names of another claim", ref: "OIDC Core §5.6.2", authz: withClaims(nil, map[string]any{"_claim_names": map[string]any{"address": "src1"}}), wantSub: "alice"},
+		attack{name: "control: hasgroups false", ref: "-", authz: withClaims(nil, map[string]any{"hasgroups": false}), wantSub: "alice"},
 	)
 
 	// A binding the service does not check would leave the token a bearer

@@ -47,8 +47,9 @@ const maxCredential = 8 << 10
 //  7. the issuer's rules on the claims, in order (see [Config.rules]):
 //     exp at most MaxLifetime after iat (or now) ([ReasonLifetime]);
 //     client_id, or without it azp, one of the issuer's Clients
-//     ([ReasonClient]);
-//  8. the caller (see claims.go): sub a non-empty string, groups (a string
+//     ([ReasonClient]); each of the issuer's claim rules ([ReasonClaim]);
+//  8. the caller (see claims.go): sub a non-empty string, no sign that
+//     the groups were left out ([ReasonGroupsOverage]), groups (a string
 //     or an array of strings at the groups claim, at most MaxGroups),
 //     scope and scp (a string split at U+0020 only, the items of an array
 //     taken whole), and the required scope (403 when missing); and the
@@ -193,9 +194,16 @@ func (v *Verifier) verifyWith(ctx context.Context, is *issuer, a Authenticator, 
 	if r := is.registered(claims, now, v.opts.Leeway); r != "" {
 		return nil, invalidToken(r)
 	}
+	var audit audited
+	if vd.Unlisted {
+		audit.add(invalidToken(ReasonTokenType))
+	}
 	for _, r := range is.rules {
 		if ae := r.check(claims, now, v.opts.Leeway); ae != nil {
-			return nil, ae
+			if !r.audited {
+				return nil, ae
+			}
+			audit.add(ae)
 		}
 	}
 	id, ae := v.identity(is, claims)
@@ -203,6 +211,7 @@ func (v *Verifier) verifyWith(ctx context.Context, is *issuer, a Authenticator, 
 		return nil, ae
 	}
 	id.Introspected = vd.Introspected
+	id.audit = audit
 	e := &cacheEntry{id: id, hash: h, iss: is, src: a, stamp: vd.Stamp, caller: CallerKey(is.name, id.Subject)}
 	if e.bound, ae = bindingOf(claims); ae != nil {
 		return nil, ae

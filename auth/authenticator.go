@@ -47,6 +47,10 @@ type Verdict struct {
 	// Introspected tells that the issuer was asked about the token
 	// rather than its signature verified: the access line says so.
 	Introspected bool
+	// Unlisted tells that the token's JOSE typ is none of the issuer's
+	// TokenTypes, which it audits rather than enforces: the token is
+	// accepted and the refusal counted ([Config.ListsType]).
+	Unlisted bool
 }
 
 // A Trust is how an issuer's tokens are trusted, of which the [Verifier]

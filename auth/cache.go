@@ -69,6 +69,9 @@ func (e *cacheEntry) validAt(now time.Time, leeway time.Duration) bool {
 func entrySize(e *cacheEntry) int64 {
 	const strHeader = int64(unsafe.Sizeof(""))
 	n := int64(unsafe.Sizeof(*e)) + alloc(len(e.token)) + alloc(len(e.id.Subject)) + alloc(len(e.bound.jkt)) + alloc(len(e.bound.x5t)) + alloc(len(e.ath))
+	// The audited refusals: reasons are constants, the claim's path a
+	// string of the Config.
+	n += alloc(cap(e.id.audit.reasons) * int(strHeader))
 	for _, list := range [][]string{e.id.Groups, e.id.Scopes} {
 		n += alloc(cap(list) * int(strHeader))
 		for _, s := range list {

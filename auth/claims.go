@@ -30,6 +30,11 @@ func (v *Verifier) identity(is *issuer, claims Claims) (Identity, *Error) {
 		return Identity{}, invalidToken(ReasonClaims)
 	}
 
+	if groupsOverage(claims) {
+		// The caller's groups were left out of the token: served, it
+		// would be a caller without groups, who sees only * plants.
+		return Identity{}, invalidToken(ReasonGroupsOverage)
+	}
 	raw, err := lookupPath(claims, is.cfg.GroupsClaim, is.groupsPath)
 	if err != nil {
 		return Identity{}, invalidToken(ReasonClaims)
@@ -56,6 +61,19 @@ func (v *Verifier) identity(is *issuer, claims Claims) (Identity, *Error) {
 			Scope: s, Subject: id.Subject, Issuer: is.name}
 	}
 	return id, nil
+}
+
+// groupsOverage reports whether claims say that the caller's groups were
+// left out because there were too many (Microsoft Entra ID's "groups
+// overage"): a _claim_names object with a groups member, pointing to where
+// the groups could be fetched, or hasgroups true.
+func groupsOverage(claims Claims) bool {
+	if names, ok := claims["_claim_names"].(map[string]any); ok {
+		if _, ok := names["groups"]; ok {
+			return true
+		}
+	}
+	return claims["hasgroups"] == true
 }
 
 // lookupPath returns the claim named name, or, when there is none, the
@@ -198,7 +216,7 @@ type Claims map[string]any
 // exp, nbf and iat NumericDates from 0 to 253402300799 held to the leeway
 // (iat never in the future); iss equal to the issuer's when it names one;
 // aud (a string or an array of strings) holding one of the issuer's
-// audiences when it names some. It returns "" when every rule holds, else
+// audiences, or the resource URL of Options.PublicURL, when it names some. It returns "" when every rule holds, else
 // the reason of the first that fails in this order: a type or range
 // (ReasonClaims), exp past, exp missing, iss missing, aud missing or
 // empty, nbf or iat in the future, iss not the issuer's, no audience of
@@ -227,7 +245,7 @@ func (is *issuer) registered(c Claims, now time.Time, leeway time.Duration) Reas
 		n, blank, match := 0, false, false
 		switch aud := c["aud"].(type) {
 		case string:
-			n, blank, match = 1, aud == "", slices.Contains(auds, aud)
+			n, blank, match = 1, aud == "", is.audience(aud)
 		case []any:
 			n = len(aud)
 			for _, a := range aud {
@@ -237,7 +255,7 @@ func (is *issuer) registered(c Claims, now time.Time, leeway time.Duration) Reas
 					break
 				}
 				blank = blank || n == 1 && s == ""
-				match = match || slices.Contains(auds, s)
+				match = match || is.audience(s)
 			}
 		}
 		switch {
@@ -277,6 +295,13 @@ func (is *issuer) registered(c Claims, now time.Time, leeway time.Duration) Reas
 		return ReasonAudience
 	}
 	return ""
+}
+
+// audience reports whether aud is one of the issuer's audiences, or the
+// resource URL of -public-url, which clients that follow the resource
+// metadata ask for (RFC 8707 §2).
+func (is *issuer) audience(aud string) bool {
+	return slices.Contains(is.cfg.Audiences, aud) || is.resource != "" && aud == is.resource
 }
 
 // errNumericDate: a time claim is not a number from 0 to 253402300799.

@@ -80,6 +80,14 @@ type Config struct {
 	// whether a token is active (RFC 7662) rather than, or as well as,
 	// trusting its signature.
 	Introspection Introspection `yaml:"introspection"`
+	// Claims are the issuer's own conditions on claims, each of which a
+	// token must meet (see [ClaimRule]).
+	Claims []ClaimRule `yaml:"claims"`
+	// Audit names the rules that are counted rather than enforced (see
+	// audit.go): any of token_types, clients, max_lifetime and claims. A
+	// token one of them would refuse is accepted, and the refusal counted
+	// and logged.
+	Audit []string `yaml:"audit"`
 }
 
 // check returns c with its defaults filled in (the default algorithms, in
@@ -97,6 +105,8 @@ func (c Config) check() (Config, *setting.Error) {
 		(*Config).checkMaxLifetime,
 		(*Config).checkMaxStale,
 		(*Config).checkIntrospection,
+		(*Config).checkClaims,
+		(*Config).checkAudit,
 	} {
 		if err := check(&c); err != nil {
 			return c, err
@@ -112,8 +122,10 @@ func (c Config) rules() []rule {
 	for _, r := range []rule{
 		c.lifetimeRule(),
 		c.clientsRule(),
+		c.claimsRule(),
 	} {
 		if r.check != nil {
+			r.audited = c.Audits(r.name)
 			out = append(out, r)
 		}
 	}
@@ -132,6 +144,8 @@ type rule struct {
 	name string
 	// check returns the refusal of claims at now, nil when they pass.
 	check func(c Claims, now time.Time, leeway time.Duration) *Error
+	// audited tells that the rule is counted, not enforced.
+	audited bool
 	// pass makes c, the claims of a token issued with an iat and an exp,
 	// pass the rule: what a token made for the issuer carries.
 	pass func(c Claims)

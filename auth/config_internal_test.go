@@ -51,13 +51,16 @@ func sampleConfig(f reflect.StructField) (Config, bool) {
 	case reflect.TypeFor[string]():
 		samples = []any{"x"}
 	case reflect.TypeFor[[]string]():
-		samples = []any{[]string{"x"}, []string{"ES256"}, []string{"at+jwt"}}
+		samples = []any{[]string{"x"}, []string{"ES256"}, []string{"at+jwt"}, []string{"claims"}}
 	case reflect.TypeFor[time.Duration]():
 		samples = []any{time.Hour}
 	case reflect.TypeFor[BindingMode]():
 		samples = []any{BindingOff}
 	case reflect.TypeFor[Introspection]():
 		samples = []any{Introspection{Cache: time.Hour}}
+	case reflect.TypeFor[[]ClaimRule]():
+		yes := true
+		samples = []any{[]ClaimRule{{Path: "email_verified", Exists: &yes}}}
 	}
 	for _, s := range samples {
 		var c Config

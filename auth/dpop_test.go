@@ -662,6 +662,8 @@ func TestResourceMetadata(t *testing.T) {
 		return auth.Issuer{Name: name, Config: auth.Config{Issuer: iss, RequiredScope: scope, DPoP: mode}, JWS: jws.New(ks)}
 	}
 	public, _ := url.Parse("https://gw.example.com/garden/")
+	var verifiedTrue any = true
+	exists := true
 	tests := []struct {
 		name    string
 		opts    auth.Options
@@ -726,8 +728,24 @@ func TestResourceMetadata(t *testing.T) {
 			want: auth.ResourceMetadata{Resource: "http://plants.internal", AuthorizationServers: []string{"https://sso/staff", "https://sso/apps", "https://sso/svc"},
 				BearerMethodsSupported: []string{"header"}, DPoPSigningAlgValuesSupported: dpop.DefaultAlgorithms(),
 				TokenPolicies: []auth.TokenPolicy{
-					{AuthorizationServer: "https://sso/staff", TokenTypes: []string{"at+jwt"}, ClientRestricted: true, MaxLifetime: 5400},
+					{AuthorizationServer: "https://sso/staff", TokenTypes: []string{"at+jwt"}, ClientRestricted: true, MaxLifetime: 5400, Enforced: []string{"token_types", "clients", "max_lifetime"}},
 					{AuthorizationServer: "https://sso/svc", MaxStale: 86400},
+				}},
+			wantURL: "http://plants.internal/.well-known/oauth-protected-resource",
+		},
+		{
+			name: "token policies say which rules are enforced and which audited",
+			issuers: []auth.Issuer{
+				{Name: "staff", Config: auth.Config{Issuer: "https://sso/staff", TokenTypes: []string{"at+jwt"}, Clients: []string{"plants-web"},
+					Claims: []auth.ClaimRule{{Path: "tid", OneOf: []any{"t-1"}}, {Path: "email_verified", Equals: &verifiedTrue}, {Path: "tid", Exists: &exists}},
+					Audit:  []string{"claims", "token_types", "max_lifetime"}}, JWS: jws.New(ks)},
+			},
+			host: "plants.internal",
+			want: auth.ResourceMetadata{Resource: "http://plants.internal", AuthorizationServers: []string{"https://sso/staff"},
+				BearerMethodsSupported: []string{"header"}, DPoPSigningAlgValuesSupported: dpop.DefaultAlgorithms(),
+				TokenPolicies: []auth.TokenPolicy{
+					{AuthorizationServer: "https://sso/staff", TokenTypes: []string{"at+jwt"}, ClientRestricted: true, Claims: []string{"tid", "email_verified"},
+						Enforced: []string{"clients"}, Audited: []string{"token_types", "claims"}},
 				}},
 			wantURL: "http://plants.internal/.well-known/oauth-protected-resource",
 		},

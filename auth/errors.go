@@ -30,6 +30,8 @@ const (
 	ReasonAudience        Reason = "audience"         // aud has none of the configured audiences
 	ReasonClient          Reason = "client"           // client_id (or, without it, azp) is none of the issuer's clients
 	ReasonLifetime        Reason = "lifetime"         // exp further after iat (or now) than the issuer's max lifetime
+	ReasonClaim           Reason = "claim"            // a claim rule of the issuer does not hold
+	ReasonGroupsOverage   Reason = "groups_overage"   // the token says its groups were left out (Entra ID overage)
 	ReasonNoSubject       Reason = "no_subject"       // sub missing or empty
 	ReasonClaims          Reason = "claims"           // a claim has the wrong type or range
 	ReasonTooManyGroups   Reason = "too_many_groups"  // more groups than -jwt-max-groups
@@ -70,7 +72,7 @@ func Reasons() []Reason {
 		ReasonCrit, ReasonTokenType, ReasonUnknownKey, ReasonKeysUnavailable,
 		ReasonBadSignature, ReasonExpired, ReasonMissingExp, ReasonNotYetValid,
 		ReasonIssuer, ReasonUnknownIssuer, ReasonAudience, ReasonClient,
-		ReasonLifetime, ReasonNoSubject, ReasonClaims, ReasonTooManyGroups,
+		ReasonLifetime, ReasonClaim, ReasonGroupsOverage, ReasonNoSubject, ReasonClaims, ReasonTooManyGroups,
 		ReasonScope,
 		ReasonDPoPMissing, ReasonDPoPInvalid, ReasonDPoPKey, ReasonDPoPTarget,
 		ReasonDPoPAth, ReasonDPoPIat, ReasonDPoPReplay, ReasonDPoPNonce, ReasonDPoPQuota,
@@ -121,6 +123,10 @@ func (r Reason) Description() string {
 		return "client not accepted"
 	case ReasonLifetime:
 		return "token lifetime too long"
+	case ReasonClaim:
+		return "claim not accepted"
+	case ReasonGroupsOverage:
+		return "token left out the groups of the caller"
 	case ReasonNoSubject:
 		return "token has no subject"
 	case ReasonClaims:
@@ -187,6 +193,9 @@ type Error struct {
 	// unnamed one); routed tells whether it was routed at all.
 	Issuer string
 	routed bool
+	// Claim is the path of the claim rule that refused the token, for
+	// the access log: the rule's, never the claim's value.
+	Claim string
 	// RetryAfter is how long to wait before asking again, for a 429 or
 	// a 503.
 	RetryAfter time.Duration

@@ -83,6 +83,19 @@ const (
 // fuzzTypes are the token types of the fuzzed verifier, as compared.
 var fuzzTypes = []string{"at+jwt", "jwt"}
 
+// fuzzRules are the claim rules of the fuzzed verifier, which checkRules
+// restates.
+func fuzzRules() []auth.ClaimRule {
+	var verified, tenant any = true, "t-1"
+	no, prefix := false, "plants-"
+	return []auth.ClaimRule{
+		{Path: "email_verified", Equals: &verified},
+		{Path: "tid", OneOf: []any{tenant, 2}},
+		{Path: "act", Exists: &no},
+		{Path: "realm_access.roles", Prefix: &prefix},
+	}
+}
+
 // fuzzKeyring is one fixed key per family, with the kid the verifier knows
 // it by.
 type fuzzKeyring struct {
@@ -196,6 +209,10 @@ func fuzzClaims(over map[string]any) map[string]any {
 		"scope":     "openid " + fuzzScope,
 		"groups":    []string{"gardeners"},
 		"client_id": fuzzClient,
+		// What the claim rules ask.
+		"email_verified": true,
+		"tid":            "t-1",
+		"realm_access":   map[string]any{"roles": []string{"offline", "plants-read"}},
 	}
 	for name, v := range over {
 		if v == nil {
@@ -222,7 +239,8 @@ var challengeRE = regexp.MustCompile(`^Bearer realm="plantstore"(, error="invali
 //     0 to 9999 and not in the future, at most DefaultMaxGroups groups, a
 //     subject (the one the handler sees) and no crit header, a typ of
 //     the policy's token types, its client as client_id (or, without it,
-//     azp), and exp at most the policy's lifetime after iat (or now);
+//     azp), exp at most the policy's lifetime after iat (or now), claims
+//     that meet the policy's claim rules, and groups not left out;
 //   - a refusal carries exactly one well-formed WWW-Authenticate challenge
 //     and an Error body without the token;
 //   - the valid seeds are accepted (403 for the one without the scope).
@@ -255,6 +273,7 @@ func FuzzMiddleware(f *testing.F) {
 		Clients:       []string{fuzzClient},
 		MaxLifetime:   fuzzLifetime,
 		MaxStale:      fuzzMaxStale,
+		Claims:        fuzzRules(),
 	}, keys.Combine(ring.keySet(), jwks))
 	e := gin.New()
 	e.Use(observability.Middleware(nil, observability.NewHTTPMetrics(prometheus.NewRegistry()), nil, nil), renderErrors)
@@ -336,6 +355,18 @@ func FuzzMiddleware(f *testing.F) {
 		refused(ring.ed, nil, fuzzClaims(map[string]any{"exp": 4102444801})),
 		refused(stale, nil, fuzzClaims(nil)),
 		refused(stale, noKid, fuzzClaims(nil)),
+		// Claim rules, and groups left out.
+		valid(ring.ed, nil, fuzzClaims(map[string]any{"tid": 2, "realm_access": map[string]any{"roles": "plants-admin"}, "act": nil}), http.StatusOK),
+		valid(ring.ec, nil, fuzzClaims(map[string]any{"realm_access": nil, "realm_access.roles": []string{"plants-read"}}), http.StatusOK),
+		refused(ring.ed, nil, fuzzClaims(map[string]any{"email_verified": "true"})),
+		refused(ring.ed, nil, fuzzClaims(map[string]any{"email_verified": nil})),
+		refused(ring.ec, nil, fuzzClaims(map[string]any{"tid": "2"})),
+		refused(ring.ec, nil, fuzzClaims(map[string]any{"tid": []string{"t-1"}})),
+		refused(ring.rsa, nil, fuzzClaims(map[string]any{"act": map[string]any{"sub": "svc"}})),
+		refused(ring.hmac, nil, fuzzClaims(map[string]any{"realm_access": map[string]any{"roles": []string{"offline"}}})),
+		refused(ring.hmac, nil, fuzzClaims(map[string]any{"realm_access": "plants-read"})),
+		refused(ring.ed, nil, fuzzClaims(map[string]any{"_claim_names": map[string]any{"groups": "src1"}})),
+		refused(ring.ed, nil, fuzzClaims(map[string]any{"hasgroups": true})),
 	}
 	for _, s := range seeds {
 		f.Add(s, false)
@@ -375,6 +406,7 @@ func FuzzMiddleware(f *testing.F) {
 			}
 			checkAccepted(t, token, id)
 			checkIntended(t, token)
+			checkRules(t, token)
 			if got := rec.Header().Values("WWW-Authenticate"); len(got) != 0 {
 				t.Fatalf("Authorization %q: 200 with WWW-Authenticate %q", header, got)
 			}
@@ -517,6 +549,59 @@ func checkIntended(t *testing.T, token string) {
 	now := float64(time.Now().UnixNano()) / 1e9
 	if _, ok := claims["iat"]; !ok && exp-now > limit+fuzzLeeway.Seconds() {
 		t.Fatalf("accepted token %q without iat lives %.3fs from now; want at most %s with the leeway", token, exp-now, fuzzLifetime)
+	}
+}
+
+// checkRules holds an accepted token to fuzzRules and to the groups
+// overage refusal, decoding it without the JWT library: email_verified
+// the JSON true; tid "t-1" or the number 2; no act (or null); at
+// realm_access.roles (a top-level claim of that name first, else roles in
+// the object realm_access) a string that starts with "plants-", or an
+// array with such a string; no _claim_names.groups and no hasgroups true.
+func checkRules(t *testing.T, token string) {
+	t.Helper()
+	parts := strings.Split(token, ".")
+	pb, _ := base64.RawURLEncoding.DecodeString(parts[1])
+	var claims map[string]any
+	if json.Unmarshal(pb, &claims) != nil {
+		t.Fatalf("accepted token %q: claims not a JSON object", token)
+	}
+	if claims["email_verified"] != true {
+		t.Fatalf("accepted token %q with email_verified %#v; want true", token, claims["email_verified"])
+	}
+	if tid := claims["tid"]; tid != "t-1" && tid != 2.0 {
+		t.Fatalf("accepted token %q with tid %#v; want \"t-1\" or 2", token, tid)
+	}
+	if claims["act"] != nil {
+		t.Fatalf("accepted token %q with act %#v", token, claims["act"])
+	}
+	roles, ok := claims["realm_access.roles"]
+	if !ok {
+		if ra, isObject := claims["realm_access"].(map[string]any); isObject {
+			roles = ra["roles"]
+		}
+	}
+	prefixed := false
+	switch r := roles.(type) {
+	case string:
+		prefixed = strings.HasPrefix(r, "plants-")
+	case []any:
+		for _, item := range r {
+			if s, ok := item.(string); ok && strings.HasPrefix(s, "plants-") {
+				prefixed = true
+			}
+		}
+	}
+	if !prefixed {
+		t.Fatalf("accepted token %q with roles %#v; want one starting with plants-", token, roles)
+	}
+	if names, ok := claims["_claim_names"].(map[string]any); ok {
+		if _, left := names["groups"]; left {
+			t.Fatalf("accepted token %q whose groups were left out (_claim_names.groups)", token)
+		}
+	}
+	if claims["hasgroups"] == true {
+		t.Fatalf("accepted token %q whose groups were left out (hasgroups)", token)
 	}
 }
 

@@ -32,6 +32,10 @@ type Identity struct {
 	// Introspected tells that the issuer was asked about the token
 	// (RFC 7662) rather than its signature verified.
 	Introspected bool
+
+	// audit is what the issuer's audited rules would have refused the
+	// token with.
+	audit audited
 }
 
 type contextKey struct{}

@@ -3,6 +3,7 @@ package auth
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -19,6 +20,8 @@ import (
 // concurrent use.
 type Metrics struct {
 	failures  *prometheus.CounterVec
+	audits    *prometheus.CounterVec
+	callers   *prometheus.GaugeVec
 	refreshes *prometheus.CounterVec
 	reloads   *prometheus.CounterVec
 	keys      *prometheus.GaugeVec
@@ -35,6 +38,8 @@ type sharedMetrics struct {
 	unnamed sync.Once
 	// verifier is the Verifier whose caches the fill gauges read.
 	verifier atomic.Pointer[Verifier]
+	// callers are the distinct callers audited rules would refuse.
+	callers auditCallers
 }
 
 // Values of the result label of plantstore_jwks_refreshes_total and
@@ -60,6 +65,8 @@ const (
 
 // NewMetrics registers the auth metrics on reg and returns them, recording
 // for the unnamed issuer: plantstore_auth_failures_total{issuer,reason},
+// plantstore_auth_audit_total{issuer,reason},
+// plantstore_auth_audit_callers{issuer,reason},
 // plantstore_jwks_refreshes_total{issuer,result},
 // plantstore_key_file_reloads_total{issuer,result} and
 // plantstore_jwks_keys{issuer}; and the fill of the caches of the Verifier
@@ -73,6 +80,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "plantstore_auth_failures_total",
 			Help: "Requests refused by authentication or authorization, by issuer and reason.",
+		}, []string{"issuer", "reason"}),
+		audits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "plantstore_auth_audit_total",
+			Help: "Requests accepted that a rule the issuer audits would have refused, by issuer and the reason it would have refused them with.",
+		}, []string{"issuer", "reason"}),
+		callers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "plantstore_auth_audit_callers",
+			Help: "Distinct callers (issuer and subject) whose requests a rule the issuer audits would have refused, on this replica in the current hour (counted up to 10000), by issuer and reason.",
 		}, []string{"issuer", "reason"}),
 		refreshes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "plantstore_jwks_refreshes_total",
@@ -89,7 +104,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		issuer: UnnamedIssuerLabel,
 		shared: &sharedMetrics{},
 	}
-	reg.MustRegister(m.failures, m.refreshes, m.reloads, m.keys, fillCollector{m.shared})
+	reg.MustRegister(m.failures, m.audits, m.callers, m.refreshes, m.reloads, m.keys, fillCollector{m.shared})
 	m.start(UnknownIssuerLabel)
 	return m
 }
@@ -109,6 +124,10 @@ func (m *Metrics) start(label string) {
 		m.failures.WithLabelValues(label, string(r))
 	}
 	if label != UnknownIssuerLabel {
+		for _, r := range auditReasons() {
+			m.audits.WithLabelValues(label, string(r))
+			m.callers.WithLabelValues(label, string(r))
+		}
 		m.refreshes.WithLabelValues(label, resultSuccess)
 		m.refreshes.WithLabelValues(label, resultFailure)
 		m.reloads.WithLabelValues(label, resultSuccess)
@@ -141,6 +160,11 @@ func (m *Metrics) Forget(name string) {
 	for _, r := range Reasons() {
 		m.failures.DeleteLabelValues(label, string(r))
 	}
+	for _, r := range auditReasons() {
+		m.audits.DeleteLabelValues(label, string(r))
+		m.callers.DeleteLabelValues(label, string(r))
+	}
+	m.shared.callers.forget(label)
 	m.refreshes.DeleteLabelValues(label, resultSuccess)
 	m.refreshes.DeleteLabelValues(label, resultFailure)
 	m.reloads.DeleteLabelValues(label, resultSuccess)
@@ -165,6 +189,23 @@ func (m *Metrics) Failure(e *Error) {
 		label := issuerLabel(e.Issuer, e.routed)
 		m.use(label)
 		m.failures.WithLabelValues(label, string(e.Reason)).Inc()
+	}
+}
+
+// Audit counts one accepted request at now of the caller id that the
+// rules its issuer audits would have refused, once for each reason, and
+// the caller among the distinct callers of the hour.
+func (m *Metrics) Audit(id *Identity, now time.Time) {
+	if m == nil || len(id.audit.reasons) == 0 {
+		return
+	}
+	label := issuerLabel(id.Issuer, true)
+	m.use(label)
+	caller := CallerKey(id.Issuer, id.Subject)
+	set := func(k auditKey, n int) { m.callers.WithLabelValues(k.issuer, string(k.reason)).Set(float64(n)) }
+	for _, r := range id.audit.reasons {
+		m.audits.WithLabelValues(label, string(r)).Inc()
+		m.shared.callers.add(auditKey{label, r}, caller, now, set)
 	}
 }
 

@@ -107,6 +107,8 @@ func TestUnnamedIssuerSeriesStartAtZero(t *testing.T) {
 		{"plantstore_jwks_refreshes_total", map[string]string{"issuer": "default", "result": "failure"}, 1},
 		{"plantstore_key_file_reloads_total", map[string]string{"issuer": "default", "result": "success"}, 0},
 		{"plantstore_auth_failures_total", map[string]string{"issuer": "default", "reason": "expired"}, 0},
+		{"plantstore_auth_audit_total", map[string]string{"issuer": "default", "reason": "claim"}, 0},
+		{"plantstore_auth_audit_total", map[string]string{"issuer": "default", "reason": "token_type"}, 0},
 	} {
 		if got := metricstest.Sum(t, reg, tt.metric, tt.labels); got != tt.want {
 			t.Errorf("%s%v = %v, want %v", tt.metric, tt.labels, got, tt.want)

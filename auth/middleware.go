@@ -49,6 +49,7 @@ func Middleware(v *Verifier, m *Metrics) gin.HandlerFunc {
 				}
 				entry := observability.Annotate(c)
 				entry.SetAuthFailure(string(ae.Reason))
+				entry.SetClaimRule(ae.Claim)
 				entry.SetIssuer(ae.Issuer)
 				if ae.Subject != "" {
 					entry.SetSubject(ae.Subject)
@@ -72,6 +73,12 @@ func Middleware(v *Verifier, m *Metrics) gin.HandlerFunc {
 		entry.SetSubject(id.Subject)
 		if id.Introspected {
 			entry.SetIntrospected()
+		}
+		if a := id.audit; len(a.reasons) > 0 {
+			// Accepted: a rule the issuer audits would have refused it.
+			entry.SetAudit(a.String())
+			entry.SetClaimRule(a.claim)
+			m.Audit(id, v.now())
 		}
 		c.Next()
 	}

@@ -35,7 +35,8 @@ type ResourceMetadata struct {
 
 // A TokenPolicy says which tokens of one authorization server are meant
 // for this resource: what [Config] sets in TokenTypes, Clients,
-// MaxLifetime and MaxStale. A member is absent when the rule is off. The
+// MaxLifetime, MaxStale and Claims, and which of these rules it enforces
+// and which it audits. A member is absent when the rule is off. The
 // clients themselves are not published: a client knows its own id.
 type TokenPolicy struct {
 	// AuthorizationServer is the issuer's iss; absent for an issuer of
@@ -51,6 +52,14 @@ type TokenPolicy struct {
 	// MaxStale is how long, in seconds, fetched keys keep verifying with
 	// no successful fetch.
 	MaxStale float64 `json:"max_stale,omitempty"`
+	// Claims are the paths of the claims its claim rules hold to a
+	// condition; the conditions themselves are not published.
+	Claims []string `json:"claims,omitempty"`
+	// Enforced are the rules, of token_types, clients, max_lifetime and
+	// claims, that it sets and enforces; Audited those it sets and only
+	// counts: a token they would refuse is accepted.
+	Enforced []string `json:"enforced,omitempty"`
+	Audited  []string `json:"audited,omitempty"`
 }
 
 // Metadata returns the protected resource metadata as a request r sees it:
@@ -139,5 +148,21 @@ func (c Config) policy() (TokenPolicy, bool) {
 		MaxLifetime:         c.MaxLifetime.Seconds(),
 		MaxStale:            c.MaxStale.Seconds(),
 	}
-	return p, len(p.TokenTypes) > 0 || p.ClientRestricted || p.MaxLifetime > 0 || p.MaxStale > 0
+	for _, r := range c.Claims {
+		if !slices.Contains(p.Claims, r.Path) {
+			p.Claims = append(p.Claims, r.Path)
+		}
+	}
+	for _, name := range AuditableRules() {
+		set := name == "token_types" && len(c.TokenTypes) > 0 || name == "clients" && len(c.Clients) > 0 ||
+			name == "max_lifetime" && c.MaxLifetime > 0 || name == "claims" && len(c.Claims) > 0
+		switch {
+		case !set:
+		case c.Audits(name):
+			p.Audited = append(p.Audited, name)
+		default:
+			p.Enforced = append(p.Enforced, name)
+		}
+	}
+	return p, len(p.TokenTypes) > 0 || p.ClientRestricted || p.MaxLifetime > 0 || p.MaxStale > 0 || len(p.Claims) > 0
 }

@@ -86,7 +86,7 @@ func (c *Config) checkTokenTypes() *setting.Error {
 // or "at+jwt"); with TokenTypes set, the typ must be one of them.
 func (c Config) AcceptsType(typ string, present bool) bool {
 	if !present {
-		return len(c.TokenTypes) == 0
+		return len(c.TokenTypes) == 0 || c.Audits("token_types")
 	}
 	t := normalType(typ)
 	if t != typeAT && t != typeJWT {
@@ -94,5 +94,16 @@ func (c Config) AcceptsType(typ string, present bool) bool {
 		// "JOSE" object: not an access token, whoever signed it.
 		return false
 	}
-	return len(c.TokenTypes) == 0 || slices.Contains(c.TokenTypes, t)
+	return len(c.TokenTypes) == 0 || c.Audits("token_types") || slices.Contains(c.TokenTypes, t)
+}
+
+// ListsType reports whether a token with the typ typ (present telling
+// whether it has one), which [Config.AcceptsType] accepts, is of one of
+// c's TokenTypes: false only when token_types is audited and would have
+// refused it.
+func (c Config) ListsType(typ string, present bool) bool {
+	if len(c.TokenTypes) == 0 {
+		return true
+	}
+	return present && slices.Contains(c.TokenTypes, normalType(typ))
 }

@@ -131,6 +131,10 @@ type issuer struct {
 	opaque     Authenticator // nil: it takes no opaque tokens
 	rules      []rule        // the rules on the claims cfg sets
 	groupsPath []string
+	// resource is the resource identifier the metadata publishes when
+	// Options.PublicURL is set, which an aud may name in place of one of
+	// cfg's Audiences (RFC 8707); "" without PublicURL.
+	resource string
 	// retired is set when SetIssuers dropped or replaced the issuer: its
 	// cached tokens stop counting.
 	retired atomic.Bool
@@ -368,6 +372,10 @@ func (v *Verifier) newIssuer(is Issuer, old *issuerTable) (*issuer, error) {
 		return nil, errors.New("no key source")
 	}
 	n := &issuer{name: is.Name, cfg: is.Config, trusts: [2]Trust{is.JWS, is.Opaque}}
+	if u := v.opts.PublicURL; u != nil {
+		origin, prefix := PublicOrigin(u)
+		n.resource = origin + prefix
+	}
 	// Made every time, so that a Trust checks what it trusts again (a key
 	// file read since may have lost the keys of the issuer's algorithms).
 	now := func() time.Time { return v.now() }
@@ -405,6 +413,27 @@ func issuerOf(err error, name string) error {
 		return &named
 	}
 	return err
+}
+
+// UnlistedResource returns the names of the issuers ("" for the unnamed
+// one) whose tokens are refused when their aud is the resource URL the
+// metadata publishes: those that name audiences while Options.PublicURL
+// is not set. A client that follows the metadata asks its authorization
+// server for a token whose aud is that URL (RFC 8707, RFC 9728 §2); with
+// PublicURL set it is accepted as one of every issuer's audiences, and
+// without it the resource URL is each request's own origin, which no
+// audience list can be sure to hold.
+func (v *Verifier) UnlistedResource() []string {
+	var out []string
+	if v.opts.PublicURL != nil {
+		return nil
+	}
+	for _, is := range v.issuers.Load().all {
+		if len(is.cfg.Audiences) > 0 {
+			out = append(out, is.name)
+		}
+	}
+	return out
 }
 
 // Ready returns nil when every issuer has usable keys, and otherwise an

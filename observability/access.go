@@ -98,6 +98,14 @@ func (l *AccessLog) appendLine(dst []byte, a *accessEntry, lvl zapcore.Level, t 
 		dst = append(dst, `,"auth_failure":`...)
 		dst = AppendJSONString(dst, a.authFailure)
 	}
+	if a.audit != "" {
+		dst = append(dst, `,"audit":`...)
+		dst = AppendJSONString(dst, a.audit)
+	}
+	if a.claimRule != "" {
+		dst = append(dst, `,"claim_rule":`...)
+		dst = AppendJSONString(dst, a.claimRule)
+	}
 	if a.hasPlants {
 		dst = append(dst, `,"plants":`...)
 		dst = strconv.AppendInt(dst, int64(a.plants), 10)

@@ -69,6 +69,8 @@ func checkLine(t testing.TB, line []byte, a *accessEntry, lvl zapcore.Level, at 
 		{"iss", a.issuer != "", perByteValid(a.issuer)},
 		{"sub", a.subject != "", perByteValid(a.subject)},
 		{"auth_failure", a.authFailure != "", perByteValid(a.authFailure)},
+		{"audit", a.audit != "", perByteValid(a.audit)},
+		{"claim_rule", a.claimRule != "", perByteValid(a.claimRule)},
 		{"plants", a.hasPlants, float64(a.plants)},
 	} {
 		if f.on {

@@ -15,6 +15,8 @@ type Entry struct {
 	issuer      string
 	subject     string
 	authFailure string
+	claimRule   string
+	audit       string
 	plants      int
 	hasPlants   bool
 	// introspected: the issuer was asked about the token (RFC 7662).
@@ -60,6 +62,24 @@ func (e *Entry) SetIntrospected() {
 func (e *Entry) SetAuthFailure(reason string) {
 	if e != nil {
 		e.authFailure = reason
+	}
+}
+
+// SetClaimRule records the path of the claim rule that refused the
+// credential (logged as "claim_rule"): a path from the configuration,
+// never a claim's value.
+func (e *Entry) SetClaimRule(path string) {
+	if e != nil {
+		e.claimRule = path
+	}
+}
+
+// SetAudit records the refusals that rules in audit mode would have made
+// of an accepted credential (logged as "audit"), reasons joined by
+// commas.
+func (e *Entry) SetAudit(reasons string) {
+	if e != nil {
+		e.audit = reasons
 	}
 }
 

@@ -137,6 +137,8 @@ var (
 		"[]issuers.entry": "a list of issuers", "issuers.entry": "an issuer (a mapping of its settings)",
 		"[]string": "a list of strings", "string": "a string", "time.Duration": "a duration with its unit (30s, 1h)",
 		"auth.BindingMode": "a mode (off, optional or required)",
+		"[]auth.ClaimRule": "a list of claim rules ({path: P, equals: V}, ...)", "auth.ClaimRule": "a claim rule (a mapping: path and one of equals, one_of, exists and prefix)",
+		"bool": "true or false",
 	}
 )
 
@@ -362,5 +364,23 @@ func (x fileIndex) explain(path string, err error) error {
 	if placed.Line = x.key(i, se.Key); placed.Line == 0 {
 		placed.Line = x.issuer(i)
 	}
+	var rule *auth.ClaimRuleError
+	if errors.As(se.Err, &rule) {
+		if line := x.item(i, se.Key, rule.Index); line != 0 {
+			placed.Line = line
+		}
+	}
 	return &placed
+}
+
+// item returns the line of item n of the list at key in issuer i, 0 when
+// there is none.
+func (x fileIndex) item(i int, key string, n int) int {
+	c := x.nodes[i].Content
+	for k := 0; k+1 < len(c); k += 2 {
+		if c[k].Value == key && c[k+1].Kind == yaml.SequenceNode && n >= 0 && n < len(c[k+1].Content) {
+			return c[k+1].Content[n].Line
+		}
+	}
+	return 0
 }

@@ -83,6 +83,14 @@ func TestLoadIssuersFileErrors(t *testing.T) {
 		{"issuer not a URL to discover", "issuers:\n  - name: staff\n    issuer: plantstore\n", 3, "issuer: OIDC discovery"},
 		{"token type of a DPoP proof", "issuers:\n  - name: staff\n    issuer: https://a\n    token_types: [dpop+jwt]\n", 4, `issuer staff: token_types: "dpop+jwt" names another kind of JWT`},
 		{"blank client", "issuers:\n  - name: staff\n    issuer: https://a\n    clients: [web, '']\n", 4, "issuer staff: clients: blank client"},
+		{"claim rule with an unknown key", "issuers:\n  - name: staff\n    issuer: https://a\n    claims:\n      - {path: tid, equal: t-1}\n", 5, "equal"},
+		{"claim rule with two operators", "issuers:\n  - name: staff\n    issuer: https://a\n    claims:\n      - {path: tid, equals: t-1, prefix: t-}\n", 5, `issuer staff: claims: rule 1 (path "tid"): two operators (equals and prefix)`},
+		{"claim rule without a path", "issuers:\n  - name: staff\n    issuer: https://a\n    claims:\n      - {path: act, exists: false}\n      - {equals: true}\n", 6, "claims: rule 2: no path"},
+		{"claim rule with an empty path element", "issuers:\n  - name: staff\n    issuer: https://a\n    claims: [{path: 'a..b', exists: true}]\n", 4, `has an empty path element`},
+		{"claim rule without an operator", "issuers:\n  - name: staff\n    issuer: https://a\n    claims: [{path: tid}]\n", 4, "no operator"},
+		{"claim rule one_of empty", "issuers:\n  - name: staff\n    issuer: https://a\n    claims: [{path: tid, one_of: []}]\n", 4, "one_of is empty"},
+		{"audit of a rule that cannot be", "issuers:\n  - name: staff\n    issuer: https://a\n    audit: [claims, audiences]\n", 4, `issuer staff: audit: "audiences" is no rule that can be audited: want some of token_types, clients, max_lifetime, claims`},
+		{"claim rules not a list", "issuers:\n  - name: staff\n    issuer: https://a\n    claims: {path: tid, exists: true}\n", 4, "a mapping where"},
 		{"max lifetime without a unit", "issuers:\n  - name: staff\n    issuer: https://a\n    max_lifetime: 3600\n", 4, "the number `3600` where a duration with its unit (30s, 1h) belongs"},
 	}
 	for _, tt := range tests {
@@ -764,7 +772,7 @@ func TestFileReadsEveryConfigKey(t *testing.T) {
 	for f := range typ.Fields() {
 		key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
 		t.Run(key, func(t *testing.T) {
-			for _, sample := range []string{"https://b.example", "[ES256]", "[x]", "[at+jwt]", "1h", "off", "{cache: 1h}"} {
+			for _, sample := range []string{"https://b.example", "[ES256]", "[x]", "[at+jwt]", "1h", "off", "{cache: 1h}", "[{path: tid, exists: true}]", "[claims]"} {
 				yaml := fmt.Sprintf("issuers:\n  - name: staff\n    issuer: https://a.example\n    key_file: %s\n", keyFile)
 				if key != "issuer" {
 					yaml += "    " + key + ": " + sample + "\n"

@@ -95,6 +95,9 @@ func (a *authenticator) Authenticate(ctx context.Context, token string) (auth.Ve
 		return auth.Verdict{}, a.classify(tok, err)
 	}
 	v.Claims = auth.Claims(tok.Claims.(jwt.MapClaims))
+	typ, present := tok.Header["typ"]
+	s, _ := typ.(string)
+	v.Unlisted = !a.cfg.ListsType(s, present)
 	return v, nil
 }
 

@@ -15,7 +15,7 @@ var servedSettings = []string{
 	"rate-limit", "rate-burst", "write-timeout",
 	"jwt-issuers-file", "jwt-max-groups", "jwt-cache-bytes", "jwt-dpop", "dpop-window", "dpop-algorithms", "public-url",
 	"database-snapshot", "database-poll", "trace-subject",
-	"jwt-token-types", "jwt-clients", "jwt-max-lifetime", "jwks-max-stale",
+	"jwt-token-types", "jwt-clients", "jwt-max-lifetime", "jwks-max-stale", "jwt-claims", "jwt-audit",
 	"dpop-nonce-key-file", "dpop-nonce-lifetime",
 	"cors-origins",
 	"client-cert-header", "jwt-mtls",
