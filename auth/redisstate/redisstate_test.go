@@ -46,12 +46,18 @@ type replica struct {
 // rate given (0: none).
 func newReplica(t testing.TB, issuer authtest.Key, url string, rate float64, burst int) replica {
 	t.Helper()
+	return newReplicaOf(t, issuer, redisstate.Options{URL: url, Rate: rate, Burst: burst}, rate, burst)
+}
+
+// newReplicaOf returns a replica of issuer with the State of so (its
+// timeout, probe, log and registry set here) and a limiter of its own of
+// rate and burst (rate 0: none).
+func newReplicaOf(t testing.TB, issuer authtest.Key, so redisstate.Options, rate float64, burst int) replica {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	core, logs := observer.New(zap.InfoLevel)
-	state, err := redisstate.New(redisstate.Options{
-		URL: url, Timeout: timeout, Rate: rate, Burst: burst, Probe: 20 * time.Millisecond,
-		Log: zap.New(core), Registerer: reg,
-	})
+	so.Timeout, so.Probe, so.Log, so.Registerer = timeout, 20*time.Millisecond, zap.New(core), reg
+	state, err := redisstate.New(so)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,8 +163,10 @@ func TestReplayAcrossReplicas(t *testing.T) {
 	if got := reason(a.send(token, genuine)); got != string(auth.ReasonDPoPReplay) {
 		t.Errorf("genuine proof again at a: %q; want %s", got, auth.ReasonDPoPReplay)
 	}
-	if got := a.requests(t, redisstate.OpReplay, redisstate.ResultOK); got < 4 {
-		t.Errorf("replica a counted %v replay calls ok; want at least 4", got)
+	// a's calls: the first use, and the genuine proof b used; the replay
+	// a saw itself and the forged proof cost none.
+	if got := a.requests(t, redisstate.OpReplay, redisstate.ResultOK); got != 2 {
+		t.Errorf("replica a counted %v replay calls ok; want 2", got)
 	}
 	if a.up(t) != 1 || b.up(t) != 1 {
 		t.Errorf("up gauges %v, %v; want 1", a.up(t), b.up(t))
@@ -204,7 +212,7 @@ func TestKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	valid := regexp.MustCompile(`^plantstore:([rp]:[0-9a-f]{32}|probe)$`)
+	valid := regexp.MustCompile(`^plantstore:([rp]:[0-9a-f]{32}|c:[0-9a-f]{32}:[0-9]{1,16}|probe)$`)
 	var rate, proofs int
 	for _, k := range keys {
 		if !valid.MatchString(k) {
@@ -421,7 +429,7 @@ func BenchmarkAdmit(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			i := n.Add(1)
-			a := auth.Admission{Caller: auth.CallerKey("", "alice"), DPoP: true, Now: time.Now(), Expires: time.Now().Add(2 * time.Minute), ID: i}
+			a := auth.Admission{Caller: auth.CallerKey("", "alice"), DPoP: true, Now: time.Now(), Expires: time.Now().Add(2 * time.Minute), Life: 2 * time.Minute}
 			a.Proof[0], a.Proof[1], a.Proof[2], a.Proof[3] = byte(i), byte(i>>8), byte(i>>16), byte(i>>24)
 			v, err := state.Admit(context.Background(), a)
 			if err != nil || v.Limited || v.Replay {
@@ -429,4 +437,115 @@ func BenchmarkAdmit(b *testing.B) {
 			}
 		}
 	})
+}
+
+// redisKeys returns the keys in the Redis at addr that match pattern.
+func redisKeys(t testing.TB, addr, pattern string) []string {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	keys, err := c.Keys(t.Context(), pattern).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// TestCallerShare: one caller with many keys of its own and a fresh jti
+// for every proof, sent to two replicas, cannot hold more than its share
+// of Redis: past it, its proofs are refused with dpop_quota and write
+// nothing, while another caller is served; the store's keys and memory
+// are metrics.
+func TestCallerShare(t *testing.T) {
+	srv := redistest.Start(t)
+	issuer := authtest.NewKey(t, "ES256")
+	const share = 40
+	so := redisstate.Options{URL: srv.URL(), CallerProofs: share}
+	replicas := []replica{newReplicaOf(t, issuer, so, 0, 0), newReplicaOf(t, issuer, so, 0, 0)}
+	var accepted, quota int
+	for i := range 8 {
+		client := authtest.NewKey(t, "ES256")
+		token := bound(t, issuer, client, "mallory")
+		for j := range 15 {
+			switch err := replicas[(i+j)%2].send(token, authtest.Proof(t, client, "GET", publicURL, token, nil, nil)); reason(err) {
+			case "":
+				accepted++
+			case string(auth.ReasonDPoPQuota):
+				quota++
+				var ae *auth.Error
+				if errors.As(err, &ae) && (ae.RetryAfter <= 0 || ae.RetryAfter > 3*time.Minute) {
+					t.Errorf("dpop_quota retry after %v; want within the proofs' life", ae.RetryAfter)
+				}
+			default:
+				t.Fatalf("proof %d of key %d: %v", j, i, err)
+			}
+		}
+	}
+	if accepted != share || quota != 8*15-share {
+		t.Errorf("%d accepted, %d dpop_quota; want %d and %d", accepted, quota, share, 8*15-share)
+	}
+	if keys := redisKeys(t, srv.Addr(), "plantstore:p:*"); len(keys) != share {
+		t.Errorf("%d proof keys in Redis from one caller; want its share, %d", len(keys), share)
+	}
+	client := authtest.NewKey(t, "ES256")
+	token := bound(t, issuer, client, "alice")
+	if err := replicas[0].send(token, authtest.Proof(t, client, "GET", publicURL, token, nil, nil)); err != nil {
+		t.Errorf("another caller: %v; want accepted", err)
+	}
+	if n := metricstest.Sum(t, replicas[0].reg, "plantstore_shared_state_keys", nil); n < share+1 {
+		t.Errorf("plantstore_shared_state_keys %v; want at least the %d proofs", n, share+1)
+	}
+	if n := metricstest.Sum(t, replicas[0].reg, "plantstore_shared_state_memory_bytes", nil); n <= 0 {
+		t.Errorf("plantstore_shared_state_memory_bytes %v; want Redis's used memory", n)
+	}
+	if n := metricstest.Sum(t, replicas[0].reg, "plantstore_shared_state_evicts", nil); n != 0 {
+		t.Errorf("plantstore_shared_state_evicts %v with noeviction; want 0", n)
+	}
+}
+
+// TestLocalRateBeforeRedis: a caller over this replica's own rate is
+// refused before anything is written to Redis, even when the shared state
+// limits no rate.
+func TestLocalRateBeforeRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	issuer, client := authtest.NewKey(t, "ES256"), authtest.NewKey(t, "ES256")
+	a := newReplicaOf(t, issuer, redisstate.Options{URL: srv.URL()}, 1.0/3600, 2)
+	token := bound(t, issuer, client, "alice")
+	var limited int
+	for range 10 {
+		var rl *auth.RateLimitError
+		if err := a.send(token, authtest.Proof(t, client, "GET", publicURL, token, nil, nil)); errors.As(err, &rl) {
+			limited++
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if limited != 8 {
+		t.Errorf("%d of 10 refused for the rate; want 8 past the burst of 2", limited)
+	}
+	if keys := redisKeys(t, srv.Addr(), "plantstore:p:*"); len(keys) != 2 {
+		t.Errorf("%d proofs in Redis; want the 2 admitted", len(keys))
+	}
+	if got := a.requests(t, redisstate.OpReplay, redisstate.ResultOK); got != 2 {
+		t.Errorf("%v calls to Redis; want 2, none for a refused request", got)
+	}
+}
+
+// TestEvictionPolicyWarned: a Redis whose maxmemory-policy can evict
+// proof keys is warned of at start and shown by a metric.
+func TestEvictionPolicyWarned(t *testing.T) {
+	srv := redistest.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer c.Close()
+	if err := c.ConfigSet(t.Context(), "maxmemory-policy", "volatile-lru").Err(); err != nil {
+		t.Fatal(err)
+	}
+	a := newReplica(t, authtest.NewKey(t, "ES256"), srv.URL(), 0, 0)
+	w := a.logs.FilterMessageSnippet("maxmemory-policy can evict").All()
+	if len(w) != 1 || w[0].Level != zap.WarnLevel || w[0].ContextMap()["maxmemory_policy"] != "volatile-lru" {
+		t.Errorf("warnings %v; want one naming volatile-lru", w)
+	}
+	if n := metricstest.Sum(t, a.reg, "plantstore_shared_state_evicts", nil); n != 1 {
+		t.Errorf("plantstore_shared_state_evicts %v; want 1", n)
+	}
 }
