@@ -76,7 +76,10 @@ func (v *Verifier) bind(r *http.Request, c credential, e *cacheEntry) error {
 
 // bindProof checks the one DPoP proof of r for the bound token e, in the
 // order that makes a caller pay for what it asks of the service: the
-// checks that cost no signature ([dpop.Parse]), then admission by this
+// checks that cost no signature ([dpop.Parse]), then the budget of
+// failed signatures of the caller and the key ([dpop.Failures]: once
+// either spent it, a proof is refused with [ReasonDPoPBlocked], 429, until
+// its period ends, with no signature work), then admission by this
 // replica, which takes one request from the caller's rate and refuses a
 // proof already used or that the caller's or key's share of the replay
 // cache has no room for, then the signature, and only when it verified is
@@ -99,6 +102,9 @@ func (v *Verifier) bindProof(r *http.Request, c credential, e *cacheEntry) error
 	if prob != 0 {
 		return proofRefusal(prob, 0)
 	}
+	if blocked, wait := v.failures.Blocked(e.caller, e.client, now); blocked {
+		return &Error{Status: http.StatusTooManyRequests, Reason: ReasonDPoPBlocked, DPoP: true, RetryAfter: wait}
+	}
 	a := Admission{
 		Caller: e.caller, DPoP: true, Client: e.client, Proof: dpop.ProofKey(e.client, p.JTI()),
 		Expires: p.IssuedAt().Add(v.opts.DPoPWindow + 2*v.opts.Leeway), Life: v.opts.DPoPWindow + 3*v.opts.Leeway, Now: now,
@@ -110,6 +116,7 @@ func (v *Verifier) bindProof(r *http.Request, c credential, e *cacheEntry) error
 	verified := p.Verify()
 	settled := v.admitter.Settle(ctx, a, verified)
 	if !verified {
+		v.failures.Fail(e.caller, e.client, now)
 		return proofRefusal(dpop.Invalid, 0)
 	}
 	return settled

@@ -102,6 +102,9 @@ type Verifier struct {
 	// when it is set.
 	admitter Admitter
 	replays  *dpop.ReplayCache
+	// failures are the proofs whose signature failed lately, by caller
+	// and by key.
+	failures *dpop.Failures
 	// certs are the thumbprints of the client certificates seen lately.
 	certs *edge.CertCache
 	// now is the clock of every time check; tests replace it.
@@ -172,7 +175,7 @@ func NewVerifier(o Options, issuers ...Issuer) (*Verifier, error) {
 	if o.ClientCertHeader, err = checkCertHeader(o.ClientCertHeader); err != nil {
 		return nil, err
 	}
-	v := &Verifier{opts: o, now: time.Now, cache: newTokenCache(o.CacheBytes), replays: dpop.NewReplayCache(dpop.ReplayEntries), certs: edge.NewCertCache()}
+	v := &Verifier{opts: o, now: time.Now, cache: newTokenCache(o.CacheBytes), replays: dpop.NewReplayCache(dpop.ReplayEntries), failures: dpop.NewFailures(dpop.FailureBudget, dpop.FailurePeriod, dpop.FailureEntries), certs: edge.NewCertCache()}
 	v.admitter = newLocalAdmitter(o.RateLimit, v.replays)
 	if o.Shared != nil {
 		v.admitter = &sharedAdmitter{local: v.admitter.(*localAdmitter), shared: o.Shared}
