@@ -455,12 +455,17 @@ func (s *State) probeLoop() {
 	}
 }
 
-// try writes a short-lived key within the timeout: Redis answers, and
-// takes writes.
+// try writes a short-lived key within the timeout (Redis answers, and
+// takes writes), then loads the admission script, so that even the first
+// admission after a start or a restart of Redis is one round trip (a
+// script Redis does not hold costs a second, to send it whole).
 func (s *State) try(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	return s.client.Set(ctx, prefix+"probe", "1", time.Second).Err()
+	if err := s.client.Set(ctx, prefix+"probe", "1", time.Second).Err(); err != nil {
+		return err
+	}
+	return admitScript.Load(ctx, s.client).Err()
 }
 
 // Info is what Redis reports of itself that the shared store's size and

@@ -3,6 +3,7 @@ package redisstate_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -547,5 +548,70 @@ func TestEvictionPolicyWarned(t *testing.T) {
 	}
 	if n := metricstest.Sum(t, a.reg, "plantstore_shared_state_evicts", nil); n != 1 {
 		t.Errorf("plantstore_shared_state_evicts %v; want 1", n)
+	}
+}
+
+// redisCalls returns the commands the Redis at addr ran, INFO left out, a
+// script's own commands included; with scripts set, the scripts alone
+// (EVALSHA and EVAL): the round trips of a State.
+func redisCalls(t testing.TB, addr string, scripts bool) int64 {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	text, err := c.Info(t.Context(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, m := range regexp.MustCompile(`(?m)^cmdstat_([^:]+):calls=(\d+)`).FindAllStringSubmatch(text, -1) {
+		if m[1] == "info" || m[1] == "hello" || m[1] == "client|setinfo" || scripts && m[1] != "evalsha" && m[1] != "eval" {
+			continue
+		}
+		var calls int64
+		if _, err := fmt.Sscan(m[2], &calls); err != nil {
+			t.Fatal(err)
+		}
+		n += calls
+	}
+	return n
+}
+
+// TestOneRoundTrip: 1,000 DPoP requests whose proofs fail their signature
+// cost Redis nothing, and each accepted one a single command (the
+// script), counted by Redis itself.
+func TestOneRoundTrip(t *testing.T) {
+	srv := redistest.Start(t)
+	issuer := authtest.NewKey(t, "ES256")
+	a := newReplica(t, issuer, srv.URL(), 1000, 1000)
+	before := redisCalls(t, srv.Addr(), false)
+	// Forged proofs from 63 callers, each with a key of its own, 16 each
+	// (the budget of failed signatures, past which they would be refused
+	// before their signature), and 8 more from the first.
+	forged := 0
+	for i := 0; forged < 1000; i++ {
+		client := authtest.NewKey(t, "ES256")
+		token := bound(t, issuer, client, fmt.Sprintf("mallory-%d", i))
+		for range min(16, 1000-forged) {
+			genuine := authtest.Proof(t, client, "GET", publicURL, token, nil, nil)
+			proof := genuine[:strings.LastIndexByte(genuine, '.')+1] + strings.Repeat("A", 86)
+			if got := reason(a.send(token, proof)); got != string(auth.ReasonDPoPInvalid) {
+				t.Fatalf("forged proof %d: %q; want %s", forged, got, auth.ReasonDPoPInvalid)
+			}
+			forged++
+		}
+	}
+	if got := redisCalls(t, srv.Addr(), false) - before; got != 0 {
+		t.Errorf("1,000 forged proofs cost Redis %d commands; want none", got)
+	}
+	client := authtest.NewKey(t, "ES256")
+	token := bound(t, issuer, client, "alice")
+	before = redisCalls(t, srv.Addr(), true)
+	for i := range 100 {
+		if err := a.send(token, authtest.Proof(t, client, "GET", publicURL, token, nil, nil)); err != nil {
+			t.Fatalf("valid proof %d: %v", i, err)
+		}
+	}
+	if got := redisCalls(t, srv.Addr(), true) - before; got != 100 {
+		t.Errorf("100 valid proofs cost Redis %d scripts; want 100, one round trip each", got)
 	}
 }
