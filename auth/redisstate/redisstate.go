@@ -5,9 +5,12 @@
 // Each admission is one round trip: one script takes a request from the
 // caller's rate (GCRA, by the server's clock, so the replicas' clocks do
 // not matter) and, for a caller within its rate, records the proof unless
-// it is there already (SET NX with the proof's remaining life as expiry).
+// it is there already, or the caller holds its share of the store
+// ([Options.CallerProofs]), with the proof's remaining life as expiry.
 // Keys are fixed-size hashes under the prefix "plantstore:", each with an
-// expiry; nothing in Redis names a caller, a key or a proof readably.
+// expiry, keyed by the deployment's secret ([Options.Secret]); nothing in
+// Redis names a caller, a key or a proof readably, and without the secret
+// a guessed subject cannot be confirmed.
 //
 // A call that fails or outlasts the timeout turns the state down: calls
 // stop going to Redis at once (the Verifier's own limiter and replay cache
@@ -18,7 +21,6 @@ package redisstate
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -79,6 +81,12 @@ type Options struct {
 	// once; past it, its proofs are refused (dpop_quota) until some
 	// expire. 0 or less means DefaultCallerProofs.
 	CallerProofs int
+	// Secret, when set, returns the deployment's secret (the same on every
+	// replica) that every key derived from a caller or a proof is hashed
+	// under (see [KeyFile]); it is asked at each call, so a rotated secret
+	// is used at once. Nil leaves the plain hashes, which whoever reads
+	// Redis can test a guessed subject against.
+	Secret func() []byte
 	// Log gets a line at each change of state; nil logs nothing.
 	Log *zap.Logger
 	// Registerer gets plantstore_shared_state_requests_total{op,result}
@@ -157,6 +165,7 @@ type State struct {
 	burst    int64
 	// callerProofs is the most proofs a caller may hold.
 	callerProofs int64
+	keys         *keyer
 
 	up atomic.Bool
 
@@ -215,6 +224,7 @@ func New(o Options) (*State, error) {
 		log:          o.Log,
 		burst:        int64(o.Burst),
 		callerProofs: int64(o.CallerProofs),
+		keys:         newKeyer(o.Secret),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "plantstore_shared_state_requests_total",
 			Help: "Calls to the shared state (Redis), by what they served (replay, rate) and result (ok, error, timeout).",
@@ -277,7 +287,8 @@ var errDown = errors.New("shared state unavailable")
 // caller may hold (the two counts together), ARGV[5] which count the
 // proof goes to (1 or 2), ARGV[6] how long that count must live in
 // milliseconds, and ARGV[7] the time until the first count expires, in
-// microseconds. The answer is {admitted, retry after in microseconds,
+// microseconds. When ARGV[8] is 1, the last key is the proof's key under
+// the previous secret, which makes it a replay too. The answer is {admitted, retry after in microseconds,
 // replay or full (1 replay, 2 the caller's share full)}: a caller over
 // its rate takes nothing and records nothing, and so does a caller whose
 // share is full.
@@ -299,7 +310,7 @@ if interval > 0 then
   k = 2
 end
 if tonumber(ARGV[3]) > 0 then
-  if redis.call('EXISTS', KEYS[k]) == 1 then
+  if redis.call('EXISTS', KEYS[k]) == 1 or ARGV[8] == '1' and redis.call('EXISTS', KEYS[k + 3]) == 1 then
     return {1, 0, 1}
   end
   local held = tonumber(redis.call('GET', KEYS[k + 1]) or '0') + tonumber(redis.call('GET', KEYS[k + 2]) or '0')
@@ -315,13 +326,10 @@ end
 return {1, 0, 0}
 `)
 
-func rateKey(caller [16]byte) string { return prefix + "r:" + hex.EncodeToString(caller[:]) }
-func proofKey(proof [16]byte) string { return prefix + "p:" + hex.EncodeToString(proof[:]) }
-
-// countKey is the key of the count of the proofs of caller that expire
-// in the period the number names.
-func countKey(caller [16]byte, period int64) string {
-	return prefix + "c:" + hex.EncodeToString(caller[:]) + ":" + strconv.FormatInt(period, 10)
+// countKey is the key of the count of the proofs of the caller whose key
+// is callerKey that expire in the period the number names.
+func countKey(callerKey string, period int64) string {
+	return callerKey + ":" + strconv.FormatInt(period, 10)
 }
 
 // shareArgs returns the keys and arguments of the caller's share for the
@@ -330,7 +338,7 @@ func countKey(caller [16]byte, period int64) string {
 // the next, and the two counts of the proofs recorded to expire in each
 // bound how many it holds. A count lives until its period ends (and a
 // little more, for the replicas' clocks), when none of its proofs is left.
-func shareArgs(a auth.Admission) (keys []string, which, life, wait int64) {
+func shareArgs(a auth.Admission, callerKey string) (keys []string, which, life, wait int64) {
 	period := max(a.Life, time.Second).Milliseconds()
 	now, expires := a.Now.UnixMilli(), a.Expires.UnixMilli()
 	first := now / period
@@ -340,7 +348,7 @@ func shareArgs(a auth.Admission) (keys []string, which, life, wait int64) {
 	}
 	life = (first+which)*period - now + skew.Milliseconds()
 	wait = ((first+1)*period - now) * 1000
-	return []string{countKey(a.Caller, first), countKey(a.Caller, first+1)}, which, life, wait
+	return []string{countKey(callerKey, first), countKey(callerKey, first+1)}, which, life, wait
 }
 
 // Admit takes a request from the caller's rate, when there is one, and
@@ -355,21 +363,27 @@ func (s *State) Admit(ctx context.Context, a auth.Admission) (auth.SharedVerdict
 	if !s.up.Load() {
 		return auth.SharedVerdict{}, errDown
 	}
-	keys := make([]string, 0, 4)
+	cur, prev := s.keys.secrets(a.Now, a.Life)
+	keys := make([]string, 0, 5)
 	var ttl, which, life, wait int64
 	if rate {
-		keys = append(keys, rateKey(a.Caller))
+		keys = append(keys, key(cur, "r", a.Caller))
 	}
+	previous := 0
 	if a.DPoP {
 		var counts []string
-		counts, which, life, wait = shareArgs(a)
-		keys = append(keys, proofKey(a.Proof))
+		counts, which, life, wait = shareArgs(a, key(cur, "c", a.Caller))
+		keys = append(keys, key(cur, "p", a.Proof))
 		keys = append(keys, counts...)
+		if prev != nil {
+			keys = append(keys, key(prev, "p", a.Proof))
+			previous = 1
+		}
 		ttl = max(1, a.Expires.Sub(a.Now).Milliseconds())
 	}
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()
-	res, err := admitScript.Run(ctx, s.client, keys, s.interval, s.burst, ttl, s.callerProofs, which, life, wait).Int64Slice()
+	res, err := admitScript.Run(ctx, s.client, keys, s.interval, s.burst, ttl, s.callerProofs, which, life, wait, previous).Int64Slice()
 	if err == nil && len(res) != 3 {
 		err = fmt.Errorf("unexpected answer %v", res)
 	}

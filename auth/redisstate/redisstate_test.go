@@ -2,11 +2,13 @@ package redisstate_test
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -24,6 +26,7 @@ import (
 	"github.com/plantstore/plantstore/auth/redisstate"
 	"github.com/plantstore/plantstore/auth/redisstate/redistest"
 	"github.com/plantstore/plantstore/observability/metricstest"
+	"github.com/plantstore/plantstore/observability/setting"
 )
 
 // publicURL is the resource every test replica serves.
@@ -613,5 +616,91 @@ func TestOneRoundTrip(t *testing.T) {
 	}
 	if got := redisCalls(t, srv.Addr(), true) - before; got != 100 {
 		t.Errorf("100 valid proofs cost Redis %d scripts; want 100, one round trip each", got)
+	}
+}
+
+// TestKeyedHashes: with a secret, no key in Redis holds the plain hash of
+// a caller (what anyone can compute from a guessed subject) nor of a
+// proof; after the secret is rotated, on every replica, a proof used
+// under the previous one is still a replay at the other replica, and the
+// caller is served under the new keys.
+func TestKeyedHashes(t *testing.T) {
+	srv := redistest.Start(t)
+	issuer, client := authtest.NewKey(t, "ES256"), authtest.NewKey(t, "ES256")
+	var secret atomic.Pointer[[]byte]
+	first := []byte(strings.Repeat("s", 32))
+	secret.Store(&first)
+	so := redisstate.Options{URL: srv.URL(), Rate: 100, Burst: 100, Secret: func() []byte { return *secret.Load() }}
+	a, b := newReplicaOf(t, issuer, so, 100, 100), newReplicaOf(t, issuer, so, 100, 100)
+	token := bound(t, issuer, client, "alice@example.com")
+	used := authtest.Proof(t, client, "GET", publicURL, token, nil, nil)
+	if err := a.send(token, used); err != nil {
+		t.Fatal(err)
+	}
+	caller := auth.CallerKey("", "alice@example.com")
+	plain := []string{hex.EncodeToString(caller[:])}
+	keys := redisKeys(t, srv.Addr(), "*")
+	for _, k := range keys {
+		for _, p := range plain {
+			if strings.Contains(k, p) {
+				t.Errorf("key %q holds the plain hash of the caller", k)
+			}
+		}
+	}
+	if len(keys) < 3 {
+		t.Errorf("keys %v; want the caller's rate, its proof and its count", keys)
+	}
+
+	second := []byte(strings.Repeat("t", 32))
+	secret.Store(&second)
+	if got := reason(b.send(token, used)); got != string(auth.ReasonDPoPReplay) {
+		t.Errorf("a proof used before the rotation, at the other replica after it: %q; want %s", got, auth.ReasonDPoPReplay)
+	}
+	fresh := authtest.Proof(t, client, "GET", publicURL, token, nil, nil)
+	if err := b.send(token, fresh); err != nil {
+		t.Fatalf("a new proof after the rotation: %v", err)
+	}
+	if got := reason(a.send(token, fresh)); got != string(auth.ReasonDPoPReplay) {
+		t.Errorf("its replay at the first replica: %q; want %s", got, auth.ReasonDPoPReplay)
+	}
+}
+
+// TestKeyFile: -redis-key-file's secret is read at start and again on
+// Reload; a short one is refused at start, and kept out on Reload.
+func TestKeyFile(t *testing.T) {
+	path := t.TempDir() + "/redis.key"
+	if err := os.WriteFile(path, []byte("short\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var se *setting.Error
+	if _, err := redisstate.LoadKeyFile(path); !errors.As(err, &se) || se.Key != "redis_key_file" || strings.Contains(err.Error(), "short") {
+		t.Fatalf("a short secret: %v; want a redis_key_file error that does not show it", err)
+	}
+	one := strings.Repeat("1", 32)
+	if err := os.WriteFile(path, []byte(one+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := redisstate.LoadKeyFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(f.Secret()) != one {
+		t.Fatalf("secret %q; want the file's, its newline dropped", f.Secret())
+	}
+	core, logs := observer.New(zap.InfoLevel)
+	if err := os.WriteFile(path, []byte("short"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.Reload(zap.New(core))
+	if string(f.Secret()) != one || logs.FilterMessageSnippet("refused").Len() != 1 {
+		t.Errorf("after a short secret: %q, %d refusals logged; want the previous secret kept, 1", f.Secret(), logs.FilterMessageSnippet("refused").Len())
+	}
+	two := strings.Repeat("2", 40)
+	if err := os.WriteFile(path, []byte(two), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.Reload(zap.New(core))
+	if string(f.Secret()) != two || logs.FilterMessageSnippet("rotated").Len() != 1 {
+		t.Errorf("after a new secret: %q; want it", f.Secret())
 	}
 }

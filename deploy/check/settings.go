@@ -19,7 +19,7 @@ var servedSettings = []string{
 	"dpop-nonce-key-file", "dpop-nonce-lifetime",
 	"cors-origins",
 	"client-cert-header", "jwt-mtls",
-	"redis-url", "redis-timeout",
+	"redis-url", "redis-timeout", "redis-key-file",
 }
 
 // SettingVariable returns the environment variable of a serve flag:
