@@ -339,7 +339,9 @@ func countKey(callerKey string, period int64) string {
 // bound how many it holds. A count lives until its period ends (and a
 // little more, for the replicas' clocks), when none of its proofs is left.
 func shareArgs(a auth.Admission, callerKey string) (keys []string, which, life, wait int64) {
-	period := max(a.Life, time.Second).Milliseconds()
+	// An Admission whose Life is short of its own proof's life (unset)
+	// gets a period that holds that proof at least.
+	period := max(a.Life, a.Expires.Sub(a.Now), time.Second).Milliseconds()
 	now, expires := a.Now.UnixMilli(), a.Expires.UnixMilli()
 	first := now / period
 	which = 1
