@@ -191,7 +191,7 @@ func (e *Error) Error() string {
 }
 
 // HTTPStatus returns the status the API answers with: 401 or 403, or 429
-// for [ReasonDPoPQuota].
+// for [ReasonDPoPQuota] and [ReasonDPoPBlocked].
 func (e *Error) HTTPStatus() int {
 	if e.Status == 0 {
 		return http.StatusUnauthorized
