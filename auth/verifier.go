@@ -85,9 +85,10 @@ type Options struct {
 	// current one on every response to a DPoP request.
 	Nonces *dpop.Nonces
 	// Shared, when set, keeps the rate of each caller and the DPoP proofs
-	// used across the replicas of a deployment; this replica's limiter
-	// (RateLimit) and replay cache take over whenever it fails, and keep
-	// recording every proof meanwhile.
+	// used across the replicas of a deployment. It is asked only once this
+	// replica's limiter (RateLimit) and replay cache allowed the request,
+	// and for a proof once its signature verified; they take over whenever
+	// it fails, and keep recording every proof meanwhile.
 	Shared SharedState
 }
 
