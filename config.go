@@ -65,6 +65,9 @@ type serveConfig struct {
 	// "" for none; RedisTimeout bounds each call to it.
 	RedisURL     string
 	RedisTimeout time.Duration
+	// RedisKeyFile, when set, holds the secret Redis keys are hashed
+	// under; without it, the one derived from NonceKeyFile's.
+	RedisKeyFile string
 	// WriteTimeout bounds reading a request and each write of a response.
 	WriteTimeout time.Duration
 	// NonceKeyFile, when set, turns DPoP server nonces on, each accepted
@@ -297,6 +300,8 @@ func serveSettings() settingRows {
 			value: func(c *serveConfig) flag.Value {
 				return numberFlag{&c.RateLimit, "a number of requests a second, such as 10 or 0.5"}
 			}},
+		{group: groupShared, flag: "redis-key-file", key: "redis_key_file", help: "secret of at least 32 bytes, the same file on every replica, that every key -redis-url holds is hashed under, so that whoever reads Redis cannot confirm a guessed subject (default: one derived from -dpop-nonce-key-file's); read again when it changes and on SIGHUP",
+			value: func(c *serveConfig) flag.Value { return textFlag{&c.RedisKeyFile} }},
 		{group: groupShared, flag: "redis-timeout", key: "redis_timeout", def: redisstate.DefaultTimeout.String(), help: "time a call to -redis-url may take; past it, and while Redis fails, each replica uses its own replay cache and rate limit",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.RedisTimeout, positive: true} }},
 		{group: groupShared, flag: "redis-url", key: "redis_url", secret: true, help: "Redis or Valkey (redis:// or rediss://) that replicas share DPoP replay and -rate-limit state in (default: each replica keeps its own)",

@@ -208,8 +208,9 @@ func waitOrStop[T any](done <-chan T, sigs <-chan os.Signal) (v T, stopped bool)
 	}
 }
 
-// reload re-reads -data, the key files, the issuers file and the DPoP
-// nonce key (SIGHUP; the key files and the nonce key are also watched). A
+// reload re-reads -data, the key files, the issuers file, the DPoP nonce
+// key and the Redis key (SIGHUP; the key files, the nonce key and the
+// Redis key are also watched). A
 // bad file is refused and what was serving keeps serving. The catalog's
 // readers are checked against the issuers once, after both.
 func (s *service) reload() {
@@ -248,5 +249,8 @@ func (s *service) reload() {
 	}
 	if n := s.keys.nonces; n != nil {
 		_, _ = n.ReloadLogged(s.log, time.Now())
+	}
+	if k := s.keys.redisKey; k != nil {
+		k.Reload(s.log)
 	}
 }

@@ -151,6 +151,8 @@ type verification struct {
 	nonces *dpop.Nonces
 	// shared is the state of -redis-url; nil without it.
 	shared auth.SharedState
+	// redisKey is the secret of -redis-key-file; nil without it.
+	redisKey *redisstate.KeyFile
 }
 
 // issuerList returns the issuers configured now: those of the issuers
@@ -185,7 +187,20 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 	if vf.nonces = opts.Nonces; vf.nonces != nil {
 		bg.wait(watchNonceKey(bg.ctx, cfg.NonceKeyFile, vf.nonces, log))
 	}
-	if opts.Shared, err = openShared(bg, cfg, reg, log); err != nil {
+	var secret func() []byte
+	switch {
+	case cfg.RedisKeyFile != "" && cfg.RedisURL != "":
+		if vf.redisKey, err = redisstate.LoadKeyFile(cfg.RedisKeyFile); err != nil {
+			return vf, cfg.refused(err)
+		}
+		secret = vf.redisKey.Secret
+		kf, path := vf.redisKey, cfg.RedisKeyFile
+		bg.wait(keys.WatchFile(bg.ctx, path, log.With(zap.String("source", path)), func() { kf.Reload(log) }))
+	case vf.nonces != nil:
+		n := vf.nonces
+		secret = func() []byte { return n.Derive(redisSecretLabel) }
+	}
+	if opts.Shared, err = openShared(bg, cfg, secret, reg, log); err != nil {
 		return vf, err
 	}
 	vf.shared = opts.Shared
@@ -234,19 +249,26 @@ func watchNonceKey(ctx context.Context, path string, n *dpop.Nonces, log *zap.Lo
 	})
 }
 
+// redisSecretLabel names the secret derived from the DPoP nonce key for
+// the keys in Redis, when there is no -redis-key-file.
+const redisSecretLabel = "plantstore redis keys"
+
 // openShared connects the shared state of -redis-url, nil without it; it
 // is closed when bg stops. A Redis that does not answer is no error: each
 // replica then uses its own state until it does.
-func openShared(bg *background, cfg serveConfig, reg prometheus.Registerer, log *zap.Logger) (auth.SharedState, error) {
+func openShared(bg *background, cfg serveConfig, secret func() []byte, reg prometheus.Registerer, log *zap.Logger) (auth.SharedState, error) {
 	if cfg.RedisURL == "" {
 		return nil, nil
 	}
 	st, err := redisstate.New(redisstate.Options{
 		URL: cfg.RedisURL, Timeout: cfg.RedisTimeout, Rate: cfg.RateLimit, Burst: cfg.RateBurst,
-		Log: log, Registerer: reg,
+		Secret: secret, Log: log, Registerer: reg,
 	})
 	if err != nil {
 		return nil, cfg.refused(err)
+	}
+	if secret == nil {
+		log.Warn("shared state keys are plain hashes: whoever reads Redis can confirm a guessed subject; set -redis-key-file (or -dpop-nonce-key-file)")
 	}
 	done := make(chan struct{})
 	go func() {

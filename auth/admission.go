@@ -13,26 +13,29 @@ import (
 // is known to be good: the rate of each caller, and the DPoP proofs
 // already used. A [Verifier] asks it in two steps, so that no caller can
 // make the service verify signatures past its rate, nor spend another
-// caller's proof by sending a forged one with its jti:
+// caller's proof by sending a forged one with its jti, nor write to the
+// shared state past what this replica allows it:
 //
 //   - Admit, after every check of the token and every check of a proof
 //     that costs no signature, and before the proof's signature: it takes
-//     one request from the caller's rate (refusing with a
-//     *[RateLimitError]) and refuses a proof whose jti was used
-//     ([ReasonDPoPReplay]) or that there is no room to remember
-//     ([ReasonDPoPQuota]);
+//     one request from the caller's rate on this replica (refusing with a
+//     *[RateLimitError]) and refuses a proof whose jti this replica saw
+//     ([ReasonDPoPReplay]) or that there is no room to remember: the
+//     caller's or the client key's share of this replica's replay cache
+//     is full ([ReasonDPoPQuota]). It writes nothing to a [SharedState].
+//     A bearer request is admitted there and then: with a SharedState,
+//     its shared rate is taken once this replica's allowed it.
 //   - Settle, for a request with a proof that Admit let through, once its
-//     signature is checked: a proof that verified is remembered as used
-//     until it expires, unless another request used it in the meantime
-//     ([ReasonDPoPReplay]) or the room went ([ReasonDPoPQuota]); one that
-//     did not verify leaves nothing behind.
+//     signature is checked: a proof that verified is recorded as used,
+//     in the shared state first (one round trip: the shared rate, the
+//     replay across replicas and the caller's share of the shared store),
+//     then in this replica's cache, unless another request used it in the
+//     meantime ([ReasonDPoPReplay]) or the room went ([ReasonDPoPQuota]);
+//     one that did not verify leaves nothing behind, anywhere, and costs
+//     no round trip.
 //
 // A bearer request goes through Admit only, and only when the rate is
-// limited. The [Verifier]'s own Admitter keeps this replica's state; with
-// Options.Shared, the state the replicas share ([SharedState]) answers
-// Admit in one round trip (the rate, then the proof recorded), and Settle
-// needs it only to forget a proof that did not verify. Implementations
-// are safe for concurrent use.
+// limited. Implementations are safe for concurrent use.
 type Admitter interface {
 	Admit(ctx context.Context, a Admission) error
 	Settle(ctx context.Context, a Admission, verified bool) error
@@ -55,12 +58,12 @@ type Admission struct {
 	// Expires is when the proof stops being accepted (its iat, the window
 	// and twice the leeway), after which it needs no remembering.
 	Expires time.Time
+	// Life is the longest any proof the Verifier accepts can need
+	// remembering (its window and three times the leeway, since iat may
+	// be a leeway ahead): Expires is never further than Life after Now.
+	Life time.Duration
 	// Now is the time of the request, by the Verifier's clock.
 	Now time.Time
-	// ID tells this request's admission of a proof from any other's of
-	// the same proof, so that undoing what it recorded ([SharedState]
-	// Forget) never undoes another's.
-	ID uint64
 }
 
 // CallerKey returns the hash of a caller that an [Admission] carries and
@@ -131,21 +134,19 @@ func refusal(p dpop.Problem, wait time.Duration) error {
 
 // SharedState is state that the replicas of a deployment share (see the
 // auth/redisstate package): the rate of each caller and the DPoP proofs
-// used anywhere. A [Verifier] given one asks it first and keeps its own
-// limiter and replay cache as well, so that whenever the shared state
-// fails the replica still gives the guarantee of one replica.
-// Implementations are safe for concurrent use.
+// used anywhere. A [Verifier] given one asks it once this replica's own
+// limiter and replay cache allowed the request, and keeps them as well, so
+// that whenever the shared state fails the replica still gives the
+// guarantee of one replica. Implementations are safe for concurrent use.
 type SharedState interface {
 	// Admit takes one request from the caller's shared rate, when the
-	// state limits rates, and, for a proof (a.DPoP), records it as used
-	// unless it was already, all in one round trip; a caller over its rate
-	// records nothing. An error means the state could not answer: the
-	// Verifier then admits with this replica's state alone.
+	// state limits rates, and, for a proof (a.DPoP) whose signature
+	// verified, records it as used unless it was already or the caller
+	// holds its whole share of the shared store, all in one round trip; a
+	// caller over its rate records nothing. An error means the state could
+	// not answer: the Verifier then admits with this replica's state
+	// alone.
 	Admit(ctx context.Context, a Admission) (SharedVerdict, error)
-	// Forget undoes what Admit recorded for the proof of a, when a's
-	// signature did not verify, so that a forged proof never spends the
-	// jti of the one that will; a proof another request recorded stays.
-	Forget(ctx context.Context, a Admission) error
 }
 
 // SharedVerdict is a [SharedState]'s answer to Admit.
@@ -156,14 +157,18 @@ type SharedVerdict struct {
 	RetryAfter time.Duration
 	// Replay is set when the proof was used before.
 	Replay bool
+	// Full is set when the caller holds its whole share of the shared
+	// store, with RetryAfter the time until some of it expires.
+	Full bool
 }
 
-// sharedAdmitter is the [Admitter] of a replica with a [SharedState]: the
-// shared state decides the rate and the replay of proofs across replicas,
-// and this replica's state answers alone whenever the shared one fails.
-// This replica's replay cache checks and records every proof in every
-// case, so that a proof used here is refused here even right after the
-// shared state stopped answering, or lost what it held.
+// sharedAdmitter is the [Admitter] of a replica with a [SharedState]:
+// this replica's limiter and replay cache first, then the shared state,
+// which decides the rate and the replay of proofs across replicas; this
+// replica's state answers alone whenever the shared one fails. This
+// replica's replay cache checks and records every proof in every case, so
+// that a proof used here is refused here even right after the shared
+// state stopped answering, or lost what it held.
 type sharedAdmitter struct {
 	local  *localAdmitter
 	shared SharedState
@@ -171,35 +176,35 @@ type sharedAdmitter struct {
 
 var _ Admitter = (*sharedAdmitter)(nil)
 
-// Admit asks the shared state, then this replica's replay cache; when the
-// shared state fails, this replica's limiter and cache decide.
+// Admit asks this replica's limiter and replay cache, then, for a bearer
+// request, the shared rate.
 func (s *sharedAdmitter) Admit(ctx context.Context, a Admission) error {
+	if err := s.local.Admit(ctx, a); err != nil || a.DPoP {
+		return err
+	}
 	v, err := s.shared.Admit(ctx, a)
-	if err != nil {
-		return s.local.Admit(ctx, a)
-	}
-	switch {
-	case v.Limited:
+	if err == nil && v.Limited {
 		return &RateLimitError{RetryAfter: v.RetryAfter}
-	case !a.DPoP:
-		return nil
-	case v.Replay:
-		return proofRefusal(dpop.Replayed, 0)
 	}
-	return refusal(s.local.replays.Check(a.use()))
+	return nil
 }
 
-// Settle records a verified proof in this replica's cache, and has the
-// shared state forget a proof that did not verify.
+// Settle records a verified proof in the shared state, then in this
+// replica's cache; a proof that did not verify goes nowhere.
 func (s *sharedAdmitter) Settle(ctx context.Context, a Admission, verified bool) error {
-	if !a.DPoP {
+	if !a.DPoP || !verified {
 		return nil
 	}
-	if !verified {
-		// Whether or not the shared state recorded it, Forget removes only
-		// this request's record; an error leaves the record to expire.
-		_ = s.shared.Forget(ctx, a)
-		return nil
+	v, err := s.shared.Admit(ctx, a)
+	if err == nil {
+		switch {
+		case v.Limited:
+			return &RateLimitError{RetryAfter: v.RetryAfter}
+		case v.Replay:
+			return proofRefusal(dpop.Replayed, 0)
+		case v.Full:
+			return proofRefusal(dpop.Full, v.RetryAfter)
+		}
 	}
 	return s.local.Settle(ctx, a, true)
 }

@@ -70,10 +70,13 @@ const maxCredential = 8 << 10
 //     lifetime: [ReasonDPoPNonce], 401 use_dpop_nonce); an
 //     unbound token needs the Bearer scheme, and is refused where the
 //     issuer requires DPoP;
-//  10. admission ([Admitter]): one request taken from the caller's rate
-//     when Options.RateLimit is set, and, for a proof, its jti not seen
-//     before on this replica; then the proof's signature, and its jti
-//     recorded once the signature verified.
+//  10. for a proof, the budget of failed signatures of its caller and
+//     key ([ReasonDPoPBlocked], 429, once either spent it); admission
+//     ([Admitter]): one request taken from the caller's rate when
+//     Options.RateLimit is set, and, for a proof, its jti not seen before
+//     on this replica and room for it in the caller's and key's share;
+//     then the proof's signature, and its jti recorded once the signature
+//     verified (in Options.Shared first, the one round trip it costs).
 //
 // A token that passed steps 3 to 8 is cached until it expires, within the
 // cache's byte budget, when its Authenticator's verdict may be cached;
@@ -82,7 +85,8 @@ const maxCredential = 8 << 10
 // there is no credential, 401 invalid_token for a credential that fails a
 // check, 401 invalid_dpop_proof for a bad proof, 403 insufficient_scope
 // for a valid token without the required scope, and 429 for
-// [ReasonDPoPQuota]; a *[RateLimitError] (429) for a caller over its rate.
+// [ReasonDPoPQuota] and [ReasonDPoPBlocked]; a *[RateLimitError] (429)
+// for a caller over its rate.
 // The returned Identity is shared with other requests that present the
 // same token and must not be modified.
 func (v *Verifier) Authenticate(r *http.Request) (*Identity, error) {

@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"math/rand/v2"
 	"net/http"
 	"time"
 
@@ -77,11 +76,18 @@ func (v *Verifier) bind(r *http.Request, c credential, e *cacheEntry) error {
 
 // bindProof checks the one DPoP proof of r for the bound token e, in the
 // order that makes a caller pay for what it asks of the service: the
-// checks that cost no signature ([dpop.Parse]), then admission, which
-// takes one request from the caller's rate and refuses a proof already
-// used, then the signature, and only when it verified is the proof's jti
-// recorded. A caller over its rate so never gets a signature verified, and
-// a proof that does not verify never spends the jti of the one that will.
+// checks that cost no signature ([dpop.Parse]), then the budget of
+// failed signatures of the caller and the key ([dpop.Failures]: once
+// either spent it, a proof is refused with [ReasonDPoPBlocked], 429, until
+// its period ends, with no signature work), then admission by this
+// replica, which takes one request from the caller's rate and refuses a
+// proof already used or that the caller's or key's share of the replay
+// cache has no room for, then the signature, and only when it verified is
+// the proof recorded: in the shared state, when there is one (one round
+// trip), then in this replica's cache. A caller over its rate so never
+// gets a signature verified, a proof that does not verify never spends
+// the jti of the one that will and costs no round trip, and nothing is
+// written to the shared state that this replica would refuse.
 func (v *Verifier) bindProof(r *http.Request, c credential, e *cacheEntry) error {
 	proofs := r.Header.Values("DPoP")
 	if len(proofs) != 1 {
@@ -96,9 +102,12 @@ func (v *Verifier) bindProof(r *http.Request, c credential, e *cacheEntry) error
 	if prob != 0 {
 		return proofRefusal(prob, 0)
 	}
+	if blocked, wait := v.failures.Blocked(e.caller, e.client, now); blocked {
+		return &Error{Status: http.StatusTooManyRequests, Reason: ReasonDPoPBlocked, DPoP: true, RetryAfter: wait}
+	}
 	a := Admission{
 		Caller: e.caller, DPoP: true, Client: e.client, Proof: dpop.ProofKey(e.client, p.JTI()),
-		Expires: p.IssuedAt().Add(v.opts.DPoPWindow + 2*v.opts.Leeway), Now: now, ID: rand.Uint64(),
+		Expires: p.IssuedAt().Add(v.opts.DPoPWindow + 2*v.opts.Leeway), Life: v.opts.DPoPWindow + 3*v.opts.Leeway, Now: now,
 	}
 	ctx := r.Context()
 	if err := v.admitter.Admit(ctx, a); err != nil {
@@ -107,6 +116,7 @@ func (v *Verifier) bindProof(r *http.Request, c credential, e *cacheEntry) error
 	verified := p.Verify()
 	settled := v.admitter.Settle(ctx, a, verified)
 	if !verified {
+		v.failures.Fail(e.caller, e.client, now)
 		return proofRefusal(dpop.Invalid, 0)
 	}
 	return settled

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,6 +30,7 @@ import (
 	"github.com/plantstore/plantstore/auth/dpop"
 	"github.com/plantstore/plantstore/auth/jws"
 	"github.com/plantstore/plantstore/auth/keys"
+	"github.com/plantstore/plantstore/observability/metricstest"
 	"github.com/plantstore/plantstore/observability/setting"
 )
 
@@ -126,11 +129,95 @@ func forgedProof(t testing.TB, alg string, jwk map[string]any, uri, token string
 // fakeRSA returns an RSA public key of the given size whose private half
 // no one has: an odd modulus with its top bit set.
 func fakeRSA(bits int) *rsa.PublicKey {
+	return fakeRSAExp(bits, 65537)
+}
+
+// fakeRSAExp is fakeRSA with the public exponent e.
+func fakeRSAExp(bits, e int) *rsa.PublicKey {
 	n := make([]byte, bits/8)
 	rand.Read(n)
 	n[0] |= 0x80
 	n[len(n)-1] |= 1
-	return &rsa.PublicKey{N: new(big.Int).SetBytes(n), E: 65537}
+	return &rsa.PublicKey{N: new(big.Int).SetBytes(n), E: e}
+}
+
+// rsaKeyOfExponent returns an RS256 key of bits whose public exponent is
+// e, made by hand (crypto/rsa makes only 65537).
+func rsaKeyOfExponent(t testing.TB, bits, e int) authtest.Key {
+	t.Helper()
+	E := big.NewInt(int64(e))
+	one := big.NewInt(1)
+	for {
+		p, err := rand.Prime(rand.Reader, bits/2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := rand.Prime(rand.Reader, bits/2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := new(big.Int).Mul(p, q)
+		phi := new(big.Int).Mul(new(big.Int).Sub(p, one), new(big.Int).Sub(q, one))
+		d := new(big.Int).ModInverse(E, phi)
+		if p.Cmp(q) == 0 || n.BitLen() != bits || d == nil {
+			continue
+		}
+		k := &rsa.PrivateKey{PublicKey: rsa.PublicKey{N: n, E: e}, D: d, Primes: []*big.Int{p, q}}
+		k.Precompute()
+		return authtest.Key{Alg: "RS256", Private: k, Verify: keys.Key{Public: &k.PublicKey}}
+	}
+}
+
+// TestDPoPFailureBudget: the holder of a token bound to a key it made
+// sends proofs with random signatures of a 4096-bit RSA key, with no
+// -rate-limit: 16 are checked and refused (dpop_invalid), then every
+// proof of that caller, or of that key under another subject, is refused
+// before any signature work (429 dpop_blocked, with Retry-After) until
+// the minute ends, while another caller is served; the budget's fill is a
+// metric.
+func TestDPoPFailureBudget(t *testing.T) {
+	issuer, client := authtest.NewKey(t, "ES256"), authtest.NewKey(t, "ES256")
+	srv := newDPoPServer(t, issuer, auth.DPoPOptional, auth.Options{DPoPWindow: time.Hour})
+	// The clock a little ahead, so that the tokens made now are not in
+	// its future.
+	var clock atomic.Int64
+	clock.Store(time.Now().Add(5 * time.Second).UnixNano())
+	auth.SetClock(srv.v, func() time.Time { return time.Unix(0, clock.Load()) })
+	key := fakeRSA(4096)
+	mallory := boundTo(t, issuer, key, map[string]any{"sub": "mallory"})
+	forged := func(token string) string { return forgedProof(t, "RS256", publicJWK(t, key, nil), srv.url, token, 512) }
+	for i := range dpop.FailureBudget {
+		if status, ch := dpopRequest(t, "GET", srv.url, "DPoP "+mallory, forged(mallory)); status != http.StatusUnauthorized || !strings.Contains(ch, "invalid DPoP proof") {
+			t.Fatalf("forged proof %d: %d %q; want 401 invalid", i, status, ch)
+		}
+	}
+	trent := boundTo(t, issuer, key, map[string]any{"sub": "trent"})
+	other := authtest.NewKey(t, "ES256")
+	malloryOther := boundTo(t, issuer, other.Verify.Public, map[string]any{"sub": "mallory"})
+	for _, tt := range []struct{ name, token, proof string }{
+		{"the next forged proof", mallory, forged(mallory)},
+		{"the key under another subject", trent, forged(trent)},
+		{"the caller with another key, validly signed", malloryOther, authtest.Proof(t, other, "GET", srv.url, malloryOther, nil, nil)},
+	} {
+		resp := dpopResponse(t, "GET", srv.url, "DPoP "+tt.token, tt.proof)
+		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("%s: %d, Retry-After %q; want 429 with Retry-After", tt.name, resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+	}
+	if got := failures(t, srv.reg); got["dpop_invalid"] != dpop.FailureBudget || got["dpop_blocked"] != 3 {
+		t.Errorf("auth failures %v; want dpop_invalid %d and dpop_blocked 3", got, dpop.FailureBudget)
+	}
+	alice := boundTo(t, issuer, client.Verify.Public, map[string]any{"sub": "alice"})
+	if status, ch := dpopRequest(t, "GET", srv.url, "DPoP "+alice, authtest.Proof(t, client, "GET", srv.url, alice, nil, nil)); status != http.StatusOK {
+		t.Errorf("another caller: %d %q; want 200", status, ch)
+	}
+	if n := metricstest.Sum(t, srv.reg, "plantstore_dpop_failure_entries", nil); n != 2 {
+		t.Errorf("plantstore_dpop_failure_entries %v; want 2, the caller and the key", n)
+	}
+	clock.Add(int64(dpop.FailurePeriod + time.Second))
+	if status, ch := dpopRequest(t, "GET", srv.url, "DPoP "+malloryOther, authtest.Proof(t, other, "GET", srv.url, malloryOther, nil, nil)); status != http.StatusOK {
+		t.Errorf("the caller's valid proof once the minute ended: %d %q; want 200", status, ch)
+	}
 }
 
 // challengeAlgs is the algs parameter of the DPoP challenge by default.
@@ -189,6 +276,11 @@ func TestDPoPAttacks(t *testing.T) {
 	brokenSum := sha256.Sum256(fmt.Appendf(nil, "{\"e\":\"AQ\nAB\",\"kty\":\"RSA\",\"n\":%q}", rsaJWK["n"]))
 	brokenToken := authtest.Token(t, issuer, nil, authtest.Claims(map[string]any{"cnf": map[string]any{"jkt": b64(brokenSum[:])}}))
 
+	// A key of public exponent 3, whose proofs verify: the exponent alone
+	// refuses them.
+	e3 := rsaKeyOfExponent(t, 2048, 3)
+	e3Token := bound(e3)
+
 	tests := []struct {
 		name, ref string
 		authz     string
@@ -231,6 +323,7 @@ func TestDPoPAttacks(t *testing.T) {
 		{name: "crit header", ref: "RFC 7515 §4.1.11, RFC 9449 §4.3", authz: "DPoP " + token, proofs: []string{withHeader(map[string]any{"crit": []string{"exp"}, "exp": 1})}, want: auth.ReasonDPoPInvalid, wantDPoP: true},
 		{name: "empty crit header", ref: "RFC 7515 §4.1.11", authz: "DPoP " + token, proofs: []string{withHeader(map[string]any{"crit": []string{}})}, want: auth.ReasonDPoPInvalid, wantDPoP: true},
 		{name: "RSA key of 8192 bits, bound", ref: "RFC 9449 §11.1 (cost of a proof)", authz: "DPoP " + rsa8192Token, proofs: []string{forgedProof(t, "RS256", publicJWK(t, rsa8192, nil), u, rsa8192Token, 1024)}, want: auth.ReasonDPoPInvalid, wantDPoP: true},
+		{name: "RSA key of public exponent 3, validly signed", ref: "RFC 9449 §11.1 (cost of a proof), RFC 8017 §3.1", authz: "DPoP " + e3Token, proofs: []string{authtest.Proof(t, e3, "GET", u, e3Token, nil, nil)}, want: auth.ReasonDPoPInvalid, wantDPoP: true},
 		{name: "RSA key of 4096 bits, bound, wrong signature", ref: "RFC 9449 §4.3 (signature)", authz: "DPoP " + rsa4096Token, proofs: []string{forgedProof(t, "PS512", publicJWK(t, rsa4096, nil), u, rsa4096Token, 512)}, want: auth.ReasonDPoPInvalid, wantDPoP: true},
 		{name: "signature of the wrong length", ref: "RFC 7518 §3.4", authz: "DPoP " + rsa4096Token, proofs: []string{forgedProof(t, "RS256", publicJWK(t, rsa4096, nil), u, rsa4096Token, 256)}, want: auth.ReasonDPoPInvalid, wantDPoP: true},
 		{name: "proof over 4 KiB", ref: "RFC 9449 §11.1 (cost)", authz: "DPoP " + token, proofs: []string{withHeader(map[string]any{"jwk": publicJWK(t, client.Verify.Public, map[string]any{"pad": strings.Repeat("a", 4096)})})}, want: auth.ReasonDPoPInvalid, wantDPoP: true},
@@ -892,11 +985,17 @@ func BenchmarkDPoPProofCost(b *testing.B) {
 	// A window of an hour: the proofs made here stay fresh however long
 	// the benchmark runs.
 	v := newVerifierOpts(b, auth.Options{DPoPWindow: time.Hour}, auth.Config{}, authtest.KeySet(issuer))
+	// The rows refused at the signature send the same key's proofs
+	// without end: no budget stops them here (blocked measures it).
+	auth.SetFailureBudget(v, math.MaxInt32)
+	blocked := newVerifierOpts(b, auth.Options{DPoPWindow: time.Hour}, auth.Config{}, authtest.KeySet(issuer))
 	refV := newVerifierOpts(b, auth.Options{DPoPWindow: time.Hour}, auth.Config{}, authtest.KeySet(issuer))
 	limited := newVerifierOpts(b, auth.Options{DPoPWindow: time.Hour, RateLimit: limit}, auth.Config{}, authtest.KeySet(issuer))
 	edToken, es256Token, es512Token := boundTo(b, issuer, ed.Verify.Public, nil), boundTo(b, issuer, es256.Verify.Public, nil), boundTo(b, issuer, es512.Verify.Public, nil)
 	rsa4096, rsa8192 := fakeRSA(4096), fakeRSA(8192)
 	rsa4096Token, rsa8192Token := boundTo(b, issuer, rsa4096, nil), boundTo(b, issuer, rsa8192, nil)
+	rsaBigEKey := fakeRSAExp(4096, math.MaxInt32)
+	rsaBigE := boundTo(b, issuer, rsaBigEKey, nil)
 	badSignature := func(proof string) string {
 		sig := signature(b, proof)
 		sig[len(sig)/2] ^= 1
@@ -914,6 +1013,12 @@ func BenchmarkDPoPProofCost(b *testing.B) {
 		many[fmt.Sprintf("m%03d", i)] = 0
 	}
 	overRate := authtest.Proof(b, ed, "GET", proofUseURI, edToken, nil, nil)
+	rsaForged := forgedProof(b, "RS256", publicJWK(b, rsa4096, nil), proofUseURI, rsa4096Token, 512)
+	for range dpop.FailureBudget {
+		if _, err := blocked.Authenticate(dpopBenchRequest(rsa4096Token, rsaForged)); !strings.HasSuffix(fmt.Sprint(err), "dpop_invalid") {
+			b.Fatalf("a forged proof within the budget: %v", err)
+		}
+	}
 	if _, err := limited.Authenticate(dpopBenchRequest(edToken, authtest.Proof(b, ed, "GET", proofUseURI, edToken, nil, nil))); err != nil {
 		b.Fatal(err)
 	}
@@ -933,6 +1038,8 @@ func BenchmarkDPoPProofCost(b *testing.B) {
 		{name: "refused-before-signature/replayed", v: v, token: edToken, proof: replayed, want: "dpop_replay"},
 		{name: "refused-before-signature/over-rate", v: limited, token: edToken, proof: overRate, want: "rate limit exceeded"},
 		{name: "refused-before-signature/rsa-8192", v: v, token: rsa8192Token, proof: forgedProof(b, "RS256", publicJWK(b, rsa8192, nil), proofUseURI, rsa8192Token, 1024), want: "dpop_invalid"},
+		{name: "refused-before-signature/rsa-4096-blocked", v: blocked, token: rsa4096Token, proof: rsaForged, want: "dpop_blocked"},
+		{name: "refused-before-signature/rsa-4096-exponent-2^31-1", v: v, token: rsaBigE, proof: forgedProof(b, "RS256", publicJWK(b, rsaBigEKey, nil), proofUseURI, rsaBigE, 512), want: "dpop_invalid"},
 		{name: "refused-before-signature/another-key", v: v, token: edToken, proof: forgedProof(b, "RS256", publicJWK(b, rsa4096, nil), proofUseURI, edToken, 512), want: "dpop_key"},
 		{name: "refused-before-signature/over-4KiB", v: v, token: edToken, proof: authtest.Proof(b, ed, "GET", proofUseURI, edToken, map[string]any{"jwk": publicJWK(b, ed.Verify.Public, map[string]any{"pad": strings.Repeat("a", 3000)})}, nil), want: "dpop_invalid"},
 		{name: "refused-before-signature/jwk-of-200-members", v: v, token: edToken, proof: authtest.Proof(b, ed, "GET", proofUseURI, edToken, map[string]any{"jwk": many}, nil), want: "dpop_invalid"},

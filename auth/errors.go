@@ -47,6 +47,7 @@ const (
 	ReasonDPoPReplay   Reason = "dpop_replay"   // the proof was used before
 	ReasonDPoPNonce    Reason = "dpop_nonce"    // the proof carries no server nonce, or a stale or forged one (use_dpop_nonce); a standard client retries with the nonce it is given
 	ReasonDPoPQuota    Reason = "dpop_quota"    // no room to remember the proof: its key, or the replica, sent too many (429)
+	ReasonDPoPBlocked  Reason = "dpop_blocked"  // too many proofs of the key, or of the caller, failed their signature check lately (429)
 	ReasonDPoPBound    Reason = "dpop_bound"    // a bound token as a bearer token, or where DPoP is off
 	ReasonDPoPUnbound  Reason = "dpop_unbound"  // the DPoP scheme with a token that is not bound
 	ReasonDPoPRequired Reason = "dpop_required" // an unbound token where DPoP is required
@@ -75,7 +76,7 @@ func Reasons() []Reason {
 		ReasonLifetime, ReasonClaim, ReasonGroupsOverage, ReasonNoSubject, ReasonClaims, ReasonTooManyGroups,
 		ReasonScope,
 		ReasonDPoPMissing, ReasonDPoPInvalid, ReasonDPoPKey, ReasonDPoPTarget,
-		ReasonDPoPAth, ReasonDPoPIat, ReasonDPoPReplay, ReasonDPoPNonce, ReasonDPoPQuota,
+		ReasonDPoPAth, ReasonDPoPIat, ReasonDPoPReplay, ReasonDPoPNonce, ReasonDPoPQuota, ReasonDPoPBlocked,
 		ReasonDPoPBound, ReasonDPoPUnbound, ReasonDPoPRequired,
 		ReasonCertBound, ReasonCertMissing, ReasonCertMismatch,
 		ReasonUnknownBinding,
@@ -153,6 +154,8 @@ func (r Reason) Description() string {
 		return "DPoP proof needs the nonce of the DPoP-Nonce header"
 	case ReasonDPoPQuota:
 		return "too many DPoP proofs, retry later"
+	case ReasonDPoPBlocked:
+		return "too many DPoP proofs failed their signature check, retry later"
 	case ReasonDPoPBound:
 		return "DPoP-bound token must use the DPoP scheme"
 	case ReasonDPoPUnbound:
@@ -207,7 +210,8 @@ func (e *Error) Error() string {
 }
 
 // HTTPStatus returns the status the API answers with: 401 or 403, 429
-// for [ReasonDPoPQuota], or 503 for [ReasonIntrospectionUnavailable].
+// for [ReasonDPoPQuota] and [ReasonDPoPBlocked], or 503 for
+// [ReasonIntrospectionUnavailable].
 func (e *Error) HTTPStatus() int {
 	if e.Status == 0 {
 		return http.StatusUnauthorized

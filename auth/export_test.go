@@ -50,3 +50,10 @@ func (v *Verifier) Issuers() []Issuer {
 // SetClock makes v read the time from now, for tests that move it. Call it
 // before v verifies anything.
 func SetClock(v *Verifier, now func() time.Time) { v.now = now }
+
+// SetFailureBudget gives v a budget of failed proof signatures of budget
+// a minute per caller and per key, so that benchmarks can refuse the same
+// forged proof at its signature without end.
+func SetFailureBudget(v *Verifier, budget int) {
+	v.failures = dpop.NewFailures(budget, dpop.FailurePeriod, dpop.FailureEntries)
+}

@@ -252,6 +252,10 @@ var (
 		"DPoP proofs this replica remembers against replay, until their window ends.", nil, nil)
 	replayLimitDesc = prometheus.NewDesc("plantstore_dpop_replay_entries_limit",
 		"The most DPoP proofs the replay cache remembers: at this, new proofs are refused (429, dpop_quota).", nil, nil)
+	failureEntriesDesc = prometheus.NewDesc("plantstore_dpop_failure_entries",
+		"Callers and DPoP keys whose proofs failed their signature check within the last minute, counted against their budget (dpop_blocked).", nil, nil)
+	failureLimitDesc = prometheus.NewDesc("plantstore_dpop_failure_entries_limit",
+		"The most callers and keys the failure budget counts at once: at this, a new one takes an old one's place.", nil, nil)
 )
 
 // fillCollector reports the fill of the watched Verifier's caches at
@@ -263,6 +267,8 @@ func (fillCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- tokenCacheLimitDesc
 	ch <- replayEntriesDesc
 	ch <- replayLimitDesc
+	ch <- failureEntriesDesc
+	ch <- failureLimitDesc
 }
 
 func (f fillCollector) Collect(ch chan<- prometheus.Metric) {
@@ -276,4 +282,7 @@ func (f fillCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(tokenCacheLimitDesc, prometheus.GaugeValue, float64(limit))
 	ch <- prometheus.MustNewConstMetric(replayEntriesDesc, prometheus.GaugeValue, float64(entries))
 	ch <- prometheus.MustNewConstMetric(replayLimitDesc, prometheus.GaugeValue, float64(max))
+	failures, failuresMax := v.failures.Fill()
+	ch <- prometheus.MustNewConstMetric(failureEntriesDesc, prometheus.GaugeValue, float64(failures))
+	ch <- prometheus.MustNewConstMetric(failureLimitDesc, prometheus.GaugeValue, float64(failuresMax))
 }

@@ -85,9 +85,10 @@ type Options struct {
 	// current one on every response to a DPoP request.
 	Nonces *dpop.Nonces
 	// Shared, when set, keeps the rate of each caller and the DPoP proofs
-	// used across the replicas of a deployment; this replica's limiter
-	// (RateLimit) and replay cache take over whenever it fails, and keep
-	// recording every proof meanwhile.
+	// used across the replicas of a deployment. It is asked only once this
+	// replica's limiter (RateLimit) and replay cache allowed the request,
+	// and for a proof once its signature verified; they take over whenever
+	// it fails, and keep recording every proof meanwhile.
 	Shared SharedState
 }
 
@@ -102,6 +103,9 @@ type Verifier struct {
 	// when it is set.
 	admitter Admitter
 	replays  *dpop.ReplayCache
+	// failures are the proofs whose signature failed lately, by caller
+	// and by key.
+	failures *dpop.Failures
 	// certs are the thumbprints of the client certificates seen lately.
 	certs *edge.CertCache
 	// now is the clock of every time check; tests replace it.
@@ -176,7 +180,7 @@ func NewVerifier(o Options, issuers ...Issuer) (*Verifier, error) {
 	if o.ClientCertHeader, err = checkCertHeader(o.ClientCertHeader); err != nil {
 		return nil, err
 	}
-	v := &Verifier{opts: o, now: time.Now, cache: newTokenCache(o.CacheBytes), replays: dpop.NewReplayCache(dpop.ReplayEntries), certs: edge.NewCertCache()}
+	v := &Verifier{opts: o, now: time.Now, cache: newTokenCache(o.CacheBytes), replays: dpop.NewReplayCache(dpop.ReplayEntries), failures: dpop.NewFailures(dpop.FailureBudget, dpop.FailurePeriod, dpop.FailureEntries), certs: edge.NewCertCache()}
 	v.admitter = newLocalAdmitter(o.RateLimit, v.replays)
 	if o.Shared != nil {
 		v.admitter = &sharedAdmitter{local: v.admitter.(*localAdmitter), shared: o.Shared}

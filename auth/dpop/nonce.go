@@ -254,3 +254,14 @@ func (n *Nonces) valid(nonce []byte, now time.Time) bool {
 // NonceHeader is the response header that carries the nonce (RFC 9449
 // §8.1).
 const NonceHeader = "DPoP-Nonce"
+
+// Derive returns a secret of 32 bytes made from the current key for
+// another use, named by label (an HMAC-SHA256 of label under the key), so
+// that the key file's secret serves that use without ever being used as
+// it is: the shared state's keyed hashes take theirs so. It changes when
+// the key is rotated.
+func (n *Nonces) Derive(label string) []byte {
+	m := hmac.New(sha256.New, n.keys.Load().cur.secret)
+	m.Write([]byte(label))
+	return m.Sum(nil)
+}

@@ -10,7 +10,6 @@ import (
 	"crypto/sha512"
 	"encoding/base64"
 	"encoding/json"
-	"math"
 	"math/big"
 	"slices"
 	"strconv"
@@ -527,7 +526,9 @@ func edDSA(alg string) bool { return alg == "EdDSA" || alg == "Ed25519" }
 
 // rsaSane reports whether the n and e of an RSA key are unsigned integers
 // in as few octets as they take (RFC 7518 §2), n of 2048 bits or more
-// (decoding bounded it to 4096), e odd, from 3 to 2^31-1; it sets k.e.
+// (decoding bounded it to 4096), e 65537, the exponent every RSA key is
+// made with: a larger one makes a signature that no one made costlier to
+// refuse; it sets k.e.
 func (k *proofJWK) rsaSane() bool {
 	n, e := k.aRaw, k.bRaw
 	if n[0] == 0 || e[0] == 0 || len(n) == minProofRSABytes && n[0] < 0x80 {
@@ -537,7 +538,7 @@ func (k *proofJWK) rsaSane() bool {
 	for _, c := range e {
 		v = v<<8 | uint64(c)
 	}
-	if v < 3 || v%2 == 0 || v > math.MaxInt32 {
+	if v != 65537 {
 		return false
 	}
 	k.e = int(v)

@@ -185,9 +185,9 @@ func parseEscapedPEM(escaped string) (*x509.Certificate, error) {
 }
 
 // Sizes of the certificate cache: slots, and the longest escaped PEM it
-// keeps (a certificate with a 4096-bit RSA key is about 2.5 KiB of
-// escaped PEM). It holds at most certCacheSlots * certCacheMaxKey bytes
-// of keys, 1 MiB.
+// keeps as it is (a certificate with a 4096-bit RSA key is about 2.5 KiB
+// of escaped PEM); a longer one is kept by its SHA-256. It holds at most
+// certCacheSlots * certCacheMaxKey bytes of keys, 1 MiB.
 const (
 	certCacheSlots  = 128
 	certCacheMaxKey = 8 << 10
@@ -198,14 +198,17 @@ const (
 // the same certificate on every request, cost one parse each rather than
 // one a request. The thumbprint is a function of the escaped PEM alone,
 // so an entry can never answer for another certificate; a certificate
-// that does not parse is not remembered. It is safe for concurrent use.
+// that does not parse is not remembered. An escaped PEM over
+// certCacheMaxKey is remembered by its SHA-256, so that a client with a
+// large certificate costs one hash a request, not a parse. It is safe for
+// concurrent use.
 type CertCache struct {
 	seed  maphash.Seed
 	slots [certCacheSlots]atomic.Pointer[certMemo]
 }
 
 type certMemo struct {
-	escaped, x5t string
+	escaped, x5t string // escaped: the escaped PEM, or a NUL and its SHA-256
 }
 
 // NewCertCache returns an empty CertCache.
@@ -219,22 +222,24 @@ func (cc *CertCache) Thumbprint(values []string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
+	key := escaped
 	if len(escaped) > certCacheMaxKey {
-		cert, err := parseEscapedPEM(escaped)
-		if err != nil {
-			return "", false
-		}
-		return CertificateThumbprint(cert.Raw), true
+		// A NUL and 32 bytes: no escaped PEM that parses is that short.
+		sum := sha256.Sum256([]byte(escaped))
+		key = "\x00" + string(sum[:])
 	}
-	slot := &cc.slots[maphash.String(cc.seed, escaped)%certCacheSlots]
-	if m := slot.Load(); m != nil && m.escaped == escaped {
+	slot := &cc.slots[maphash.String(cc.seed, key)%certCacheSlots]
+	if m := slot.Load(); m != nil && m.escaped == key {
 		return m.x5t, true
 	}
 	cert, err := parseEscapedPEM(escaped)
 	if err != nil {
 		return "", false
 	}
-	m := &certMemo{escaped: strings.Clone(escaped), x5t: CertificateThumbprint(cert.Raw)}
+	if key == escaped {
+		key = strings.Clone(escaped)
+	}
+	m := &certMemo{escaped: key, x5t: CertificateThumbprint(cert.Raw)}
 	slot.Store(m)
 	return m.x5t, true
 }

@@ -50,3 +50,33 @@ func TestParseClientCertificate(t *testing.T) {
 		})
 	}
 }
+
+// TestCertCacheLargeCertificate: a certificate whose escaped PEM is over
+// the 8 KiB the cache keeps as it is, sent on every request, is parsed
+// once, then answered from the cache by its hash: a lookup allocates a
+// few times, a parse dozens.
+func TestCertCacheLargeCertificate(t *testing.T) {
+	ca := authtest.NewCA(t)
+	large := ca.Issue(t, strings.Repeat("c", 8000))
+	if n := len(large.Escaped()); n <= 8<<10 {
+		t.Fatalf("escaped PEM of %d bytes; the test needs over 8 KiB", n)
+	}
+	small := ca.Issue(t, "client")
+	cc := edge.NewCertCache()
+	values := []string{large.Escaped()}
+	want, ok := cc.Thumbprint(values)
+	if !ok || want != edge.CertificateThumbprint(large.Cert.Raw) {
+		t.Fatalf("Thumbprint = %q, %v; want the certificate's", want, ok)
+	}
+	allocs := testing.AllocsPerRun(20, func() {
+		if got, ok := cc.Thumbprint(values); !ok || got != want {
+			t.Fatalf("Thumbprint again = %q, %v", got, ok)
+		}
+	})
+	if allocs > 4 {
+		t.Errorf("a large certificate seen before costs %v allocations; want a cache lookup (at most 4), not a parse", allocs)
+	}
+	if got, ok := cc.Thumbprint([]string{small.Escaped()}); !ok || got != edge.CertificateThumbprint(small.Cert.Raw) {
+		t.Errorf("another certificate: %q, %v; want its own thumbprint", got, ok)
+	}
+}

@@ -339,7 +339,7 @@ func (j *JWKS) fetch(done chan struct{}, parent trace.SpanContext) {
 		span.SetAttributes(issuerKey.String(j.opts.Name))
 	}
 	defer span.End()
-	keys, err := j.fetchKeys(ctx)
+	keys, err := j.fetchHedged(ctx)
 	endSpan(span, err)
 	if err == nil {
 		span.SetAttributes(keysKey.Int(len(keys)))
@@ -361,6 +361,66 @@ func (j *JWKS) fetch(done chan struct{}, parent trace.SpanContext) {
 	close(done)
 }
 
+// A fetch that has had no answer for hedgeEvery while the keys are past
+// their max_stale (refused) sends another request, and so on every
+// hedgeEvery, at most maxHedges in all within the fetch's timeout, and
+// takes the first that succeeds: an identity provider that hung and comes
+// back is seen within about hedgeEvery, not once the hung request times
+// out. While the keys serve, a fetch is one request.
+const (
+	hedgeEvery = time.Second
+	maxHedges  = 4
+)
+
+// fetchHedged is fetchKeys, hedged while the keys are refused as stale.
+func (j *JWKS) fetchHedged(ctx context.Context) ([]Key, error) {
+	stale := func() bool {
+		c := time.Duration(j.refreshCap.Load())
+		return c > 0 && j.staleAt(j.now(), 2*c)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		keys []Key
+		err  error
+	}
+	results := make(chan result, maxHedges) // never blocks a request that ends late
+	start := func() {
+		go func() {
+			keys, err := j.fetchKeys(ctx)
+			results <- result{keys, err}
+		}()
+	}
+	start()
+	sent, running := 1, 1
+	t := time.NewTicker(hedgeEvery)
+	defer t.Stop()
+	var err error
+	for running > 0 {
+		select {
+		case r := <-results:
+			running--
+			if r.err == nil {
+				// The requests still running give up, and end before the
+				// fetch does.
+				cancel()
+				for ; running > 0; running-- {
+					<-results
+				}
+				return r.keys, nil
+			}
+			err = r.err
+		case <-t.C:
+			if sent < maxHedges && ctx.Err() == nil && stale() {
+				start()
+				sent++
+				running++
+			}
+		}
+	}
+	return nil, err
+}
+
 // fetchKeys discovers the JWKS URL when needed, fetches it and decodes it.
 func (j *JWKS) fetchKeys(ctx context.Context) ([]Key, error) {
 	j.mu.Lock()
@@ -380,6 +440,8 @@ func (j *JWKS) fetchKeys(ctx context.Context) ([]Key, error) {
 	j.mu.Lock()
 	switch {
 	case j.opts.URL != "":
+	case err != nil && errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		// A hedged request given up once another answered.
 	case err != nil:
 		j.jwksURL = "" // discover again: the issuer may have moved its keys
 	default:

@@ -574,3 +574,48 @@ func TestJWKSRedactsURLSecrets(t *testing.T) {
 		t.Errorf("logs do not show the redacted URL:\n%s", logs)
 	}
 }
+
+// TestJWKSHungProviderRecovers: keys past their max_stale while the
+// provider hangs are served again within about a second of its answering,
+// not once the hung request times out (10 s here): while the keys are
+// refused, a fetch sends another request every second.
+func TestJWKSHungProviderRecovers(t *testing.T) {
+	k := authtest.NewKeyID(t, "ES256", "k1")
+	good := authtest.JWKS(t, k)
+	srv := authtest.NewServer(t, good)
+	j, _ := authtest.NewJWKS(t, keys.JWKSOptions{
+		URL: srv.URL, Refresh: time.Hour, Timeout: 10 * time.Second,
+		MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond,
+	})
+	authtest.WaitFor(t, "first key set", func() bool { return j.Ready() == nil })
+	_, freshness := keys.HoldFresh(j, 300*time.Millisecond, time.Now)
+	hung := make(chan struct{})
+	var hanging atomic.Bool
+	hanging.Store(true)
+	srv.Set(func(w http.ResponseWriter, r *http.Request) {
+		if hanging.Load() {
+			select {
+			case <-hung:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		w.Write(good)
+	})
+	authtest.WaitFor(t, "the keys past max_stale", func() bool { return !freshness.Fresh(time.Now()) })
+	// A fetch started while stale is hanging now; the provider comes back.
+	time.Sleep(200 * time.Millisecond)
+	hanging.Store(false)
+	back := time.Now()
+	deadline := back.Add(8 * time.Second)
+	for !freshness.Fresh(time.Now()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("keys still stale %v after the provider answered again; want about a second", time.Since(back))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if d := time.Since(back); d > 3*time.Second {
+		t.Errorf("keys fresh again %v after the provider answered; want within about a second", d)
+	}
+	close(hung)
+}

@@ -5,9 +5,12 @@
 // Each admission is one round trip: one script takes a request from the
 // caller's rate (GCRA, by the server's clock, so the replicas' clocks do
 // not matter) and, for a caller within its rate, records the proof unless
-// it is there already (SET NX with the proof's remaining life as expiry).
+// it is there already, or the caller holds its share of the store
+// ([Options.CallerProofs]), with the proof's remaining life as expiry.
 // Keys are fixed-size hashes under the prefix "plantstore:", each with an
-// expiry; nothing in Redis names a caller, a key or a proof readably.
+// expiry, keyed by the deployment's secret ([Options.Secret]); nothing in
+// Redis names a caller, a key or a proof readably, and without the secret
+// a guessed subject cannot be confirmed.
 //
 // A call that fails or outlasts the timeout turns the state down: calls
 // stop going to Redis at once (the Verifier's own limiter and replay cache
@@ -18,7 +21,6 @@ package redisstate
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -48,6 +50,17 @@ const (
 // prefix starts every key this package writes.
 const prefix = "plantstore:"
 
+// DefaultCallerProofs is the most DPoP proofs one caller (issuer and
+// subject) may hold in the shared store at once, whatever its keys and
+// however many replicas it sends to: about 550 proofs a second over the
+// default window and twice the leeway (2 min), and at most about 13 MiB
+// of Redis (200 bytes a proof, BenchmarkCallerShare's figure).
+const DefaultCallerProofs = 1 << 16
+
+// skew is how much the replicas' clocks may differ, which a caller's proof
+// counts outlive their period by.
+const skew = 2 * time.Second
+
 // Options configure a [State].
 type Options struct {
 	// URL is the server: redis://[user:password@]host[:port][/db] or
@@ -64,6 +77,16 @@ type Options struct {
 	// Probe is how often Redis is tried while it is down; 0 or less means
 	// DefaultProbe.
 	Probe time.Duration
+	// CallerProofs is the most DPoP proofs one caller may hold in Redis at
+	// once; past it, its proofs are refused (dpop_quota) until some
+	// expire. 0 or less means DefaultCallerProofs.
+	CallerProofs int
+	// Secret, when set, returns the deployment's secret (the same on every
+	// replica) that every key derived from a caller or a proof is hashed
+	// under (see [KeyFile]); it is asked at each call, so a rotated secret
+	// is used at once. Nil leaves the plain hashes, which whoever reads
+	// Redis can test a guessed subject against.
+	Secret func() []byte
 	// Log gets a line at each change of state; nil logs nothing.
 	Log *zap.Logger
 	// Registerer gets plantstore_shared_state_requests_total{op,result}
@@ -140,11 +163,16 @@ type State struct {
 	// at once.
 	interval int64
 	burst    int64
+	// callerProofs is the most proofs a caller may hold.
+	callerProofs int64
+	keys         *keyer
 
 	up atomic.Bool
 
 	requests *prometheus.CounterVec
 	upGauge  prometheus.Gauge
+	// db is the Redis database number the keys are in.
+	db int
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -169,6 +197,9 @@ func New(o Options) (*State, error) {
 	if o.Probe <= 0 {
 		o.Probe = DefaultProbe
 	}
+	if o.CallerProofs <= 0 {
+		o.CallerProofs = DefaultCallerProofs
+	}
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
@@ -186,12 +217,14 @@ func New(o Options) (*State, error) {
 	ro.DisableIdentity = true
 	ro.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	s := &State{
-		client:  redis.NewClient(ro),
-		where:   setting.RedactURL(o.URL),
-		timeout: o.Timeout,
-		probe:   o.Probe,
-		log:     o.Log,
-		burst:   int64(o.Burst),
+		client:       redis.NewClient(ro),
+		where:        setting.RedactURL(o.URL),
+		timeout:      o.Timeout,
+		probe:        o.Probe,
+		log:          o.Log,
+		burst:        int64(o.Burst),
+		callerProofs: int64(o.CallerProofs),
+		keys:         newKeyer(o.Secret),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "plantstore_shared_state_requests_total",
 			Help: "Calls to the shared state (Redis), by what they served (replay, rate) and result (ok, error, timeout).",
@@ -216,6 +249,9 @@ func New(o Options) (*State, error) {
 		if err := o.Registerer.Register(s.upGauge); err != nil {
 			return nil, err
 		}
+		if err := o.Registerer.Register(storeCollector{s}); err != nil {
+			return nil, err
+		}
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if err := s.try(s.ctx); err != nil {
@@ -224,6 +260,7 @@ func New(o Options) (*State, error) {
 		s.up.Store(true)
 		s.upGauge.Set(1)
 		s.log.Info("shared state available", zap.String("redis", s.where))
+		s.checkPolicy(s.ctx)
 	}
 	return s, nil
 }
@@ -243,11 +280,18 @@ var errDown = errors.New("shared state unavailable")
 
 // admitScript takes a request from a caller's rate and records a proof.
 // KEYS are the caller's rate key when ARGV[1] (the time one request
-// takes, in microseconds) is positive, then the proof's key when ARGV[3]
-// (its life in milliseconds) is positive; ARGV[2] is the burst, ARGV[4]
-// the admission's ID. The answer is {admitted, retry after in
-// microseconds, replay}: a caller over its rate takes nothing and
-// records nothing.
+// takes, in microseconds) is positive, then, when ARGV[3] (the proof's
+// life in milliseconds) is positive, the proof's key and the caller's two
+// proof counts: the proofs it recorded that expire in this period of the
+// counts and in the next. ARGV[2] is the burst, ARGV[4] the most proofs a
+// caller may hold (the two counts together), ARGV[5] which count the
+// proof goes to (1 or 2), ARGV[6] how long that count must live in
+// milliseconds, and ARGV[7] the time until the first count expires, in
+// microseconds. When ARGV[8] is 1, the last key is the proof's key under
+// the previous secret, which makes it a replay too. The answer is {admitted, retry after in microseconds,
+// replay or full (1 replay, 2 the caller's share full)}: a caller over
+// its rate takes nothing and records nothing, and so does a caller whose
+// share is full.
 var admitScript = redis.NewScript(`
 local k = 1
 local interval = tonumber(ARGV[1])
@@ -266,28 +310,53 @@ if interval > 0 then
   k = 2
 end
 if tonumber(ARGV[3]) > 0 then
-  if not redis.call('SET', KEYS[k], ARGV[4], 'NX', 'PX', ARGV[3]) then
+  if redis.call('EXISTS', KEYS[k]) == 1 or ARGV[8] == '1' and redis.call('EXISTS', KEYS[k + 3]) == 1 then
     return {1, 0, 1}
+  end
+  local held = tonumber(redis.call('GET', KEYS[k + 1]) or '0') + tonumber(redis.call('GET', KEYS[k + 2]) or '0')
+  if held >= tonumber(ARGV[4]) then
+    return {1, tonumber(ARGV[7]), 2}
+  end
+  redis.call('SET', KEYS[k], '1', 'PX', ARGV[3])
+  local c = KEYS[k + tonumber(ARGV[5])]
+  if redis.call('INCR', c) == 1 then
+    redis.call('PEXPIRE', c, ARGV[6])
   end
 end
 return {1, 0, 0}
 `)
 
-// forgetScript deletes the proof key KEYS[1] if ARGV[1], an admission's
-// ID, recorded it.
-var forgetScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-`)
+// countKey is the key of the count of the proofs of the caller whose key
+// is callerKey that expire in the period the number names.
+func countKey(callerKey string, period int64) string {
+	return callerKey + ":" + strconv.FormatInt(period, 10)
+}
 
-func rateKey(caller [16]byte) string { return prefix + "r:" + hex.EncodeToString(caller[:]) }
-func proofKey(proof [16]byte) string { return prefix + "p:" + hex.EncodeToString(proof[:]) }
+// shareArgs returns the keys and arguments of the caller's share for the
+// proof of a: the proofs live at most a.Life (at least a second), so
+// those of the caller alive now expire in this period of that length or
+// the next, and the two counts of the proofs recorded to expire in each
+// bound how many it holds. A count lives until its period ends (and a
+// little more, for the replicas' clocks), when none of its proofs is left.
+func shareArgs(a auth.Admission, callerKey string) (keys []string, which, life, wait int64) {
+	// An Admission whose Life is short of its own proof's life (unset)
+	// gets a period that holds that proof at least.
+	period := max(a.Life, a.Expires.Sub(a.Now), time.Second).Milliseconds()
+	now, expires := a.Now.UnixMilli(), a.Expires.UnixMilli()
+	first := now / period
+	which = 1
+	if expires/period > first {
+		which = 2
+	}
+	life = (first+which)*period - now + skew.Milliseconds()
+	wait = ((first+1)*period - now) * 1000
+	return []string{countKey(callerKey, first), countKey(callerKey, first+1)}, which, life, wait
+}
 
 // Admit takes a request from the caller's rate, when there is one, and
-// records a's proof, in one round trip. It returns an error without
-// calling Redis while the state is down, and when the call fails.
+// records a's proof, unless the caller holds its share of the store
+// ([Options.CallerProofs]), in one round trip. It returns an error
+// without calling Redis while the state is down, and when the call fails.
 func (s *State) Admit(ctx context.Context, a auth.Admission) (auth.SharedVerdict, error) {
 	rate := s.interval > 0
 	if !rate && !a.DPoP {
@@ -296,18 +365,27 @@ func (s *State) Admit(ctx context.Context, a auth.Admission) (auth.SharedVerdict
 	if !s.up.Load() {
 		return auth.SharedVerdict{}, errDown
 	}
-	keys := make([]string, 0, 2)
-	var ttl int64
+	cur, prev := s.keys.secrets(a.Now, a.Life)
+	keys := make([]string, 0, 5)
+	var ttl, which, life, wait int64
 	if rate {
-		keys = append(keys, rateKey(a.Caller))
+		keys = append(keys, key(cur, "r", a.Caller))
 	}
+	previous := 0
 	if a.DPoP {
-		keys = append(keys, proofKey(a.Proof))
+		var counts []string
+		counts, which, life, wait = shareArgs(a, key(cur, "c", a.Caller))
+		keys = append(keys, key(cur, "p", a.Proof))
+		keys = append(keys, counts...)
+		if prev != nil {
+			keys = append(keys, key(prev, "p", a.Proof))
+			previous = 1
+		}
 		ttl = max(1, a.Expires.Sub(a.Now).Milliseconds())
 	}
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()
-	res, err := admitScript.Run(ctx, s.client, keys, s.interval, s.burst, ttl, strconv.FormatUint(a.ID, 10)).Int64Slice()
+	res, err := admitScript.Run(ctx, s.client, keys, s.interval, s.burst, ttl, s.callerProofs, which, life, wait, previous).Int64Slice()
 	if err == nil && len(res) != 3 {
 		err = fmt.Errorf("unexpected answer %v", res)
 	}
@@ -326,25 +404,8 @@ func (s *State) Admit(ctx context.Context, a auth.Admission) (auth.SharedVerdict
 		Limited:    res[0] == 0,
 		RetryAfter: time.Duration(res[1]) * time.Microsecond,
 		Replay:     res[2] == 1,
+		Full:       res[2] == 2,
 	}, nil
-}
-
-// Forget deletes a's proof if a's Admit recorded it.
-func (s *State) Forget(ctx context.Context, a auth.Admission) error {
-	if !a.DPoP {
-		return nil
-	}
-	if !s.up.Load() {
-		return errDown
-	}
-	ctx, cancel := s.callContext(ctx)
-	defer cancel()
-	err := forgetScript.Run(ctx, s.client, []string{proofKey(a.Proof)}, strconv.FormatUint(a.ID, 10)).Err()
-	s.requests.WithLabelValues(OpReplay, s.result(err)).Inc()
-	if err != nil {
-		s.down(err)
-	}
-	return err
 }
 
 // callContext bounds a call by the timeout alone: a request whose caller
@@ -405,14 +466,127 @@ func (s *State) probeLoop() {
 		s.upGauge.Set(1)
 		s.log.Info("shared state restored", zap.String("redis", s.where))
 		s.up.Store(true)
+		s.checkPolicy(s.ctx)
 		return
 	}
 }
 
-// try writes a short-lived key within the timeout: Redis answers, and
-// takes writes.
+// try writes a short-lived key within the timeout (Redis answers, and
+// takes writes), then loads the admission script, so that even the first
+// admission after a start or a restart of Redis is one round trip (a
+// script Redis does not hold costs a second, to send it whole).
 func (s *State) try(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	return s.client.Set(ctx, prefix+"probe", "1", time.Second).Err()
+	if err := s.client.Set(ctx, prefix+"probe", "1", time.Second).Err(); err != nil {
+		return err
+	}
+	return admitScript.Load(ctx, s.client).Err()
+}
+
+// Info is what Redis reports of itself that the shared store's size and
+// safety depend on (INFO).
+type Info struct {
+	// Keys is the number of keys in the database the State uses, Memory
+	// the bytes the server uses in all (used_memory).
+	Keys, Memory int64
+	// Policy is the server's maxmemory-policy and MaxMemory its maxmemory
+	// (0: none).
+	Policy    string
+	MaxMemory int64
+}
+
+// Evicts reports whether the policy lets Redis evict keys that have an
+// expiry, as every key of a State has: a proof key evicted is a proof
+// that can be replayed at another replica. Only noeviction keeps them
+// (Redis then refuses writes when full, and each replica falls back to
+// its own state).
+func (i Info) Evicts() bool { return i.Policy != "" && i.Policy != "noeviction" }
+
+// Info asks Redis for its Info, within the timeout.
+func (s *State) Info(ctx context.Context) (Info, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	text, err := s.client.Info(ctx).Result()
+	if err != nil {
+		return Info{}, err
+	}
+	return parseInfo(text, s.db), nil
+}
+
+// parseInfo reads an Info from INFO's answer, for database db.
+func parseInfo(text string, db int) Info {
+	var i Info
+	dbName := "db" + strconv.Itoa(db)
+	for line := range strings.Lines(text) {
+		name, value, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok {
+			continue
+		}
+		switch name {
+		case "used_memory":
+			i.Memory, _ = strconv.ParseInt(value, 10, 64)
+		case "maxmemory":
+			i.MaxMemory, _ = strconv.ParseInt(value, 10, 64)
+		case "maxmemory_policy":
+			i.Policy = value
+		case dbName:
+			for kv := range strings.SplitSeq(value, ",") {
+				if n, ok := strings.CutPrefix(kv, "keys="); ok {
+					i.Keys, _ = strconv.ParseInt(n, 10, 64)
+				}
+			}
+		}
+	}
+	return i
+}
+
+// checkPolicy warns when Redis reports a maxmemory-policy that can evict
+// proof keys.
+func (s *State) checkPolicy(ctx context.Context) {
+	i, err := s.Info(ctx)
+	if err != nil {
+		s.log.Info("shared state: cannot read Redis's INFO; its maxmemory-policy is unknown", zap.Error(err))
+		return
+	}
+	if i.Evicts() {
+		s.log.Warn("shared state: Redis's maxmemory-policy can evict DPoP proof keys, and an evicted proof can be replayed at another replica; run Redis with maxmemory-policy noeviction",
+			zap.String("redis", s.where), zap.String("maxmemory_policy", i.Policy), zap.Int64("maxmemory", i.MaxMemory))
+	}
+}
+
+// storeCollector shows the size of the shared store and whether Redis
+// may evict from it, read from INFO at each scrape while the state is up.
+type storeCollector struct{ s *State }
+
+var (
+	keysDesc = prometheus.NewDesc("plantstore_shared_state_keys",
+		"Keys in the Redis database of the shared state (every replica's rate and proof keys, and any other user's of that database).", nil, nil)
+	memoryDesc = prometheus.NewDesc("plantstore_shared_state_memory_bytes",
+		"Memory the Redis server of the shared state uses (used_memory).", nil, nil)
+	evictsDesc = prometheus.NewDesc("plantstore_shared_state_evicts",
+		"1 when the Redis server's maxmemory-policy can evict the shared state's keys (anything but noeviction), which lets an evicted DPoP proof be replayed at another replica.", nil, nil)
+)
+
+func (storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- keysDesc
+	ch <- memoryDesc
+	ch <- evictsDesc
+}
+
+func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
+	if !c.s.up.Load() {
+		return
+	}
+	i, err := c.s.Info(c.s.ctx)
+	if err != nil {
+		return
+	}
+	evicts := 0.0
+	if i.Evicts() {
+		evicts = 1
+	}
+	ch <- prometheus.MustNewConstMetric(keysDesc, prometheus.GaugeValue, float64(i.Keys))
+	ch <- prometheus.MustNewConstMetric(memoryDesc, prometheus.GaugeValue, float64(i.Memory))
+	ch <- prometheus.MustNewConstMetric(evictsDesc, prometheus.GaugeValue, evicts)
 }

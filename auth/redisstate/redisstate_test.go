@@ -2,10 +2,13 @@ package redisstate_test
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -23,6 +26,7 @@ import (
 	"github.com/plantstore/plantstore/auth/redisstate"
 	"github.com/plantstore/plantstore/auth/redisstate/redistest"
 	"github.com/plantstore/plantstore/observability/metricstest"
+	"github.com/plantstore/plantstore/observability/setting"
 )
 
 // publicURL is the resource every test replica serves.
@@ -46,12 +50,18 @@ type replica struct {
 // rate given (0: none).
 func newReplica(t testing.TB, issuer authtest.Key, url string, rate float64, burst int) replica {
 	t.Helper()
+	return newReplicaOf(t, issuer, redisstate.Options{URL: url, Rate: rate, Burst: burst}, rate, burst)
+}
+
+// newReplicaOf returns a replica of issuer with the State of so (its
+// timeout, probe, log and registry set here) and a limiter of its own of
+// rate and burst (rate 0: none).
+func newReplicaOf(t testing.TB, issuer authtest.Key, so redisstate.Options, rate float64, burst int) replica {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	core, logs := observer.New(zap.InfoLevel)
-	state, err := redisstate.New(redisstate.Options{
-		URL: url, Timeout: timeout, Rate: rate, Burst: burst, Probe: 20 * time.Millisecond,
-		Log: zap.New(core), Registerer: reg,
-	})
+	so.Timeout, so.Probe, so.Log, so.Registerer = timeout, 20*time.Millisecond, zap.New(core), reg
+	state, err := redisstate.New(so)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,8 +167,10 @@ func TestReplayAcrossReplicas(t *testing.T) {
 	if got := reason(a.send(token, genuine)); got != string(auth.ReasonDPoPReplay) {
 		t.Errorf("genuine proof again at a: %q; want %s", got, auth.ReasonDPoPReplay)
 	}
-	if got := a.requests(t, redisstate.OpReplay, redisstate.ResultOK); got < 4 {
-		t.Errorf("replica a counted %v replay calls ok; want at least 4", got)
+	// a's calls: the first use, and the genuine proof b used; the replay
+	// a saw itself and the forged proof cost none.
+	if got := a.requests(t, redisstate.OpReplay, redisstate.ResultOK); got != 2 {
+		t.Errorf("replica a counted %v replay calls ok; want 2", got)
 	}
 	if a.up(t) != 1 || b.up(t) != 1 {
 		t.Errorf("up gauges %v, %v; want 1", a.up(t), b.up(t))
@@ -204,7 +216,7 @@ func TestKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	valid := regexp.MustCompile(`^plantstore:([rp]:[0-9a-f]{32}|probe)$`)
+	valid := regexp.MustCompile(`^plantstore:([rp]:[0-9a-f]{32}|c:[0-9a-f]{32}:[0-9]{1,16}|probe)$`)
 	var rate, proofs int
 	for _, k := range keys {
 		if !valid.MatchString(k) {
@@ -421,7 +433,7 @@ func BenchmarkAdmit(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			i := n.Add(1)
-			a := auth.Admission{Caller: auth.CallerKey("", "alice"), DPoP: true, Now: time.Now(), Expires: time.Now().Add(2 * time.Minute), ID: i}
+			a := auth.Admission{Caller: auth.CallerKey("", "alice"), DPoP: true, Now: time.Now(), Expires: time.Now().Add(2 * time.Minute), Life: 2 * time.Minute}
 			a.Proof[0], a.Proof[1], a.Proof[2], a.Proof[3] = byte(i), byte(i>>8), byte(i>>16), byte(i>>24)
 			v, err := state.Admit(context.Background(), a)
 			if err != nil || v.Limited || v.Replay {
@@ -429,4 +441,266 @@ func BenchmarkAdmit(b *testing.B) {
 			}
 		}
 	})
+}
+
+// redisKeys returns the keys in the Redis at addr that match pattern.
+func redisKeys(t testing.TB, addr, pattern string) []string {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	keys, err := c.Keys(t.Context(), pattern).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// TestCallerShare: one caller with many keys of its own and a fresh jti
+// for every proof, sent to two replicas, cannot hold more than its share
+// of Redis: past it, its proofs are refused with dpop_quota and write
+// nothing, while another caller is served; the store's keys and memory
+// are metrics.
+func TestCallerShare(t *testing.T) {
+	srv := redistest.Start(t)
+	issuer := authtest.NewKey(t, "ES256")
+	const share = 40
+	so := redisstate.Options{URL: srv.URL(), CallerProofs: share}
+	replicas := []replica{newReplicaOf(t, issuer, so, 0, 0), newReplicaOf(t, issuer, so, 0, 0)}
+	var accepted, quota int
+	for i := range 8 {
+		client := authtest.NewKey(t, "ES256")
+		token := bound(t, issuer, client, "mallory")
+		for j := range 15 {
+			switch err := replicas[(i+j)%2].send(token, authtest.Proof(t, client, "GET", publicURL, token, nil, nil)); reason(err) {
+			case "":
+				accepted++
+			case string(auth.ReasonDPoPQuota):
+				quota++
+				var ae *auth.Error
+				if errors.As(err, &ae) && (ae.RetryAfter <= 0 || ae.RetryAfter > 3*time.Minute) {
+					t.Errorf("dpop_quota retry after %v; want within the proofs' life", ae.RetryAfter)
+				}
+			default:
+				t.Fatalf("proof %d of key %d: %v", j, i, err)
+			}
+		}
+	}
+	if accepted != share || quota != 8*15-share {
+		t.Errorf("%d accepted, %d dpop_quota; want %d and %d", accepted, quota, share, 8*15-share)
+	}
+	if keys := redisKeys(t, srv.Addr(), "plantstore:p:*"); len(keys) != share {
+		t.Errorf("%d proof keys in Redis from one caller; want its share, %d", len(keys), share)
+	}
+	client := authtest.NewKey(t, "ES256")
+	token := bound(t, issuer, client, "alice")
+	if err := replicas[0].send(token, authtest.Proof(t, client, "GET", publicURL, token, nil, nil)); err != nil {
+		t.Errorf("another caller: %v; want accepted", err)
+	}
+	if n := metricstest.Sum(t, replicas[0].reg, "plantstore_shared_state_keys", nil); n < share+1 {
+		t.Errorf("plantstore_shared_state_keys %v; want at least the %d proofs", n, share+1)
+	}
+	if n := metricstest.Sum(t, replicas[0].reg, "plantstore_shared_state_memory_bytes", nil); n <= 0 {
+		t.Errorf("plantstore_shared_state_memory_bytes %v; want Redis's used memory", n)
+	}
+	if n := metricstest.Sum(t, replicas[0].reg, "plantstore_shared_state_evicts", nil); n != 0 {
+		t.Errorf("plantstore_shared_state_evicts %v with noeviction; want 0", n)
+	}
+}
+
+// TestLocalRateBeforeRedis: a caller over this replica's own rate is
+// refused before anything is written to Redis, even when the shared state
+// limits no rate.
+func TestLocalRateBeforeRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	issuer, client := authtest.NewKey(t, "ES256"), authtest.NewKey(t, "ES256")
+	a := newReplicaOf(t, issuer, redisstate.Options{URL: srv.URL()}, 1.0/3600, 2)
+	token := bound(t, issuer, client, "alice")
+	var limited int
+	for range 10 {
+		var rl *auth.RateLimitError
+		if err := a.send(token, authtest.Proof(t, client, "GET", publicURL, token, nil, nil)); errors.As(err, &rl) {
+			limited++
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if limited != 8 {
+		t.Errorf("%d of 10 refused for the rate; want 8 past the burst of 2", limited)
+	}
+	if keys := redisKeys(t, srv.Addr(), "plantstore:p:*"); len(keys) != 2 {
+		t.Errorf("%d proofs in Redis; want the 2 admitted", len(keys))
+	}
+	if got := a.requests(t, redisstate.OpReplay, redisstate.ResultOK); got != 2 {
+		t.Errorf("%v calls to Redis; want 2, none for a refused request", got)
+	}
+}
+
+// TestEvictionPolicyWarned: a Redis whose maxmemory-policy can evict
+// proof keys is warned of at start and shown by a metric.
+func TestEvictionPolicyWarned(t *testing.T) {
+	srv := redistest.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer c.Close()
+	if err := c.ConfigSet(t.Context(), "maxmemory-policy", "volatile-lru").Err(); err != nil {
+		t.Fatal(err)
+	}
+	a := newReplica(t, authtest.NewKey(t, "ES256"), srv.URL(), 0, 0)
+	w := a.logs.FilterMessageSnippet("maxmemory-policy can evict").All()
+	if len(w) != 1 || w[0].Level != zap.WarnLevel || w[0].ContextMap()["maxmemory_policy"] != "volatile-lru" {
+		t.Errorf("warnings %v; want one naming volatile-lru", w)
+	}
+	if n := metricstest.Sum(t, a.reg, "plantstore_shared_state_evicts", nil); n != 1 {
+		t.Errorf("plantstore_shared_state_evicts %v; want 1", n)
+	}
+}
+
+// redisCalls returns the commands the Redis at addr ran, INFO left out, a
+// script's own commands included; with scripts set, the scripts alone
+// (EVALSHA and EVAL): the round trips of a State.
+func redisCalls(t testing.TB, addr string, scripts bool) int64 {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	text, err := c.Info(t.Context(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, m := range regexp.MustCompile(`(?m)^cmdstat_([^:]+):calls=(\d+)`).FindAllStringSubmatch(text, -1) {
+		if m[1] == "info" || m[1] == "hello" || m[1] == "client|setinfo" || scripts && m[1] != "evalsha" && m[1] != "eval" {
+			continue
+		}
+		var calls int64
+		if _, err := fmt.Sscan(m[2], &calls); err != nil {
+			t.Fatal(err)
+		}
+		n += calls
+	}
+	return n
+}
+
+// TestOneRoundTrip: 1,000 DPoP requests whose proofs fail their signature
+// cost Redis nothing, and each accepted one a single command (the
+// script), counted by Redis itself.
+func TestOneRoundTrip(t *testing.T) {
+	srv := redistest.Start(t)
+	issuer := authtest.NewKey(t, "ES256")
+	a := newReplica(t, issuer, srv.URL(), 1000, 1000)
+	before := redisCalls(t, srv.Addr(), false)
+	// Forged proofs from 63 callers, each with a key of its own, 16 each
+	// (the budget of failed signatures, past which they would be refused
+	// before their signature), and 8 more from the first.
+	forged := 0
+	for i := 0; forged < 1000; i++ {
+		client := authtest.NewKey(t, "ES256")
+		token := bound(t, issuer, client, fmt.Sprintf("mallory-%d", i))
+		for range min(16, 1000-forged) {
+			genuine := authtest.Proof(t, client, "GET", publicURL, token, nil, nil)
+			proof := genuine[:strings.LastIndexByte(genuine, '.')+1] + strings.Repeat("A", 86)
+			if got := reason(a.send(token, proof)); got != string(auth.ReasonDPoPInvalid) {
+				t.Fatalf("forged proof %d: %q; want %s", forged, got, auth.ReasonDPoPInvalid)
+			}
+			forged++
+		}
+	}
+	if got := redisCalls(t, srv.Addr(), false) - before; got != 0 {
+		t.Errorf("1,000 forged proofs cost Redis %d commands; want none", got)
+	}
+	client := authtest.NewKey(t, "ES256")
+	token := bound(t, issuer, client, "alice")
+	before = redisCalls(t, srv.Addr(), true)
+	for i := range 100 {
+		if err := a.send(token, authtest.Proof(t, client, "GET", publicURL, token, nil, nil)); err != nil {
+			t.Fatalf("valid proof %d: %v", i, err)
+		}
+	}
+	if got := redisCalls(t, srv.Addr(), true) - before; got != 100 {
+		t.Errorf("100 valid proofs cost Redis %d scripts; want 100, one round trip each", got)
+	}
+}
+
+// TestKeyedHashes: with a secret, no key in Redis holds the plain hash of
+// a caller (what anyone can compute from a guessed subject) nor of a
+// proof; after the secret is rotated, on every replica, a proof used
+// under the previous one is still a replay at the other replica, and the
+// caller is served under the new keys.
+func TestKeyedHashes(t *testing.T) {
+	srv := redistest.Start(t)
+	issuer, client := authtest.NewKey(t, "ES256"), authtest.NewKey(t, "ES256")
+	var secret atomic.Pointer[[]byte]
+	first := []byte(strings.Repeat("s", 32))
+	secret.Store(&first)
+	so := redisstate.Options{URL: srv.URL(), Rate: 100, Burst: 100, Secret: func() []byte { return *secret.Load() }}
+	a, b := newReplicaOf(t, issuer, so, 100, 100), newReplicaOf(t, issuer, so, 100, 100)
+	token := bound(t, issuer, client, "alice@example.com")
+	used := authtest.Proof(t, client, "GET", publicURL, token, nil, nil)
+	if err := a.send(token, used); err != nil {
+		t.Fatal(err)
+	}
+	caller := auth.CallerKey("", "alice@example.com")
+	plain := []string{hex.EncodeToString(caller[:])}
+	keys := redisKeys(t, srv.Addr(), "*")
+	for _, k := range keys {
+		for _, p := range plain {
+			if strings.Contains(k, p) {
+				t.Errorf("key %q holds the plain hash of the caller", k)
+			}
+		}
+	}
+	if len(keys) < 3 {
+		t.Errorf("keys %v; want the caller's rate, its proof and its count", keys)
+	}
+
+	second := []byte(strings.Repeat("t", 32))
+	secret.Store(&second)
+	if got := reason(b.send(token, used)); got != string(auth.ReasonDPoPReplay) {
+		t.Errorf("a proof used before the rotation, at the other replica after it: %q; want %s", got, auth.ReasonDPoPReplay)
+	}
+	fresh := authtest.Proof(t, client, "GET", publicURL, token, nil, nil)
+	if err := b.send(token, fresh); err != nil {
+		t.Fatalf("a new proof after the rotation: %v", err)
+	}
+	if got := reason(a.send(token, fresh)); got != string(auth.ReasonDPoPReplay) {
+		t.Errorf("its replay at the first replica: %q; want %s", got, auth.ReasonDPoPReplay)
+	}
+}
+
+// TestKeyFile: -redis-key-file's secret is read at start and again on
+// Reload; a short one is refused at start, and kept out on Reload.
+func TestKeyFile(t *testing.T) {
+	path := t.TempDir() + "/redis.key"
+	if err := os.WriteFile(path, []byte("short\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var se *setting.Error
+	if _, err := redisstate.LoadKeyFile(path); !errors.As(err, &se) || se.Key != "redis_key_file" || strings.Contains(err.Error(), "short") {
+		t.Fatalf("a short secret: %v; want a redis_key_file error that does not show it", err)
+	}
+	one := strings.Repeat("1", 32)
+	if err := os.WriteFile(path, []byte(one+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := redisstate.LoadKeyFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(f.Secret()) != one {
+		t.Fatalf("secret %q; want the file's, its newline dropped", f.Secret())
+	}
+	core, logs := observer.New(zap.InfoLevel)
+	if err := os.WriteFile(path, []byte("short"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.Reload(zap.New(core))
+	if string(f.Secret()) != one || logs.FilterMessageSnippet("refused").Len() != 1 {
+		t.Errorf("after a short secret: %q, %d refusals logged; want the previous secret kept, 1", f.Secret(), logs.FilterMessageSnippet("refused").Len())
+	}
+	two := strings.Repeat("2", 40)
+	if err := os.WriteFile(path, []byte(two), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.Reload(zap.New(core))
+	if string(f.Secret()) != two || logs.FilterMessageSnippet("rotated").Len() != 1 {
+		t.Errorf("after a new secret: %q; want it", f.Secret())
+	}
 }

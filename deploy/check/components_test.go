@@ -40,6 +40,18 @@ func withComponents(t testing.TB, overlay string, components ...string) []runtim
 	return build(t, dir)
 }
 
+// mountNamed returns the plantstore container's volumeMount of the
+// volume name; the test fails without one.
+func mountNamed(objs []runtime.Object, name string) *corev1.VolumeMount {
+	c := ctr(objs)
+	for i := range c.VolumeMounts {
+		if c.VolumeMounts[i].Name == name {
+			return &c.VolumeMounts[i]
+		}
+	}
+	panic("no volumeMount " + name)
+}
+
 // TestNonceKeyComponent builds prod with deploy/components/dpop-nonce: the
 // nonce key file is the key of the Secret plantstore-dpop-nonce, mounted as
 // a directory, and the whole passes the policy, which refuses the key
@@ -54,11 +66,11 @@ func TestNonceKeyComponent(t *testing.T) {
 	}{
 		{"as shipped", func([]runtime.Object) {}, ""},
 		{"the key through a subPath mount", func(o []runtime.Object) {
-			m := &ctr(o).VolumeMounts[len(ctr(o).VolumeMounts)-1]
+			m := mountNamed(o, "dpop-nonce")
 			m.MountPath, m.SubPath = file, "key"
 		}, "comes through the subPath mount " + file},
 		{"the key outside the mount", func(o []runtime.Object) {
-			ctr(o).VolumeMounts[len(ctr(o).VolumeMounts)-1].MountPath = "/etc/plantstore/other"
+			mountNamed(o, "dpop-nonce").MountPath = "/etc/plantstore/other"
 		}, "PLANTSTORE_DPOP_NONCE_KEY_FILE=" + file + " is under no volumeMount"},
 	}
 	for _, tt := range tests {
@@ -83,7 +95,7 @@ func TestNonceKeyComponent(t *testing.T) {
 			}
 			var secret *corev1.SecretVolumeSource
 			for _, vol := range dep(objs).Spec.Template.Spec.Volumes {
-				if vol.Secret != nil {
+				if vol.Secret != nil && vol.Name == "dpop-nonce" {
 					secret = vol.Secret
 				}
 			}

@@ -910,6 +910,25 @@ func TestRedisComponent(t *testing.T) {
 	if ref == nil || ref.Name != "plantstore-redis" || ref.Key != "url" {
 		t.Errorf("PLANTSTORE_REDIS_URL from %+v; want the Secret plantstore-redis, key url", ref)
 	}
+	// The secret Redis keys are hashed under: the key hash-key of the same
+	// Secret, mounted as a directory, so that a new one is read without a
+	// restart.
+	var keyFile string
+	for _, e := range ctr(objs).Env {
+		if e.Name == "PLANTSTORE_REDIS_KEY_FILE" {
+			keyFile = e.Value
+		}
+	}
+	var keyVol *corev1.SecretVolumeSource
+	for _, v := range dep(objs).Spec.Template.Spec.Volumes {
+		if v.Name == "redis-key" {
+			keyVol = v.Secret
+		}
+	}
+	if m := mountNamed(objs, "redis-key"); keyFile != m.MountPath+"/hash-key" || m.SubPath != "" || !m.ReadOnly ||
+		keyVol == nil || keyVol.SecretName != "plantstore-redis" || len(keyVol.Items) != 1 || keyVol.Items[0].Key != "hash-key" || keyVol.Items[0].Path != "hash-key" {
+		t.Errorf("PLANTSTORE_REDIS_KEY_FILE %q, mount %+v, volume %+v; want the key hash-key of the Secret plantstore-redis, mounted read-only as a directory", keyFile, m, keyVol)
+	}
 	np := netpolNamed(objs, "plantstore")
 	np.Spec.Egress = np.Spec.Egress[:len(np.Spec.Egress)-1]
 	if got := strings.Join(check.Violations(objs), "\n"); !strings.Contains(got, "no egress rule reaches Redis (PLANTSTORE_REDIS_URL) (TCP port 6379)") {

@@ -19,7 +19,7 @@ var servedSettings = []string{
 	"dpop-nonce-key-file", "dpop-nonce-lifetime",
 	"cors-origins",
 	"client-cert-header", "jwt-mtls",
-	"redis-url", "redis-timeout",
+	"redis-url", "redis-timeout", "redis-key-file",
 	"jwt-introspection", "jwt-introspection-url", "jwt-introspection-client-id",
 	"jwt-introspection-secret-file", "jwt-introspection-key-file", "jwt-introspection-cache",
 	"jwt-introspection-jwt", "introspection-max-rate", "introspection-max-inflight", "introspection-timeout",

@@ -93,8 +93,9 @@ func TestPagingWalk(t *testing.T) {
 	}
 }
 
-// TestPagingLink: the Link's shape and the parameters it keeps; none for
-// limit=0, without limit, or when nothing remains.
+// TestPagingLink: the Link's shape and the parameters it keeps, escaped,
+// and only limit once they would be over 1 KiB; none for limit=0, without
+// limit, or when nothing remains.
 func TestPagingLink(t *testing.T) {
 	c := plants.SampleCatalog()
 	all := c.Plants()
@@ -114,7 +115,10 @@ func TestPagingLink(t *testing.T) {
 		{public, "/plants?limit=1", "https://api.example.com/v1/plants?limit=1&after=" + cursor1},
 		{ta, "/plants?x=a%20b&limit=1&y&after=" + plants.KeyOf(plants.Plant{Name: "A", ID: "a"}).Cursor() + "&z=%3C", "/plants?x=a%20b&limit=1&y&z=%3C&after=" + cursor1},
 		{ta, "/plants?limit=01&tag=%E2%9C%93", "/plants?limit=01&tag=%E2%9C%93&after=" + cursor1},
-		{ta, "/plants?limit=1&q=\"{a|b}\"^`\\", "/plants?limit=1&q=%22%7Ba%7Cb%7D%22%5E%60%5C&after=" + cursor1}, // sent unescaped, escaped in the Link
+		{ta, "/plants?limit=1&q=\"{a|b}\"^`\\", "/plants?limit=1&q=%22%7Ba%7Cb%7D%22%5E%60%5C&after=" + cursor1},                            // sent unescaped, escaped in the Link
+		{ta, "/plants?limit=1&q=a,b;c", "/plants?limit=1&q=a%2Cb%3Bc&after=" + cursor1},                                                     // what readers of Link split on, escaped
+		{ta, "/plants?q=" + strings.Repeat(",", 2000) + "&limit=1&r=s", "/plants?limit=1&after=" + cursor1},                                 // 6,000 bytes escaped: limit alone kept
+		{ta, "/plants?q=" + strings.Repeat(",", 300) + "&limit=1", "/plants?q=" + strings.Repeat("%2C", 300) + "&limit=1&after=" + cursor1}, // under the bound: kept
 		{ta, "/plants?limit=0", ""},
 		{ta, "/plants", ""},
 		{ta, "/plants?after=" + cursor1, ""},
