@@ -73,6 +73,11 @@ type serveConfig struct {
 	// CORS is the policy for browser callers of -cors-origins; nil, the
 	// default, answers no preflight.
 	CORS *api.CORS
+	// RevocationsFile is the file of revocations, watched for changes,
+	// "" for none; RevocationRetention how long a cutoff is kept for an
+	// issuer without a max lifetime.
+	RevocationsFile     string
+	RevocationRetention time.Duration
 
 	// rows is the table the config was read with, set how each setting
 	// got its value, and values the flags, for the usage errors that name
@@ -267,6 +272,10 @@ func serveSettings() settingRows {
 			value: func(c *serveConfig) flag.Value {
 				return numberFlag{&c.RateLimit, "a number of requests a second, such as 10 or 0.5"}
 			}},
+		{group: groupRules, flag: "revocation-retention", key: "revocation_retention", def: "24h", help: "how long a revocation cutoff is kept for an issuer without a max lifetime (-jwt-max-lifetime, max_lifetime): at least the lifetime of its tokens, or a token issued before the cutoff becomes good again once it is dropped",
+			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.RevocationRetention, positive: true} }},
+		{group: groupRules, flag: "revocations-file", key: "revocations_file", help: "YAML file of revocations (plantstore revoke writes it): cutoffs for a subject, a client or a whole issuer, and single tokens by jti, refused with 401 revoked; read again when it changes, a bad file keeping the last good revocations",
+			value: func(c *serveConfig) flag.Value { return textFlag{&c.RevocationsFile} }},
 		{group: groupShared, flag: "redis-timeout", key: "redis_timeout", def: redisstate.DefaultTimeout.String(), help: "time a call to -redis-url may take; past it, and while Redis fails, each replica uses its own replay cache and rate limit",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.RedisTimeout, positive: true} }},
 		{group: groupShared, flag: "redis-url", key: "redis_url", secret: true, help: "Redis or Valkey (redis:// or rediss://) that replicas share DPoP replay and -rate-limit state in (default: each replica keeps its own)",

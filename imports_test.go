@@ -37,6 +37,7 @@ func TestImportRules(t *testing.T) {
 		"auth/issuers":              {"auth", "auth/jws", "auth/keys", "observability/setting"},
 		"auth/authtest":             {"auth", "auth/keys"},
 		"auth/redisstate":           {"auth", "observability/setting"},
+		"auth/revoke":               {"auth", "auth/keys", "observability/setting"},
 		"auth/redisstate/redistest": nil,
 		"plants":                    nil,
 		"plants/storetest":          {"plants"},

@@ -21,6 +21,7 @@ import (
 	"github.com/plantstore/plantstore/auth/jws"
 	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/auth/redisstate"
+	"github.com/plantstore/plantstore/auth/revoke"
 	"github.com/plantstore/plantstore/observability"
 	"github.com/plantstore/plantstore/plants"
 	"github.com/plantstore/plantstore/plants/api"
@@ -175,9 +176,14 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 		return vf, err
 	}
 	vf.shared = opts.Shared
+	var built atomic.Pointer[auth.Verifier]
+	if opts.Revocations, err = openRevocations(bg, cfg, reg, log, &built); err != nil {
+		return vf, err
+	}
 	// apply makes the verifier of the issuers.
 	apply := func(is []auth.Issuer) (err error) {
 		vf.verifier, err = auth.NewVerifier(opts, is...)
+		built.Store(vf.verifier)
 		return err
 	}
 	if cfg.Dev {
@@ -203,6 +209,11 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 	if err != nil {
 		return vf, keyFileHint(cfg.Keys.KeyFile, cfg.refused(err))
 	}
+	if r, ok := opts.Revocations.(*revoke.Revocations); ok {
+		// Kept now for the issuers' max lifetimes, which were not known
+		// when the file was read.
+		r.Prune(time.Now())
+	}
 	done := make(chan struct{})
 	go func() { vf.issuers.Wait(); close(done) }()
 	bg.wait(done)
@@ -217,6 +228,32 @@ func watchNonceKey(ctx context.Context, path string, n *dpop.Nonces, log *zap.Lo
 	return keys.WatchFile(ctx, path, log.With(zap.String("source", path)), func() {
 		_, _ = n.ReloadLogged(log, time.Now())
 	})
+}
+
+// openRevocations reads the revocations of -revocations-file and watches
+// it; nil without it. A cutoff is kept for its issuer's max lifetime, as
+// the verifier v holds it, else for -revocation-retention.
+func openRevocations(bg *background, cfg serveConfig, reg prometheus.Registerer, log *zap.Logger, v *atomic.Pointer[auth.Verifier]) (auth.Revocations, error) {
+	if cfg.RevocationsFile == "" {
+		return nil, nil
+	}
+	r := revoke.New(revoke.Options{
+		Retention: cfg.RevocationRetention, Leeway: cfg.Verify.Leeway, Registerer: reg, Log: log,
+		MaxLifetime: func(issuer string) time.Duration {
+			if v := v.Load(); v != nil {
+				c, _ := v.IssuerConfig(issuer)
+				return c.MaxLifetime
+			}
+			return 0
+		},
+	})
+	if _, err := r.LoadFile(cfg.RevocationsFile, time.Now()); err != nil {
+		return nil, cfg.refused(err)
+	}
+	n := r.Len()
+	log.Info("revocations loaded", zap.String("source", cfg.RevocationsFile), zap.Int("subjects", n[0]), zap.Int("clients", n[1]), zap.Int("issuers", n[2]), zap.Int("tokens", n[3]))
+	bg.wait(r.WatchFile(bg.ctx, cfg.RevocationsFile))
+	return r, nil
 }
 
 // openShared connects the shared state of -redis-url, nil without it; it

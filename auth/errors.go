@@ -34,6 +34,7 @@ const (
 	ReasonClaims          Reason = "claims"           // a claim has the wrong type or range
 	ReasonTooManyGroups   Reason = "too_many_groups"  // more groups than -jwt-max-groups
 	ReasonScope           Reason = "insufficient_scope"
+	ReasonRevoked         Reason = "revoked" // revoked since it was issued: its jti, or a cutoff for its subject, client or issuer
 
 	// The refusals of RFC 9449 (DPoP).
 	ReasonDPoPMissing  Reason = "dpop_missing"  // a bound token with no DPoP proof, or several
@@ -73,6 +74,7 @@ func Reasons() []Reason {
 		ReasonDPoPBound, ReasonDPoPUnbound, ReasonDPoPRequired,
 		ReasonCertBound, ReasonCertMissing, ReasonCertMismatch,
 		ReasonUnknownBinding,
+		ReasonRevoked,
 	}
 }
 
@@ -156,6 +158,8 @@ func (r Reason) Description() string {
 		return "client certificate does not match the token"
 	case ReasonUnknownBinding:
 		return "token bound in a way this service cannot check"
+	case ReasonRevoked:
+		return "token revoked"
 	}
 	return "invalid token"
 }

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"time"
+
+	"github.com/plantstore/plantstore/auth/revoke"
+)
+
+// issuerName is what a configured issuer's name may be.
+var issuerName = regexp.MustCompile(`^[a-z0-9-]{1,32}$`)
+
+// revokeCommand implements "plantstore revoke": it adds one revocation to
+// the file of -revocations-file, which every replica that watches it
+// applies, and prints what it revoked; with -dry-run it prints what it
+// would revoke and writes nothing; with -list it prints the revocations
+// the file holds.
+func revokeCommand(args []string, e env, stdout, stderr io.Writer) error {
+	var (
+		entry         revoke.Entry
+		before, until string
+		list, dryRun  bool
+		fs            = flag.NewFlagSet("revoke", flag.ContinueOnError)
+		cfg           serveConfig
+		rows          = settingRows{*serveSettings().row("revocations-file")}
+	)
+	fs.StringVar(&entry.Issuer, "issuer", "", "the configured name of the issuer whose tokens are revoked (default: the unnamed issuer of the -jwt-* flags)")
+	fs.StringVar(&entry.Sub, "sub", "", "revoke the tokens of this subject (sub)")
+	fs.StringVar(&entry.Client, "client", "", "revoke the tokens issued to this client (client_id, or azp without it)")
+	fs.BoolVar(&entry.All, "all", false, "revoke every token of the issuer (a compromised signing key)")
+	fs.StringVar(&entry.JTI, "jti", "", "revoke the one token with this jti; needs -until")
+	fs.StringVar(&until, "until", "", "RFC 3339 time: the exp of the token of -jti")
+	fs.StringVar(&before, "before", "now", "RFC 3339 time: the tokens of -sub, -client or -all issued before it (in its second or earlier) are refused")
+	fs.BoolVar(&list, "list", false, "print the revocations the file holds, and change nothing")
+	fs.BoolVar(&dryRun, "dry-run", false, "print what would be revoked, and write nothing")
+	rows.define(fs, &cfg)
+	set, rest, err := parseFlags(fs, args, e, rows, stderr)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usagef("revoke: unexpected argument %q", rest[0])
+	}
+	path := cfg.RevocationsFile
+	if path == "" {
+		return usagef("revoke: -revocations-file (or PLANTSTORE_REVOCATIONS_FILE) is required: the file the replicas read")
+	}
+	entries, err := revoke.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("revoke: %w", err)
+	}
+	if list {
+		return listRevocations(path, entries, set, stdout)
+	}
+	if entry, err = completeEntry(entry, before, until, set.fromArgs["before"]); err != nil {
+		return err
+	}
+	if dryRun {
+		fmt.Fprintf(stdout, "would revoke %s; %s not written (-dry-run)\n", entry, path)
+		return nil
+	}
+	if slices.Contains(entries, entry) {
+		fmt.Fprintf(stdout, "already revoked: %s; %s unchanged\n", entry, path)
+		return nil
+	}
+	entries = append(entries, entry)
+	if err := revoke.WriteFile(path, entries); err != nil {
+		return fmt.Errorf("revoke: %w", err)
+	}
+	fmt.Fprintf(stdout, "revoked %s; %s holds %s\n", entry, path, plural(int64(len(entries)), "revocation"))
+	return nil
+}
+
+// flagWords is the usage error of an entry the flags made: which flags
+// it needs.
+func flagWords(err error, e revoke.Entry) string {
+	if e.Kind() == "" {
+		return "give exactly one of -sub, -client, -all and -jti"
+	}
+	return err.Error()
+}
+
+// listRevocations prints the revocations of the file at path: -list, which
+// takes no other flag of revoke.
+func listRevocations(path string, entries []revoke.Entry, set parsedFlags, stdout io.Writer) error {
+	for _, f := range []string{"issuer", "sub", "client", "all", "jti", "until", "before", "dry-run"} {
+		if set.fromArgs[f] {
+			return usagef("revoke: -list prints the revocations; it takes no -%s", f)
+		}
+	}
+	if len(entries) == 0 {
+		fmt.Fprintf(stdout, "%s holds no revocations\n", path)
+	}
+	for _, r := range entries {
+		fmt.Fprintln(stdout, r)
+	}
+	return nil
+}
+
+// completeEntry returns the revocation the flags of revoke name: e with
+// the times of -before ("now" by default; beforeSet when given) or -until
+// read, and checked.
+func completeEntry(e revoke.Entry, before, until string, beforeSet bool) (revoke.Entry, error) {
+	var err error
+	if e.Issuer != "" && !issuerName.MatchString(e.Issuer) {
+		return e, usagef("revoke: invalid value %q for flag -issuer: want the configured name of an issuer, 1 to 32 of a-z, 0-9 and -", e.Issuer)
+	}
+	if e.JTI != "" {
+		if beforeSet {
+			return e, usagef("revoke: -jti revokes one token until its exp (-until); -before is for -sub, -client and -all")
+		}
+		if e.Until, err = time.Parse(time.RFC3339, until); err != nil {
+			return e, usagef("revoke: -jti needs -until, the token's exp as an RFC 3339 time such as 2026-11-28T22:00:00Z")
+		}
+	} else {
+		if until != "" {
+			return e, usagef("revoke: -until is the exp of the token of -jti")
+		}
+		e.Before = time.Now().UTC().Truncate(time.Second)
+		if before != "now" {
+			if e.Before, err = time.Parse(time.RFC3339, before); err != nil {
+				return e, usagef("revoke: invalid value %q for flag -before: want an RFC 3339 time such as 2026-11-28T10:00:00Z", before)
+			}
+		}
+	}
+	if err := e.Check(); err != nil {
+		return e, usagef("revoke: %s", flagWords(err, e))
+	}
+	return e, nil
+}

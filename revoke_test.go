@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// revokeCmd runs "plantstore revoke" with args and returns what it printed.
+func revokeCmd(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out strings.Builder
+	err := run(context.Background(), append([]string{"revoke"}, args...), envOf(nil), nil, &out, &out)
+	return out.String(), err
+}
+
+// wantRevoked checks that GET /plants refuses token as revoked.
+func wantRevoked(t *testing.T, in *instance, step, token string) {
+	t.Helper()
+	status, body, h := get(t, in.api+"/plants", token)
+	if want := `error="invalid_token", error_description="token revoked"`; status != http.StatusUnauthorized || !strings.Contains(h.Get("WWW-Authenticate"), want) {
+		t.Errorf("%s: GET /plants = %d %s, WWW-Authenticate %q; want 401 with %s", step, status, body, h.Get("WWW-Authenticate"), want)
+	}
+}
+
+// TestRevocationsFile: serve watches -revocations-file, which plantstore
+// revoke writes: a token served (and cached) before is refused once its
+// subject is revoked, with no signal and no restart; a cutoff before a
+// token was issued leaves it good, a cutoff in the future refuses tokens
+// issued now, and a broken file keeps the revocations in force.
+func TestRevocationsFile(t *testing.T) {
+	alice, jwks := mintTestToken(t, "ES256", "-sub", "alice")
+	bob := mintWithKeyFile(t, jwks, "bob")
+	carol := mintWithKeyFile(t, jwks, "carol")
+	dave := mintWithKeyFile(t, jwks, "dave")
+	path := filepath.Join(t.TempDir(), "revocations.yaml")
+	in := startServe(t, nil, "-jwt-key-file", jwks, "-revocations-file", path)
+	waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
+	wantStatus(t, in, "before", alice, http.StatusOK) // now in the cache
+
+	out, err := revokeCmd(t, "-revocations-file", path, "-sub", "alice")
+	if err != nil || !regexp.MustCompile(`^revoked tokens of subject "alice" of the unnamed issuer issued before \S+Z; .* holds 1 revocation\n$`).MatchString(out) {
+		t.Fatalf("revoke -sub alice = %q, %v", out, err)
+	}
+	in.stderr.WaitCount(t, "revocations reloaded", 1)
+	wantRevoked(t, in, "alice revoked (cached)", alice)
+	wantStatus(t, in, "alice revoked", bob, http.StatusOK)
+
+	if out, err := revokeCmd(t, "-revocations-file", path, "-sub", "dave", "-before", "2020-01-01T00:00:00Z"); err != nil {
+		t.Fatalf("revoke -sub dave = %q, %v", out, err)
+	}
+	in.stderr.WaitCount(t, "revocations reloaded", 2)
+	wantStatus(t, in, "dave's token issued after the cutoff", dave, http.StatusOK)
+
+	future := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	if out, err := revokeCmd(t, "-revocations-file", path, "-sub", "carol", "-before", future); err != nil {
+		t.Fatalf("revoke -sub carol -before %s = %q, %v", future, out, err)
+	}
+	in.stderr.WaitCount(t, "revocations reloaded", 3)
+	wantRevoked(t, in, "a cutoff in the future", carol)
+
+	out, err = revokeCmd(t, "-revocations-file", path, "-list")
+	if err != nil || strings.Count(out, "\n") != 3 || !strings.Contains(out, `subject "carol"`) {
+		t.Errorf("revoke -list = %q, %v; want the three revocations", out, err)
+	}
+	// dave's cutoff of 2020 is past its retention: no longer in force.
+	if status, body, _ := get(t, in.admin+"/metrics", ""); status != http.StatusOK || !strings.Contains(string(body), `plantstore_revocations{kind="subject"} 2`) {
+		t.Errorf("/metrics: want plantstore_revocations{kind=\"subject\"} 2; got %d\n%s", status, grepLines(string(body), "plantstore_revocations"))
+	}
+
+	if err := os.WriteFile(path, []byte("revocations: [{sub: bob}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in.stderr.WaitCount(t, "revocations file not applied; the last good revocations stay in force", 1)
+	wantRevoked(t, in, "a broken file", alice)
+	wantStatus(t, in, "a broken file", bob, http.StatusOK)
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestRevokeCommandUsage: the flags of plantstore revoke that cannot
+// make one revocation are usage errors (exit 2), and -dry-run writes
+// nothing.
+func TestRevokeCommandUsage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "revocations.yaml")
+	for _, args := range [][]string{
+		{"-sub", "alice"}, // no file
+		{"-revocations-file", path},
+		{"-revocations-file", path, "-sub", "a", "-client", "b"},
+		{"-revocations-file", path, "-jti", "j"},
+		{"-revocations-file", path, "-jti", "j", "-until", "2026-11-28T22:00:00Z", "-before", "2026-11-28T10:00:00Z"},
+		{"-revocations-file", path, "-sub", "a", "-until", "2026-11-28T22:00:00Z"},
+		{"-revocations-file", path, "-sub", "a", "-before", "yesterday"},
+		{"-revocations-file", path, "-sub", "a", "-issuer", "Staff!"},
+		{"-revocations-file", path, "-list", "-sub", "a"},
+		{"-revocations-file", path, "-all", "extra"},
+	} {
+		if out, err := revokeCmd(t, args...); !isUsage(err) {
+			t.Errorf("revoke %q = %q, %v; want a usage error", args, out, err)
+		}
+	}
+	out, err := revokeCmd(t, "-revocations-file", path, "-issuer", "staff", "-jti", "4f1c2a", "-until", "2026-11-28T22:00:00Z", "-dry-run")
+	if err != nil || out != "would revoke the token with jti \"4f1c2a\" of issuer staff, until 2026-11-28T22:00:00Z; "+path+" not written (-dry-run)\n" {
+		t.Errorf("revoke -dry-run = %q, %v", out, err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("-dry-run wrote %s: %v", path, err)
+	}
+	env := map[string]string{"PLANTSTORE_REVOCATIONS_FILE": path}
+	var o strings.Builder
+	if err := run(context.Background(), []string{"revoke", "-client", "old-app", "-before", "2026-11-28T10:00:00Z"}, envOf(env), nil, &o, &o); err != nil || !strings.Contains(o.String(), `revoked tokens issued to client "old-app" by the unnamed issuer before 2026-11-28T10:00:00Z`) {
+		t.Errorf("revoke with PLANTSTORE_REVOCATIONS_FILE = %q, %v", o.String(), err)
+	}
+	if out, err := revokeCmd(t, "-revocations-file", path, "-client", "old-app", "-before", "2026-11-28T10:00:00Z"); err != nil || !strings.HasPrefix(out, "already revoked") {
+		t.Errorf("the same revocation again = %q, %v; want it said and the file unchanged", out, err)
+	}
+}
