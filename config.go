@@ -389,6 +389,9 @@ func (c *serveConfig) stores() error {
 	if c.DatabaseURL != "" && c.Data != "" {
 		return usagef("serve: -data and -database-url select different stores; set one")
 	}
+	if c.DatabaseURL != "" && c.RevocationsFile != "" {
+		return usagef("serve: with -database-url the revocations live in the database (plantstore revoke -database-url); drop -revocations-file")
+	}
 	return nil
 }
 

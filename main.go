@@ -130,7 +130,7 @@ func dispatch(ctx context.Context, args []string, env env, stdout, stderr io.Wri
 	case "import":
 		return importCatalog(ctx, args, env, stdout, stderr)
 	case "revoke":
-		return revokeCommand(args, env, stdout, stderr)
+		return revokeCommand(ctx, args, env, stdout, stderr)
 	case "version":
 		return printVersion(args, stdout, stderr)
 	case "help":

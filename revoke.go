@@ -1,14 +1,15 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
 	"regexp"
-	"slices"
 	"time"
 
 	"github.com/plantstore/plantstore/auth/revoke"
+	"github.com/plantstore/plantstore/plants/postgres"
 )
 
 // issuerName is what a configured issuer's name may be.
@@ -19,14 +20,14 @@ var issuerName = regexp.MustCompile(`^[a-z0-9-]{1,32}$`)
 // applies, and prints what it revoked; with -dry-run it prints what it
 // would revoke and writes nothing; with -list it prints the revocations
 // the file holds.
-func revokeCommand(args []string, e env, stdout, stderr io.Writer) error {
+func revokeCommand(ctx context.Context, args []string, e env, stdout, stderr io.Writer) error {
 	var (
 		entry         revoke.Entry
 		before, until string
 		list, dryRun  bool
 		fs            = flag.NewFlagSet("revoke", flag.ContinueOnError)
 		cfg           serveConfig
-		rows          = settingRows{*serveSettings().row("revocations-file")}
+		rows          = settingRows{*serveSettings().row("revocations-file"), *serveSettings().row("database-url")}
 	)
 	fs.StringVar(&entry.Issuer, "issuer", "", "the configured name of the issuer whose tokens are revoked (default: the unnamed issuer of the -jwt-* flags)")
 	fs.StringVar(&entry.Sub, "sub", "", "revoke the tokens of this subject (sub)")
@@ -45,34 +46,86 @@ func revokeCommand(args []string, e env, stdout, stderr io.Writer) error {
 	if len(rest) > 0 {
 		return usagef("revoke: unexpected argument %q", rest[0])
 	}
-	path := cfg.RevocationsFile
-	if path == "" {
-		return usagef("revoke: -revocations-file (or PLANTSTORE_REVOCATIONS_FILE) is required: the file the replicas read")
+	if cfg.DatabaseURL != "" && cfg.RevocationsFile != "" {
+		return usagef("revoke: -database-url and -revocations-file are two stores; give the one the replicas read")
 	}
-	entries, err := revoke.ReadFile(path)
+	st, err := openRevocationStore(cfg)
+	if err != nil {
+		return err
+	}
+	entries, err := st.list(ctx)
 	if err != nil {
 		return fmt.Errorf("revoke: %w", err)
 	}
 	if list {
-		return listRevocations(path, entries, set, stdout)
+		return listRevocations(st.name, entries, set, stdout)
 	}
 	if entry, err = completeEntry(entry, before, until, set.fromArgs["before"]); err != nil {
 		return err
 	}
 	if dryRun {
-		fmt.Fprintf(stdout, "would revoke %s; %s not written (-dry-run)\n", entry, path)
+		fmt.Fprintf(stdout, "would revoke %s; %s not written (-dry-run)\n", entry, st.name)
 		return nil
 	}
-	if slices.Contains(entries, entry) {
-		fmt.Fprintf(stdout, "already revoked: %s; %s unchanged\n", entry, path)
-		return nil
-	}
-	entries = append(entries, entry)
-	if err := revoke.WriteFile(path, entries); err != nil {
+	added, err := st.add(ctx, entries, entry)
+	if err != nil {
 		return fmt.Errorf("revoke: %w", err)
 	}
-	fmt.Fprintf(stdout, "revoked %s; %s holds %s\n", entry, path, plural(int64(len(entries)), "revocation"))
+	if !added {
+		fmt.Fprintf(stdout, "already revoked: %s; %s unchanged\n", entry, st.name)
+		return nil
+	}
+	fmt.Fprintf(stdout, "revoked %s; %s holds %s\n", entry, st.name, plural(int64(len(entries)+1), "revocation"))
 	return nil
+}
+
+// revocationStore is where plantstore revoke reads and adds revocations:
+// the database of -database-url, or the file of -revocations-file.
+type revocationStore struct {
+	name string // for what revoke prints: the file, or "the database"
+	list func(context.Context) ([]revoke.Entry, error)
+	// add adds e to entries, the store's, and reports whether it was not
+	// there yet.
+	add func(ctx context.Context, entries []revoke.Entry, e revoke.Entry) (bool, error)
+}
+
+// openRevocationStore returns the store the settings of cfg name.
+func openRevocationStore(cfg serveConfig) (revocationStore, error) {
+	if dsn := cfg.DatabaseURL; dsn != "" {
+		if err := postgres.CheckDSN(dsn); err != nil {
+			return revocationStore{}, usagef("revoke: invalid value for flag -database-url: %v", err)
+		}
+		return revocationStore{
+			name: "the database",
+			list: func(ctx context.Context) ([]revoke.Entry, error) {
+				rows, err := postgres.ListRevocations(ctx, dsn)
+				entries := make([]revoke.Entry, len(rows))
+				for i, r := range rows {
+					entries[i] = revoke.Entry(r)
+				}
+				return entries, err
+			},
+			add: func(ctx context.Context, _ []revoke.Entry, e revoke.Entry) (bool, error) {
+				return postgres.AddRevocation(ctx, dsn, postgres.Revocation(e))
+			},
+		}, nil
+	}
+	path := cfg.RevocationsFile
+	if path == "" {
+		return revocationStore{}, usagef("revoke: -revocations-file or -database-url (or PLANTSTORE_REVOCATIONS_FILE, PLANTSTORE_DATABASE_URL) is required: the store the replicas read")
+	}
+	return revocationStore{
+		name: path,
+		list: func(context.Context) ([]revoke.Entry, error) { return revoke.ReadFile(path) },
+		add: func(_ context.Context, entries []revoke.Entry, e revoke.Entry) (bool, error) {
+			for _, have := range entries {
+				if have.Issuer == e.Issuer && have.Sub == e.Sub && have.Client == e.Client && have.All == e.All && have.JTI == e.JTI && have.Before.Equal(e.Before) && have.Until.Equal(e.Until) {
+					return false, nil
+				}
+			}
+			return true, revoke.WriteFile(path, append(entries, e))
+		},
+	}, nil
 }
 
 // flagWords is the usage error of an entry the flags made: which flags

@@ -129,3 +129,46 @@ func TestRevokeCommandUsage(t *testing.T) {
 		t.Errorf("the same revocation again = %q, %v; want it said and the file unchanged", out, err)
 	}
 }
+
+// TestRevocationsDatabase: with -database-url, plantstore revoke writes to
+// the database, and every replica refuses the revoked token within a
+// second of the commit, cached or not, while its other tokens still pass;
+// a replica started later reads the revocations at start.
+func TestRevocationsDatabase(t *testing.T) {
+	alice, jwks := mintTestToken(t, "ES256", "-sub", "alice")
+	bob := mintWithKeyFile(t, jwks, "bob")
+	dsn := migratedDatabase(t)
+	a := startServe(t, nil, "-jwt-key-file", jwks, "-database-url", dsn)
+	b := startServe(t, nil, "-jwt-key-file", jwks, "-database-url", dsn)
+	for _, in := range []*instance{a, b} {
+		waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
+		in.stderr.WaitCount(t, "revocations loaded", 1)
+		wantStatus(t, in, "before", alice, http.StatusOK) // now in the cache
+	}
+	out, err := revokeCmd(t, "-database-url", dsn, "-sub", "alice")
+	committed := time.Now()
+	if err != nil || !strings.HasPrefix(out, `revoked tokens of subject "alice" of the unnamed issuer issued before `) || !strings.HasSuffix(out, "; the database holds 1 revocation\n") {
+		t.Fatalf("revoke -database-url -sub alice = %q, %v", out, err)
+	}
+	for name, in := range map[string]*instance{"replica a": a, "replica b": b} {
+		in.stderr.WaitCount(t, "revocations loaded", 2) // the notification's read
+		if took := time.Since(committed); took > time.Second {
+			t.Errorf("%s read the revocation %s after its commit; want within 1s", name, took)
+		}
+		wantRevoked(t, in, name, alice)
+		wantStatus(t, in, name, bob, http.StatusOK)
+	}
+	t.Logf("refused on both replicas %s after the commit", time.Since(committed))
+
+	c := startServe(t, nil, "-jwt-key-file", jwks, "-database-url", dsn)
+	c.stderr.WaitCount(t, "revocations loaded", 1)
+	wantRevoked(t, c, "a replica started later", alice)
+
+	out, err = revokeCmd(t, "-database-url", dsn, "-list")
+	if err != nil || strings.Count(out, "\n") != 1 || !strings.Contains(out, `subject "alice"`) {
+		t.Errorf("revoke -list = %q, %v", out, err)
+	}
+	if status, body, _ := get(t, a.admin+"/metrics", ""); status != http.StatusOK || !strings.Contains(string(body), `plantstore_revocations{kind="subject"} 1`) || !strings.Contains(string(body), "plantstore_revocations_age_seconds") {
+		t.Errorf("/metrics: want plantstore_revocations{kind=\"subject\"} 1 and the age; got\n%s", grepLines(string(body), "plantstore_revocations"))
+	}
+}

@@ -26,6 +26,7 @@ import (
 	"github.com/plantstore/plantstore/plants"
 	"github.com/plantstore/plantstore/plants/api"
 	"github.com/plantstore/plantstore/plants/api/reference"
+	"github.com/plantstore/plantstore/plants/postgres"
 )
 
 // serve runs the service until ctx ends or SIGINT or SIGTERM arrives, then
@@ -230,11 +231,11 @@ func watchNonceKey(ctx context.Context, path string, n *dpop.Nonces, log *zap.Lo
 	})
 }
 
-// openRevocations reads the revocations of -revocations-file and watches
-// it; nil without it. A cutoff is kept for its issuer's max lifetime, as
+// openRevocations reads the revocations of the database of -database-url,
+// or of -revocations-file, and follows their changes; nil without either. A cutoff is kept for its issuer's max lifetime, as
 // the verifier v holds it, else for -revocation-retention.
 func openRevocations(bg *background, cfg serveConfig, reg prometheus.Registerer, log *zap.Logger, v *atomic.Pointer[auth.Verifier]) (auth.Revocations, error) {
-	if cfg.RevocationsFile == "" {
+	if cfg.RevocationsFile == "" && cfg.DatabaseURL == "" {
 		return nil, nil
 	}
 	r := revoke.New(revoke.Options{
@@ -247,6 +248,9 @@ func openRevocations(bg *background, cfg serveConfig, reg prometheus.Registerer,
 			return 0
 		},
 	})
+	if cfg.DatabaseURL != "" {
+		return r, watchDatabaseRevocations(bg, cfg, log, r)
+	}
 	if _, err := r.LoadFile(cfg.RevocationsFile, time.Now()); err != nil {
 		return nil, cfg.refused(err)
 	}
@@ -254,6 +258,28 @@ func openRevocations(bg *background, cfg serveConfig, reg prometheus.Registerer,
 	log.Info("revocations loaded", zap.String("source", cfg.RevocationsFile), zap.Int("subjects", n[0]), zap.Int("clients", n[1]), zap.Int("issuers", n[2]), zap.Int("tokens", n[3]))
 	bg.wait(r.WatchFile(bg.ctx, cfg.RevocationsFile))
 	return r, nil
+}
+
+// watchDatabaseRevocations keeps r the revocations of the database until
+// bg stops: read at start and within a second of each change, polled
+// every -database-poll; while the database cannot be read, the last ones
+// read stay in force, and plantstore_revocations_age_seconds grows.
+func watchDatabaseRevocations(bg *background, cfg serveConfig, log *zap.Logger, r *revoke.Revocations) error {
+	o := cfg.DB
+	o.Log = log.With(zap.String("source", "database"))
+	apply := func(rows []postgres.Revocation, at time.Time) {
+		entries := make([]revoke.Entry, len(rows))
+		for i, row := range rows {
+			entries[i] = revoke.Entry(row)
+		}
+		r.Replace(entries, at)
+	}
+	w, err := postgres.WatchRevocations(bg.ctx, cfg.DatabaseURL, o, 0, apply, r.Confirm)
+	if err != nil {
+		return cfg.refused(err)
+	}
+	bg.wait(w.Done())
+	return nil
 }
 
 // openShared connects the shared state of -redis-url, nil without it; it

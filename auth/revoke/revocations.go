@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"math"
 	"os"
 	"slices"
 	"sync"
@@ -55,6 +56,9 @@ type Revocations struct {
 	sum    [32]byte
 	loaded bool
 	gauge  *prometheus.GaugeVec
+	// confirmed is when the set in force was last known to be the
+	// store's, Unix nanoseconds; 0 before the first read.
+	confirmed atomic.Int64
 }
 
 // New returns Revocations with none in force.
@@ -70,11 +74,35 @@ func New(o Options) *Revocations {
 		Name: "plantstore_revocations",
 		Help: "Revocations in force on this replica, by kind: subject, client and issuer cutoffs, and single tokens.",
 	}, []string{"kind"})
+	age := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "plantstore_revocations_age_seconds",
+		Help: "Seconds since the revocations in force were last read from their store (the file, or PostgreSQL); +Inf before the first read. It grows while the store cannot be read and the last set serves.",
+	}, r.Age)
 	if o.Registerer != nil {
-		o.Registerer.MustRegister(r.gauge)
+		o.Registerer.MustRegister(r.gauge, age)
 	}
-	r.Replace(nil, time.Now())
+	r.mu.Lock()
+	r.build(time.Now())
+	r.mu.Unlock()
 	return r
+}
+
+// Age returns the seconds since the set in force was last confirmed to be
+// its store's ([Revocations.Replace], [Revocations.Confirm], a read of the
+// file), +Inf before the first.
+func (r *Revocations) Age() float64 {
+	c := r.confirmed.Load()
+	if c == 0 {
+		return math.Inf(1)
+	}
+	return time.Since(time.Unix(0, c)).Seconds()
+}
+
+// Confirm records that the set in force was its store's at t.
+func (r *Revocations) Confirm(t time.Time) {
+	if n := t.UnixNano(); n > r.confirmed.Load() {
+		r.confirmed.Store(n)
+	}
 }
 
 // retention is how long a cutoff of issuer is kept.
@@ -98,6 +126,7 @@ func (r *Revocations) Replace(entries []Entry, now time.Time) {
 	defer r.mu.Unlock()
 	r.entries = slices.Clone(entries)
 	r.build(now)
+	r.Confirm(now)
 }
 
 // Prune drops from memory the entries expired at now.
@@ -134,6 +163,7 @@ func (r *Revocations) LoadFile(path string, now time.Time) (changed bool, err er
 	same := r.loaded && sum == r.sum
 	r.mu.Unlock()
 	if same {
+		r.Confirm(now)
 		return false, nil
 	}
 	entries, err := Parse(path, data)
@@ -144,6 +174,7 @@ func (r *Revocations) LoadFile(path string, now time.Time) (changed bool, err er
 	defer r.mu.Unlock()
 	r.entries, r.sum, r.loaded = entries, sum, true
 	r.build(now)
+	r.Confirm(now)
 	return true, nil
 }
 

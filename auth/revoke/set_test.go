@@ -1,6 +1,7 @@
 package revoke_test
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -212,5 +213,24 @@ func TestRevocationsFileKeepsLastGoodSet(t *testing.T) {
 	}
 	if !r.Revoked(alice, time.Now()) {
 		t.Error("a bad file dropped the last good set")
+	}
+}
+
+func TestAge(t *testing.T) {
+	r := revoke.New(revoke.Options{})
+	if a := r.Age(); !math.IsInf(a, 1) {
+		t.Errorf("Age before any read = %v, want +Inf", a)
+	}
+	r.Replace(nil, time.Now().Add(-time.Minute))
+	if a := r.Age(); a < 59 || a > 120 {
+		t.Errorf("Age a minute after a read = %v", a)
+	}
+	r.Confirm(time.Now())
+	if a := r.Age(); a > 5 {
+		t.Errorf("Age just after a confirmation = %v", a)
+	}
+	r.Confirm(time.Now().Add(-time.Hour)) // an older confirmation changes nothing
+	if a := r.Age(); a > 5 {
+		t.Errorf("Age after an older confirmation = %v", a)
 	}
 }
