@@ -78,6 +78,9 @@ type serveConfig struct {
 	// issuer without a max lifetime.
 	RevocationsFile     string
 	RevocationRetention time.Duration
+	// SSFPath, when set, is the API path Security Event Tokens are
+	// pushed to.
+	SSFPath string
 
 	// rows is the table the config was read with, set how each setting
 	// got its value, and values the flags, for the usage errors that name
@@ -276,6 +279,8 @@ func serveSettings() settingRows {
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.RevocationRetention, positive: true} }},
 		{group: groupRules, flag: "revocations-file", key: "revocations_file", help: "YAML file of revocations (plantstore revoke writes it): cutoffs for a subject, a client or a whole issuer, and single tokens by jti, refused with 401 revoked; read again when it changes, a bad file keeping the last good revocations",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.RevocationsFile} }},
+		{group: groupRules, flag: "ssf-path", key: "ssf_path", help: "API path (such as /ssf/events) that takes the security events of the issuers (OpenID Shared Signals, RFC 8935 push): session-revoked, credential-change, account-disabled, account-purged and credential-compromise revoke the subject's tokens; needs -database-url and -public-url (the events' audience)",
+			value: func(c *serveConfig) flag.Value { return textFlag{&c.SSFPath} }},
 		{group: groupShared, flag: "redis-timeout", key: "redis_timeout", def: redisstate.DefaultTimeout.String(), help: "time a call to -redis-url may take; past it, and while Redis fails, each replica uses its own replay cache and rate limit",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.RedisTimeout, positive: true} }},
 		{group: groupShared, flag: "redis-url", key: "redis_url", secret: true, help: "Redis or Valkey (redis:// or rediss://) that replicas share DPoP replay and -rate-limit state in (default: each replica keeps its own)",
@@ -388,6 +393,16 @@ func (c *serveConfig) dev() error {
 func (c *serveConfig) stores() error {
 	if c.DatabaseURL != "" && c.Data != "" {
 		return usagef("serve: -data and -database-url select different stores; set one")
+	}
+	if c.SSFPath != "" {
+		switch {
+		case !strings.HasPrefix(c.SSFPath, "/") || c.SSFPath == "/plants" || strings.HasPrefix(c.SSFPath, "/.well-known/"):
+			return c.invalid(c.rows.row("ssf-path"), errors.New("want a path of its own, such as /ssf/events"))
+		case c.DatabaseURL == "":
+			return usagef("serve: -ssf-path needs -database-url: security events are applied on every replica through the database")
+		case c.PublicURL == "":
+			return usagef("serve: -ssf-path needs -public-url, the audience security events must name")
+		}
 	}
 	if c.DatabaseURL != "" && c.RevocationsFile != "" {
 		return usagef("serve: with -database-url the revocations live in the database (plantstore revoke -database-url); drop -revocations-file")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/plantstore/plantstore/auth/authtest"
 )
 
 // revokeCmd runs "plantstore revoke" with args and returns what it printed.
@@ -170,5 +173,71 @@ func TestRevocationsDatabase(t *testing.T) {
 	}
 	if status, body, _ := get(t, a.admin+"/metrics", ""); status != http.StatusOK || !strings.Contains(string(body), `plantstore_revocations{kind="subject"} 1`) || !strings.Contains(string(body), "plantstore_revocations_age_seconds") {
 		t.Errorf("/metrics: want plantstore_revocations{kind=\"subject\"} 1 and the age; got\n%s", grepLines(string(body), "plantstore_revocations"))
+	}
+}
+
+// TestSecurityEventsDatabase: an identity provider's transmitter (ours:
+// no public one runs offline) pushes a session-revoked event to one
+// replica; every replica refuses the subject's tokens within a second,
+// and the same SET delivered to another replica is a replay.
+func TestSecurityEventsDatabase(t *testing.T) {
+	const iss, public = "https://idp.example", "https://plants.example.com"
+	key := authtest.NewKey(t, "ES256")
+	jwks := authtest.WriteJWKS(t, key)
+	token := func(sub string) string {
+		return authtest.Token(t, key, nil, authtest.Claims(map[string]any{"iss": iss, "sub": sub, "iat": time.Now().Add(-time.Minute).Unix()}))
+	}
+	alice, bob := token("alice"), token("bob")
+	dsn := migratedDatabase(t)
+	args := []string{"-jwt-key-file", jwks, "-jwt-issuer", iss, "-database-url", dsn, "-ssf-path", "/ssf/events", "-public-url", public}
+	a, b := startServe(t, nil, args...), startServe(t, nil, args...)
+	for _, in := range []*instance{a, b} {
+		waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
+		in.stderr.WaitCount(t, "revocations loaded", 1)
+		wantStatus(t, in, "before", alice, http.StatusOK)
+	}
+	tr := authtest.Transmitter{Key: key, Iss: iss, Aud: public}
+	set := tr.SET(t, authtest.SessionRevoked, "alice", time.Now(), nil, nil)
+	if status, body := authtest.Push(t, a.api+"/ssf/events", set); status != http.StatusAccepted {
+		t.Fatalf("push to replica a: %d %s, want 202", status, body)
+	}
+	pushed := time.Now()
+	for name, in := range map[string]*instance{"replica a": a, "replica b": b} {
+		in.stderr.WaitCount(t, "revocations loaded", 2)
+		if took := time.Since(pushed); took > time.Second {
+			t.Errorf("%s applied the event %s after it was accepted; want within 1s", name, took)
+		}
+		wantRevoked(t, in, name, alice)
+		wantStatus(t, in, name, bob, http.StatusOK)
+	}
+	if status, body := authtest.Push(t, b.api+"/ssf/events", set); status != http.StatusBadRequest || !strings.Contains(body, `"err":"invalid_request"`) {
+		t.Errorf("the same SET to replica b: %d %s, want 400 invalid_request (a replay)", status, body)
+	}
+	if status, body, _ := get(t, a.admin+"/metrics", ""); status != http.StatusOK || !strings.Contains(string(body), `plantstore_security_events_total{event="session-revoked",issuer="default",result="accepted"} 1`) {
+		t.Errorf("/metrics of replica a:\n%s", grepLines(string(body), "plantstore_security_events_total"))
+	}
+	// A SET is no access token.
+	if status, _, _ := get(t, a.api+"/plants", set); status != http.StatusUnauthorized {
+		t.Errorf("a SET as a bearer token: %d, want 401", status)
+	}
+}
+
+// TestRevocationSettingsCombine: the settings of revocations that cannot
+// work together stop the start with a usage error.
+func TestRevocationSettingsCombine(t *testing.T) {
+	for _, args := range [][]string{
+		{"-jwt-key-file", "k", "-ssf-path", "/ssf/events", "-public-url", "https://p.example"},
+		{"-jwt-key-file", "k", "-ssf-path", "/ssf/events", "-database-url", "postgres://db/x"},
+		{"-jwt-key-file", "k", "-ssf-path", "ssf", "-database-url", "postgres://db/x", "-public-url", "https://p.example"},
+		{"-jwt-key-file", "k", "-ssf-path", "/plants", "-database-url", "postgres://db/x", "-public-url", "https://p.example"},
+		{"-jwt-key-file", "k", "-revocations-file", "r.yaml", "-database-url", "postgres://db/x"},
+		{"-jwt-key-file", "k", "-revocation-retention", "0s"},
+	} {
+		if _, err := parseServeFlags(args, newEnv(nil), io.Discard); !isUsage(err) {
+			t.Errorf("serve %q: %v, want a usage error", args, err)
+		}
+	}
+	if _, err := parseServeFlags([]string{"-jwt-key-file", "k", "-ssf-path", "/ssf/events", "-database-url", "postgres://db/x", "-public-url", "https://p.example"}, newEnv(nil), io.Discard); err != nil {
+		t.Errorf("-ssf-path with -database-url and -public-url: %v", err)
 	}
 }

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -22,6 +24,7 @@ import (
 	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/auth/redisstate"
 	"github.com/plantstore/plantstore/auth/revoke"
+	"github.com/plantstore/plantstore/auth/ssf"
 	"github.com/plantstore/plantstore/observability"
 	"github.com/plantstore/plantstore/plants"
 	"github.com/plantstore/plantstore/plants/api"
@@ -150,6 +153,8 @@ type verification struct {
 	nonces *dpop.Nonces
 	// shared is the state of -redis-url; nil without it.
 	shared auth.SharedState
+	// events takes the security events of -ssf-path; nil without it.
+	events http.Handler
 }
 
 // issuerList returns the issuers configured now: those of the issuers
@@ -178,7 +183,8 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 	}
 	vf.shared = opts.Shared
 	var built atomic.Pointer[auth.Verifier]
-	if opts.Revocations, err = openRevocations(bg, cfg, reg, log, &built); err != nil {
+	var watch *postgres.RevocationWatch
+	if opts.Revocations, watch, err = openRevocations(bg, cfg, reg, log, &built); err != nil {
 		return vf, err
 	}
 	// apply makes the verifier of the issuers.
@@ -210,6 +216,9 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 	if err != nil {
 		return vf, keyFileHint(cfg.Keys.KeyFile, cfg.refused(err))
 	}
+	if cfg.SSFPath != "" {
+		vf.events = newEventReceiver(cfg, reg, log, vf.verifier, watch)
+	}
 	if r, ok := opts.Revocations.(*revoke.Revocations); ok {
 		// Kept now for the issuers' max lifetimes, which were not known
 		// when the file was read.
@@ -234,9 +243,9 @@ func watchNonceKey(ctx context.Context, path string, n *dpop.Nonces, log *zap.Lo
 // openRevocations reads the revocations of the database of -database-url,
 // or of -revocations-file, and follows their changes; nil without either. A cutoff is kept for its issuer's max lifetime, as
 // the verifier v holds it, else for -revocation-retention.
-func openRevocations(bg *background, cfg serveConfig, reg prometheus.Registerer, log *zap.Logger, v *atomic.Pointer[auth.Verifier]) (auth.Revocations, error) {
+func openRevocations(bg *background, cfg serveConfig, reg prometheus.Registerer, log *zap.Logger, v *atomic.Pointer[auth.Verifier]) (auth.Revocations, *postgres.RevocationWatch, error) {
 	if cfg.RevocationsFile == "" && cfg.DatabaseURL == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	r := revoke.New(revoke.Options{
 		Retention: cfg.RevocationRetention, Leeway: cfg.Verify.Leeway, Registerer: reg, Log: log,
@@ -249,22 +258,23 @@ func openRevocations(bg *background, cfg serveConfig, reg prometheus.Registerer,
 		},
 	})
 	if cfg.DatabaseURL != "" {
-		return r, watchDatabaseRevocations(bg, cfg, log, r)
+		w, err := watchDatabaseRevocations(bg, cfg, log, r)
+		return r, w, err
 	}
 	if _, err := r.LoadFile(cfg.RevocationsFile, time.Now()); err != nil {
-		return nil, cfg.refused(err)
+		return nil, nil, cfg.refused(err)
 	}
 	n := r.Len()
 	log.Info("revocations loaded", zap.String("source", cfg.RevocationsFile), zap.Int("subjects", n[0]), zap.Int("clients", n[1]), zap.Int("issuers", n[2]), zap.Int("tokens", n[3]))
 	bg.wait(r.WatchFile(bg.ctx, cfg.RevocationsFile))
-	return r, nil
+	return r, nil, nil
 }
 
 // watchDatabaseRevocations keeps r the revocations of the database until
 // bg stops: read at start and within a second of each change, polled
 // every -database-poll; while the database cannot be read, the last ones
 // read stay in force, and plantstore_revocations_age_seconds grows.
-func watchDatabaseRevocations(bg *background, cfg serveConfig, log *zap.Logger, r *revoke.Revocations) error {
+func watchDatabaseRevocations(bg *background, cfg serveConfig, log *zap.Logger, r *revoke.Revocations) (*postgres.RevocationWatch, error) {
 	o := cfg.DB
 	o.Log = log.With(zap.String("source", "database"))
 	apply := func(rows []postgres.Revocation, at time.Time) {
@@ -276,10 +286,33 @@ func watchDatabaseRevocations(bg *background, cfg serveConfig, log *zap.Logger, 
 	}
 	w, err := postgres.WatchRevocations(bg.ctx, cfg.DatabaseURL, o, 0, apply, r.Confirm)
 	if err != nil {
-		return cfg.refused(err)
+		return nil, cfg.refused(err)
 	}
 	bg.wait(w.Done())
-	return nil
+	return w, nil
+}
+
+// newEventReceiver returns the receiver of the security events of
+// -ssf-path: SETs signed by the issuers of v, for -public-url, recorded in
+// the database w reads the revocations of.
+func newEventReceiver(cfg serveConfig, reg prometheus.Registerer, log *zap.Logger, v *auth.Verifier, w *postgres.RevocationWatch) http.Handler {
+	aud := []string{cfg.PublicURL}
+	if trimmed := strings.TrimSuffix(cfg.PublicURL, "/"); trimmed != cfg.PublicURL {
+		aud = append(aud, trimmed)
+	} else {
+		aud = append(aud, cfg.PublicURL+"/")
+	}
+	return ssf.New(ssf.Options{
+		Issuers: v, Audiences: aud, Store: eventStore{w}, Leeway: cfg.Verify.Leeway,
+		Registerer: reg, Log: log.With(zap.String("source", "ssf")),
+	})
+}
+
+// eventStore records security events in the revocations database.
+type eventStore struct{ w *postgres.RevocationWatch }
+
+func (s eventStore) Record(ctx context.Context, issuer, jti string, c ssf.Cutoff) (bool, error) {
+	return s.w.RecordEvent(ctx, issuer, jti, postgres.Revocation{Issuer: c.Issuer, Sub: c.Subject, Before: c.Before})
 }
 
 // openShared connects the shared state of -redis-url, nil without it; it

@@ -76,3 +76,18 @@ func (v *Verifier) IssuerConfig(name string) (Config, bool) {
 	}
 	return Config{}, false
 }
+
+// IssuerOf returns the configured issuer whose Config.Issuer is iss, as
+// it is now, for what else an issuer signs (security events): false when
+// none is, and for "" (an unnamed issuer without -jwt-issuer names none).
+func (v *Verifier) IssuerOf(iss string) (Issuer, bool) {
+	if iss == "" {
+		return Issuer{}, false
+	}
+	for _, is := range v.issuers.Load().all {
+		if is.cfg.Issuer == iss {
+			return Issuer{Name: is.name, Config: is.cfg, JWS: is.trusts[0], Opaque: is.trusts[1]}, true
+		}
+	}
+	return Issuer{}, false
+}

@@ -20,7 +20,7 @@ var servedSettings = []string{
 	"cors-origins",
 	"client-cert-header", "jwt-mtls",
 	"redis-url", "redis-timeout",
-	"revocations-file", "revocation-retention",
+	"revocations-file", "revocation-retention", "ssf-path",
 }
 
 // SettingVariable returns the environment variable of a serve flag:

@@ -82,6 +82,34 @@ WHERE NOT EXISTS (SELECT 1 FROM revocations WHERE issuer = $1 AND kind = $2 AND 
 	return added, nil
 }
 
+// RecordEvent stores r, a subject cutoff, as the revocation of the security event jti of
+// issuer, and notifies the replicas, in one transaction, unless that jti
+// was recorded before: fresh is then false and nothing changes, so an
+// event is applied once however many replicas it is delivered to.
+func (w *RevocationWatch) RecordEvent(ctx context.Context, issuer, jti string, r Revocation) (fresh bool, err error) {
+	if _, _, err := r.kindValue(); err != nil {
+		return false, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, w.o.QueryTimeout)
+	defer cancel()
+	err = pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, "INSERT INTO security_events (issuer, jti) VALUES ($1, $2) ON CONFLICT DO NOTHING", issuer, jti)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		fresh = true
+		if _, err := tx.Exec(ctx, "INSERT INTO revocations (issuer, kind, value, before) VALUES ($1, 'subject', $2, $3)", issuer, r.Sub, r.Before); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, "SELECT pg_notify($1, current_schema())", RevocationsChannel)
+		return err
+	})
+	if err != nil {
+		return false, revocationsError("record security event", err)
+	}
+	return fresh, nil
+}
+
 // ListRevocations returns the revocations stored in the database at dsn,
 // oldest first.
 func ListRevocations(ctx context.Context, dsn string) ([]Revocation, error) {

@@ -22,5 +22,16 @@ CREATE TABLE revocations (
     added  timestamptz NOT NULL DEFAULT now()
 );
 
+-- security_events has one row per Security Event Token applied (the
+-- Shared Signals receiver, -ssf-path), by issuer and jti, so that a SET is
+-- applied once across the replicas however often it is delivered.
+CREATE TABLE security_events (
+    issuer   text NOT NULL,
+    jti      text NOT NULL,
+    received timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (issuer, jti)
+);
+
 -- +goose Down
+DROP TABLE security_events;
 DROP TABLE revocations;
