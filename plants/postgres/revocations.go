@@ -217,7 +217,7 @@ func WatchRevocations(ctx context.Context, dsn string, o Options, horizon time.D
 		return nil, err
 	}
 	o = o.withDefaults()
-	o.MaxConns = 2
+	o.MaxConns = 1 // a read every poll, an event now and then
 	if o.ListenDSN == "" {
 		o.ListenDSN = dsn
 	}
