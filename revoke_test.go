@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/plantstore/plantstore/auth/authtest"
+	"github.com/plantstore/plantstore/auth/revoke"
 )
 
 // revokeCmd runs "plantstore revoke" with args and returns what it printed.
@@ -239,5 +240,29 @@ func TestRevocationSettingsCombine(t *testing.T) {
 	}
 	if _, err := parseServeFlags([]string{"-jwt-key-file", "k", "-ssf-path", "/ssf/events", "-database-url", "postgres://db/x", "-public-url", "https://p.example"}, newEnv(nil), io.Discard); err != nil {
 		t.Errorf("-ssf-path with -database-url and -public-url: %v", err)
+	}
+}
+
+// TestRevocationsReadyCheck: /readyz?verbose names the revocations' store,
+// advisory: a stale set is said, and never fails readiness.
+func TestRevocationsReadyCheck(t *testing.T) {
+	r := revoke.New(revoke.Options{})
+	c := revocationsCheck(r)
+	if err := c.Run(t.Context()); err == nil || !c.Advisory {
+		t.Errorf("before any read: %v (advisory %v), want not read yet, advisory", err, c.Advisory)
+	}
+	r.Replace(nil, time.Now().Add(-10*time.Minute))
+	if err := c.Run(t.Context()); err == nil || !strings.Contains(err.Error(), "stale: last read 10m0s ago") {
+		t.Errorf("read 10 minutes ago: %v, want stale", err)
+	}
+	r.Confirm(time.Now())
+	if err := c.Run(t.Context()); err != nil {
+		t.Errorf("just confirmed: %v", err)
+	}
+	_, jwks := mintTestToken(t, "ES256", "-sub", "alice")
+	in := startServe(t, nil, "-jwt-key-file", jwks, "-revocations-file", filepath.Join(t.TempDir(), "revocations.yaml"))
+	waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
+	if status, body, _ := get(t, in.admin+"/readyz?verbose", ""); status != http.StatusOK || !strings.Contains(string(body), "[+]revocations ok") {
+		t.Errorf("/readyz?verbose = %d\n%s\nwant [+]revocations ok", status, body)
 	}
 }

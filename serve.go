@@ -155,6 +155,8 @@ type verification struct {
 	shared auth.SharedState
 	// events takes the security events of -ssf-path; nil without it.
 	events http.Handler
+	// revocations are those in force; nil without a store of them.
+	revocations *revoke.Revocations
 }
 
 // issuerList returns the issuers configured now: those of the issuers
@@ -220,6 +222,7 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 		vf.events = newEventReceiver(cfg, reg, log, vf.verifier, watch)
 	}
 	if r, ok := opts.Revocations.(*revoke.Revocations); ok {
+		vf.revocations = r
 		// Kept now for the issuers' max lifetimes, which were not known
 		// when the file was read.
 		r.Prune(time.Now())
