@@ -6,17 +6,20 @@ import (
 	"github.com/plantstore/plantstore/auth"
 )
 
-// A Set is the revocations in force, ready for a lookup: a map per kind,
-// keyed by issuer and what is revoked. It is immutable.
+// A Set is the revocations in force, ready for a lookup: per issuer, a
+// map per kind keyed by what is revoked, so that a lookup hashes the
+// issuer once and each of the token's values once. It is immutable.
 type Set struct {
-	subs, clients map[key]cutoff
-	issuers       map[string]cutoff
-	tokens        map[key]int64 // jti: until, Unix nanoseconds, leeway added
-	counts        [4]int        // by kind, in the order of Kinds
+	issuers map[string]*issuerSet
+	counts  [4]int // by kind, in the order of Kinds
 }
 
-// key is what a revocation of an issuer names.
-type key struct{ issuer, value string }
+// issuerSet is the revocations of one issuer.
+type issuerSet struct {
+	subs, clients map[string]cutoff
+	all           *cutoff          // nil: no cutoff for the whole issuer
+	tokens        map[string]int64 // jti: until, Unix nanoseconds, leeway added
+}
 
 // cutoff is a before cutoff: a token whose iat falls in the second of sec
 // or earlier is refused, until expires (Unix nanoseconds).
@@ -35,14 +38,24 @@ type Retention func(issuer string) time.Duration
 // client or issuer the latest cutoff holds. Entries must pass
 // [Entry.Check].
 func NewSet(entries []Entry, retention Retention, leeway time.Duration, now time.Time) *Set {
-	s := &Set{subs: map[key]cutoff{}, clients: map[key]cutoff{}, issuers: map[string]cutoff{}, tokens: map[key]int64{}}
+	s := &Set{issuers: map[string]*issuerSet{}}
+	of := func(issuer string) *issuerSet {
+		is := s.issuers[issuer]
+		if is == nil {
+			is = &issuerSet{subs: map[string]cutoff{}, clients: map[string]cutoff{}, tokens: map[string]int64{}}
+			s.issuers[issuer] = is
+		}
+		return is
+	}
 	t := now.UnixNano()
 	for _, e := range entries {
 		if e.Kind() == KindToken {
 			until := e.Until.Add(leeway).UnixNano()
-			k := key{e.Issuer, e.JTI}
-			if until > t && until > s.tokens[k] {
-				s.tokens[k] = until
+			if until <= t {
+				continue
+			}
+			if is := of(e.Issuer); until > is.tokens[e.JTI] {
+				is.tokens[e.JTI] = until
 			}
 			continue
 		}
@@ -50,16 +63,29 @@ func NewSet(entries []Entry, retention Retention, leeway time.Duration, now time
 		if c.expires <= t {
 			continue
 		}
+		is := of(e.Issuer)
 		switch e.Kind() {
 		case KindSubject:
-			s.subs[key{e.Issuer, e.Sub}] = later(s.subs[key{e.Issuer, e.Sub}], c)
+			is.subs[e.Sub] = later(is.subs[e.Sub], c)
 		case KindClient:
-			s.clients[key{e.Issuer, e.Client}] = later(s.clients[key{e.Issuer, e.Client}], c)
+			is.clients[e.Client] = later(is.clients[e.Client], c)
 		case KindIssuer:
-			s.issuers[e.Issuer] = later(s.issuers[e.Issuer], c)
+			var have cutoff
+			if is.all != nil {
+				have = *is.all
+			}
+			l := later(have, c)
+			is.all = &l
 		}
 	}
-	s.counts = [4]int{len(s.subs), len(s.clients), len(s.issuers), len(s.tokens)}
+	for _, is := range s.issuers {
+		s.counts[0] += len(is.subs)
+		s.counts[1] += len(is.clients)
+		if is.all != nil {
+			s.counts[2]++
+		}
+		s.counts[3] += len(is.tokens)
+	}
 	return s
 }
 
@@ -77,21 +103,25 @@ func (s *Set) Len() [4]int { return s.counts }
 // cutoff for its subject, its client or its issuer falls in the second of
 // its iat or later (a token without iat is refused by any cutoff).
 func (s *Set) Revoked(t auth.Revocable, now time.Time) bool {
+	is := s.issuers[t.Issuer]
+	if is == nil {
+		return false
+	}
 	n := now.UnixNano()
-	if t.ID != "" {
-		if until, ok := s.tokens[key{t.Issuer, t.ID}]; ok && n < until {
+	if t.ID != "" && len(is.tokens) > 0 {
+		if until, ok := is.tokens[t.ID]; ok && n < until {
 			return true
 		}
 	}
 	iat := t.IssuedAt
-	if c, ok := s.issuers[t.Issuer]; ok && c.refuses(iat, n) {
+	if is.all != nil && is.all.refuses(iat, n) {
 		return true
 	}
-	if c, ok := s.subs[key{t.Issuer, t.Subject}]; ok && c.refuses(iat, n) {
+	if c, ok := is.subs[t.Subject]; ok && c.refuses(iat, n) {
 		return true
 	}
-	if t.Client != "" {
-		if c, ok := s.clients[key{t.Issuer, t.Client}]; ok && c.refuses(iat, n) {
+	if t.Client != "" && len(is.clients) > 0 {
+		if c, ok := is.clients[t.Client]; ok && c.refuses(iat, n) {
 			return true
 		}
 	}
