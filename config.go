@@ -279,7 +279,7 @@ func serveSettings() settingRows {
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.RevocationRetention, positive: true} }},
 		{group: groupRules, flag: "revocations-file", key: "revocations_file", help: "YAML file of revocations (plantstore revoke writes it): cutoffs for a subject, a client or a whole issuer, and single tokens by jti, refused with 401 revoked; read again when it changes, a bad file keeping the last good revocations",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.RevocationsFile} }},
-		{group: groupRules, flag: "ssf-path", key: "ssf_path", help: "API path (such as /ssf/events) that takes the security events of the issuers (OpenID Shared Signals, RFC 8935 push): session-revoked, credential-change, account-disabled, account-purged and credential-compromise revoke the subject's tokens; needs -database-url and -public-url (the events' audience)",
+		{group: groupRules, flag: "ssf-path", key: "ssf_path", help: "API path (such as /ssf/events) that takes the security events of the issuers (OpenID Shared Signals, RFC 8935 push): session-revoked, credential-change, account-disabled, account-purged and credential-compromise revoke the subject's tokens; needs -database-url, -public-url (the events' audience) and -jwt-issuer or -jwt-issuers-file (the iss they name)",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.SSFPath} }},
 		{group: groupShared, flag: "redis-timeout", key: "redis_timeout", def: redisstate.DefaultTimeout.String(), help: "time a call to -redis-url may take; past it, and while Redis fails, each replica uses its own replay cache and rate limit",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.RedisTimeout, positive: true} }},
@@ -402,6 +402,8 @@ func (c *serveConfig) stores() error {
 			return usagef("serve: -ssf-path needs -database-url: security events are applied on every replica through the database")
 		case c.PublicURL == "":
 			return usagef("serve: -ssf-path needs -public-url, the audience security events must name")
+		case c.IssuersFile == "" && c.JWT.Issuer == "":
+			return usagef("serve: -ssf-path needs -jwt-issuer (or -jwt-issuers-file): security events are taken from the issuer their iss names")
 		}
 	}
 	if c.DatabaseURL != "" && c.RevocationsFile != "" {

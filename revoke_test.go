@@ -233,12 +233,13 @@ func TestRevocationSettingsCombine(t *testing.T) {
 		{"-jwt-key-file", "k", "-ssf-path", "/plants", "-database-url", "postgres://db/x", "-public-url", "https://p.example"},
 		{"-jwt-key-file", "k", "-revocations-file", "r.yaml", "-database-url", "postgres://db/x"},
 		{"-jwt-key-file", "k", "-revocation-retention", "0s"},
+		{"-jwt-key-file", "k", "-ssf-path", "/ssf/events", "-database-url", "postgres://db/x", "-public-url", "https://p.example"}, // no iss to take events from
 	} {
 		if _, err := parseServeFlags(args, newEnv(nil), io.Discard); !isUsage(err) {
 			t.Errorf("serve %q: %v, want a usage error", args, err)
 		}
 	}
-	if _, err := parseServeFlags([]string{"-jwt-key-file", "k", "-ssf-path", "/ssf/events", "-database-url", "postgres://db/x", "-public-url", "https://p.example"}, newEnv(nil), io.Discard); err != nil {
+	if _, err := parseServeFlags([]string{"-jwt-key-file", "k", "-jwt-issuer", "https://idp.example", "-ssf-path", "/ssf/events", "-database-url", "postgres://db/x", "-public-url", "https://p.example"}, newEnv(nil), io.Discard); err != nil {
 		t.Errorf("-ssf-path with -database-url and -public-url: %v", err)
 	}
 }
