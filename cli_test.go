@@ -759,13 +759,13 @@ func TestPostgresCommands(t *testing.T) {
 		err := run(ctx, args, envOf(env), nil, &out, io.Discard)
 		return out.String(), err
 	}
-	if out, err := cmd([]string{"migrate", "-status", "-database-url", dsn}, nil); !errors.Is(err, errPending) || !strings.Contains(out, "schema version 0") || !strings.Contains(out, "pending: versions 1 and 2") {
-		t.Errorf("migrate -status before migrating = %q, %v; want version 0, versions 1 and 2 pending, exit 1", out, err)
+	if out, err := cmd([]string{"migrate", "-status", "-database-url", dsn}, nil); !errors.Is(err, errPending) || !strings.Contains(out, "schema version 0") || !strings.Contains(out, "pending: versions 1, 2 and 3") {
+		t.Errorf("migrate -status before migrating = %q, %v; want version 0, versions 1, 2 and 3 pending, exit 1", out, err)
 	}
-	if out, err := cmd([]string{"migrate", "-database-url", dsn}, nil); err != nil || out != "applied versions 1 and 2\nschema version 2\n" {
+	if out, err := cmd([]string{"migrate", "-database-url", dsn}, nil); err != nil || out != "applied versions 1, 2 and 3\nschema version 3\n" {
 		t.Fatalf("first migrate = %q, %v; want the version it applied", out, err)
 	}
-	if out, err := cmd([]string{"migrate"}, map[string]string{"PLANTSTORE_DATABASE_URL": dsn}); err != nil || out != "schema version 2 is up to date; nothing applied\n" {
+	if out, err := cmd([]string{"migrate"}, map[string]string{"PLANTSTORE_DATABASE_URL": dsn}); err != nil || out != "schema version 3 is up to date; nothing applied\n" {
 		t.Fatalf("migrate again, DSN from PLANTSTORE_DATABASE_URL = %q, %v; want nothing applied", out, err)
 	}
 	if out, err := cmd([]string{"migrate", "-status", "-database-url", dsn}, nil); err != nil || !strings.Contains(out, "up to date") {

@@ -80,6 +80,14 @@ type serveConfig struct {
 	// Introspection bounds the calls of the replica to introspection
 	// endpoints, whichever issuer they ask.
 	Introspection introspect.Options
+	// RevocationsFile is the file of revocations, watched for changes,
+	// "" for none; RevocationRetention how long a cutoff is kept for an
+	// issuer without a max lifetime.
+	RevocationsFile     string
+	RevocationRetention time.Duration
+	// SSFPath, when set, is the API path Security Event Tokens are
+	// pushed to.
+	SSFPath string
 
 	// rows is the table the config was read with, set how each setting
 	// got its value, and values the flags, for the usage errors that name
@@ -302,6 +310,12 @@ func serveSettings() settingRows {
 			}},
 		{group: groupShared, flag: "redis-key-file", key: "redis_key_file", help: "secret of at least 32 bytes, the same file on every replica, that every key -redis-url holds is hashed under, so that whoever reads Redis cannot confirm a guessed subject (default: one derived from -dpop-nonce-key-file's); read again when it changes and on SIGHUP",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.RedisKeyFile} }},
+		{group: groupRules, flag: "revocation-retention", key: "revocation_retention", def: "24h", help: "how long a revocation cutoff is kept for an issuer without a max lifetime (-jwt-max-lifetime, max_lifetime): at least the lifetime of its tokens, or a token issued before the cutoff becomes good again once it is dropped",
+			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.RevocationRetention, positive: true} }},
+		{group: groupRules, flag: "revocations-file", key: "revocations_file", help: "YAML file of revocations (plantstore revoke writes it): cutoffs for a subject, a client or a whole issuer, and single tokens by jti, refused with 401 revoked; read again when it changes, a bad file keeping the last good revocations",
+			value: func(c *serveConfig) flag.Value { return textFlag{&c.RevocationsFile} }},
+		{group: groupRules, flag: "ssf-path", key: "ssf_path", help: "API path (such as /ssf/events) that takes the security events of the issuers (OpenID Shared Signals, RFC 8935 push): session-revoked, credential-change, account-disabled, account-purged and credential-compromise revoke the subject's tokens; needs -database-url, -public-url (the events' audience) and -jwt-issuer or -jwt-issuers-file (the iss they name)",
+			value: func(c *serveConfig) flag.Value { return textFlag{&c.SSFPath} }},
 		{group: groupShared, flag: "redis-timeout", key: "redis_timeout", def: redisstate.DefaultTimeout.String(), help: "time a call to -redis-url may take; past it, and while Redis fails, each replica uses its own replay cache and rate limit",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.RedisTimeout, positive: true} }},
 		{group: groupShared, flag: "redis-url", key: "redis_url", secret: true, help: "Redis or Valkey (redis:// or rediss://) that replicas share DPoP replay and -rate-limit state in (default: each replica keeps its own)",
@@ -417,6 +431,21 @@ func (c *serveConfig) dev() error {
 func (c *serveConfig) stores() error {
 	if c.DatabaseURL != "" && c.Data != "" {
 		return usagef("serve: -data and -database-url select different stores; set one")
+	}
+	if c.SSFPath != "" {
+		switch {
+		case !strings.HasPrefix(c.SSFPath, "/") || c.SSFPath == "/plants" || strings.HasPrefix(c.SSFPath, "/.well-known/"):
+			return c.invalid(c.rows.row("ssf-path"), errors.New("want a path of its own, such as /ssf/events"))
+		case c.DatabaseURL == "":
+			return usagef("serve: -ssf-path needs -database-url: security events are applied on every replica through the database")
+		case c.PublicURL == "":
+			return usagef("serve: -ssf-path needs -public-url, the audience security events must name")
+		case c.IssuersFile == "" && c.JWT.Issuer == "":
+			return usagef("serve: -ssf-path needs -jwt-issuer (or -jwt-issuers-file): security events are taken from the issuer their iss names")
+		}
+	}
+	if c.DatabaseURL != "" && c.RevocationsFile != "" {
+		return usagef("serve: with -database-url the revocations live in the database (plantstore revoke -database-url); drop -revocations-file")
 	}
 	return nil
 }

@@ -38,6 +38,8 @@ func TestImportRules(t *testing.T) {
 		"auth/introspect":           {"auth", "auth/keys", "auth/mint", "observability/setting"},
 		"auth/authtest":             {"auth", "auth/keys"},
 		"auth/redisstate":           {"auth", "observability/setting"},
+		"auth/revoke":               {"auth", "auth/keys", "observability/setting"},
+		"auth/ssf":                  {"auth", "auth/jws"},
 		"auth/redisstate/redistest": nil,
 		"plants":                    nil,
 		"plants/storetest":          {"plants"},

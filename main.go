@@ -82,6 +82,8 @@ commands:
   keygen    write a new signing key pair (PKCS#8 PEM and public JWKS)
   migrate   apply the PostgreSQL schema migrations (-status: show them)
   import    load a catalog file into PostgreSQL in one transaction
+  revoke    revoke tokens before their exp: a subject, a client, a whole
+            issuer, or one token (-list: show the revocations)
   version   print the version (also: plantstore --version)
   help      print this text, or with a COMMAND its flags
 
@@ -127,6 +129,8 @@ func dispatch(ctx context.Context, args []string, env env, stdout, stderr io.Wri
 		return migrate(ctx, args, env, stdout, stderr)
 	case "import":
 		return importCatalog(ctx, args, env, stdout, stderr)
+	case "revoke":
+		return revokeCommand(ctx, args, env, stdout, stderr)
 	case "version":
 		return printVersion(args, stdout, stderr)
 	case "help":
@@ -136,7 +140,7 @@ func dispatch(ctx context.Context, args []string, env env, stdout, stderr io.Wri
 }
 
 // commands are the commands dispatch knows.
-var commands = []string{"serve", "token", "proof", "keygen", "migrate", "import", "version", "help"}
+var commands = []string{"serve", "token", "proof", "keygen", "migrate", "import", "revoke", "version", "help"}
 
 // help implements "plantstore help [COMMAND]": the list of commands, or
 // the flags of one, on stdout.

@@ -30,6 +30,7 @@ func newAPIOptions(cfg serveConfig, log *zap.Logger, reg prometheus.Registerer, 
 		verifier: keys.verifier, authMetrics: keys.metrics, store: cat.store,
 		trustedProxies: cfg.TrustedProxies, writeTimeout: cfg.WriteTimeout,
 		linkBase: linkBase(cfg.PublicURL), cors: cfg.CORS,
+		events: keys.events, eventsPath: cfg.SSFPath,
 	}
 }
 
@@ -58,6 +59,9 @@ type apiOptions struct {
 	writeTimeout   time.Duration
 	linkBase       string    // before "/plants" in Link headers
 	cors           *api.CORS // nil: no CORS
+	// events, when set, takes the security events POSTed to eventsPath.
+	events     http.Handler
+	eventsPath string
 }
 
 // newAPIHandler is the whole API surface: the middleware order, the
@@ -93,6 +97,11 @@ func newAPIHandler(o apiOptions) http.Handler {
 	// once the preflight allowed it) and is never an auth failure.
 	if o.cors != nil {
 		e.OPTIONS("/plants", o.cors.Preflight)
+	}
+	// RFC 8935 push of Security Event Tokens: the SET is the credential,
+	// checked by the receiver; no access token is taken there.
+	if o.events != nil {
+		e.POST(o.eventsPath, gin.WrapH(o.events))
 	}
 	// RFC 9728: what a client needs to get a token; no credential needed.
 	e.GET(auth.ResourceMetadataPath, auth.MetadataHandler(o.verifier))

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -22,11 +24,14 @@ import (
 	"github.com/plantstore/plantstore/auth/jws"
 	"github.com/plantstore/plantstore/auth/keys"
 	"github.com/plantstore/plantstore/auth/redisstate"
+	"github.com/plantstore/plantstore/auth/revoke"
+	"github.com/plantstore/plantstore/auth/ssf"
 	"github.com/plantstore/plantstore/observability"
 	"github.com/plantstore/plantstore/observability/setting"
 	"github.com/plantstore/plantstore/plants"
 	"github.com/plantstore/plantstore/plants/api"
 	"github.com/plantstore/plantstore/plants/api/reference"
+	"github.com/plantstore/plantstore/plants/postgres"
 )
 
 // serve runs the service until ctx ends or SIGINT or SIGTERM arrives, then
@@ -153,6 +158,10 @@ type verification struct {
 	shared auth.SharedState
 	// redisKey is the secret of -redis-key-file; nil without it.
 	redisKey *redisstate.KeyFile
+	// events takes the security events of -ssf-path; nil without it.
+	events http.Handler
+	// revocations are those in force; nil without a store of them.
+	revocations *revoke.Revocations
 }
 
 // issuerList returns the issuers configured now: those of the issuers
@@ -204,9 +213,15 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 		return vf, err
 	}
 	vf.shared = opts.Shared
+	var built atomic.Pointer[auth.Verifier]
+	var watch *postgres.RevocationWatch
+	if opts.Revocations, watch, err = openRevocations(bg, cfg, reg, log, &built); err != nil {
+		return vf, err
+	}
 	// apply makes the verifier of the issuers.
 	apply := func(is []auth.Issuer) (err error) {
 		vf.verifier, err = auth.NewVerifier(opts, is...)
+		built.Store(vf.verifier)
 		return err
 	}
 	if cfg.Dev {
@@ -233,6 +248,15 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 	if err != nil {
 		return vf, keyFileHint(cfg.Keys.KeyFile, cfg.refused(err))
 	}
+	if cfg.SSFPath != "" {
+		vf.events = newEventReceiver(cfg, reg, log, vf.verifier, watch)
+	}
+	if r, ok := opts.Revocations.(*revoke.Revocations); ok {
+		vf.revocations = r
+		// Kept now for the issuers' max lifetimes, which were not known
+		// when the file was read.
+		r.Prune(time.Now())
+	}
 	done := make(chan struct{})
 	go func() { vf.issuers.Wait(); close(done) }()
 	bg.wait(done)
@@ -252,6 +276,81 @@ func watchNonceKey(ctx context.Context, path string, n *dpop.Nonces, log *zap.Lo
 // redisSecretLabel names the secret derived from the DPoP nonce key for
 // the keys in Redis, when there is no -redis-key-file.
 const redisSecretLabel = "plantstore redis keys"
+
+// openRevocations reads the revocations of the database of -database-url,
+// or of -revocations-file, and follows their changes; nil without either. A cutoff is kept for its issuer's max lifetime, as
+// the verifier v holds it, else for -revocation-retention.
+func openRevocations(bg *background, cfg serveConfig, reg prometheus.Registerer, log *zap.Logger, v *atomic.Pointer[auth.Verifier]) (auth.Revocations, *postgres.RevocationWatch, error) {
+	if cfg.RevocationsFile == "" && cfg.DatabaseURL == "" {
+		return nil, nil, nil
+	}
+	r := revoke.New(revoke.Options{
+		Retention: cfg.RevocationRetention, Leeway: cfg.Verify.Leeway, Registerer: reg, Log: log,
+		MaxLifetime: func(issuer string) time.Duration {
+			if v := v.Load(); v != nil {
+				c, _ := v.IssuerConfig(issuer)
+				return c.MaxLifetime
+			}
+			return 0
+		},
+	})
+	if cfg.DatabaseURL != "" {
+		w, err := watchDatabaseRevocations(bg, cfg, log, r)
+		return r, w, err
+	}
+	if _, err := r.LoadFile(cfg.RevocationsFile, time.Now()); err != nil {
+		return nil, nil, cfg.refused(err)
+	}
+	n := r.Len()
+	log.Info("revocations loaded", zap.String("source", cfg.RevocationsFile), zap.Int("subjects", n[0]), zap.Int("clients", n[1]), zap.Int("issuers", n[2]), zap.Int("tokens", n[3]))
+	bg.wait(r.WatchFile(bg.ctx, cfg.RevocationsFile))
+	return r, nil, nil
+}
+
+// watchDatabaseRevocations keeps r the revocations of the database until
+// bg stops: read at start and within a second of each change, polled
+// every -database-poll; while the database cannot be read, the last ones
+// read stay in force, and plantstore_revocations_age_seconds grows.
+func watchDatabaseRevocations(bg *background, cfg serveConfig, log *zap.Logger, r *revoke.Revocations) (*postgres.RevocationWatch, error) {
+	o := cfg.DB
+	o.Log = log.With(zap.String("source", "database"))
+	apply := func(rows []postgres.Revocation, at time.Time) {
+		entries := make([]revoke.Entry, len(rows))
+		for i, row := range rows {
+			entries[i] = revoke.Entry(row)
+		}
+		r.Replace(entries, at)
+	}
+	w, err := postgres.WatchRevocations(bg.ctx, cfg.DatabaseURL, o, 0, apply, r.Confirm)
+	if err != nil {
+		return nil, cfg.refused(err)
+	}
+	bg.wait(w.Done())
+	return w, nil
+}
+
+// newEventReceiver returns the receiver of the security events of
+// -ssf-path: SETs signed by the issuers of v, for -public-url, recorded in
+// the database w reads the revocations of.
+func newEventReceiver(cfg serveConfig, reg prometheus.Registerer, log *zap.Logger, v *auth.Verifier, w *postgres.RevocationWatch) http.Handler {
+	aud := []string{cfg.PublicURL}
+	if trimmed := strings.TrimSuffix(cfg.PublicURL, "/"); trimmed != cfg.PublicURL {
+		aud = append(aud, trimmed)
+	} else {
+		aud = append(aud, cfg.PublicURL+"/")
+	}
+	return ssf.New(ssf.Options{
+		Issuers: v, Audiences: aud, Store: eventStore{w}, Leeway: cfg.Verify.Leeway,
+		Registerer: reg, Log: log.With(zap.String("source", "ssf")),
+	})
+}
+
+// eventStore records security events in the revocations database.
+type eventStore struct{ w *postgres.RevocationWatch }
+
+func (s eventStore) Record(ctx context.Context, issuer, jti string, c ssf.Cutoff) (bool, error) {
+	return s.w.RecordEvent(ctx, issuer, jti, postgres.Revocation{Issuer: c.Issuer, Sub: c.Subject, Before: c.Before})
+}
 
 // openShared connects the shared state of -redis-url, nil without it; it
 // is closed when bg stops. A Redis that does not answer is no error: each

@@ -570,6 +570,7 @@ func TestKnownAttacks(t *testing.T) {
 	}
 
 	tests = append(tests, certAttacks(t, ecKey, jwks)...)
+	tests = append(tests, revocationAttacks(t, ecKey, jwks)...)
 
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -26,7 +26,7 @@ const maxCredential = 8 << 10
 //     nbf and iat still hold now, of an issuer still configured, whose
 //     Authenticator says its verdict holds (for keys: they have not
 //     changed since, nor, with MaxStale, gone unconfirmed for longer),
-//     goes on to step 9 as it was;
+//     goes on to step 9 as it was, revocations checked again;
 //  3. the form: RFC 6750 b64token characters;
 //  4. the issuer: for a JWS in compact form, the unnamed one, or the one
 //     whose iss the token names ([ReasonUnknownIssuer] for none, at once,
@@ -70,7 +70,11 @@ const maxCredential = 8 << 10
 //     lifetime: [ReasonDPoPNonce], 401 use_dpop_nonce); an
 //     unbound token needs the Bearer scheme, and is refused where the
 //     issuer requires DPoP;
-//  10. for a proof, the budget of failed signatures of its caller and
+//  10. revocations: with Options.Revocations, a token they name (by its
+//     jti, or a cutoff for its subject, client or issuer after its iat)
+//     is refused with [ReasonRevoked], whether it came from the cache or
+//     was verified now;
+//  11. for a proof, the budget of failed signatures of its caller and
 //     key ([ReasonDPoPBlocked], 429, once either spent it); admission
 //     ([Admitter]): one request taken from the caller's rate when
 //     Options.RateLimit is set, and, for a proof, its jti not seen before
@@ -166,6 +170,10 @@ func (v *Verifier) verify(ctx context.Context, token string) (*cacheEntry, *Erro
 		h = v.cache.hashOf(token)
 		if e := v.cache.get(token, h); e != nil && !e.iss.retired.Load() {
 			if now := v.now(); e.validAt(now, v.opts.Leeway) && e.src.Holds(e.stamp, now) {
+				// A revocation made after the token was cached applies.
+				if err := v.revoked(e, now); err != nil {
+					return nil, err
+				}
 				return e, nil
 			}
 		}
@@ -180,6 +188,9 @@ func (v *Verifier) verify(ctx context.Context, token string) (*cacheEntry, *Erro
 	e, err := v.verifyWith(ctx, is, a, token, h)
 	if err != nil {
 		err.Issuer, err.routed = is.name, true
+		return nil, err
+	}
+	if err := v.revoked(e, v.now()); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -216,7 +227,9 @@ func (v *Verifier) verifyWith(ctx context.Context, is *issuer, a Authenticator, 
 	}
 	id.Introspected = vd.Introspected
 	id.audit = audit
-	e := &cacheEntry{id: id, hash: h, iss: is, src: a, stamp: vd.Stamp, caller: CallerKey(is.name, id.Subject)}
+	e := &cacheEntry{id: id, hash: h, iss: is, src: a, stamp: vd.Stamp, caller: CallerKey(is.name, id.Subject),
+		clientID: clientOf(claims), jti: stringClaim(claims, "jti")}
+	e.exp, e.nbf, e.iat = claims.times()
 	if e.bound, ae = bindingOf(claims); ae != nil {
 		return nil, ae
 	}
@@ -224,7 +237,6 @@ func (v *Verifier) verifyWith(ctx context.Context, is *issuer, a Authenticator, 
 		e.ath, e.client = dpop.AccessTokenHash(token), dpop.ClientKey(e.bound.jkt)
 	}
 	if v.cache != nil && vd.Cacheable {
-		e.exp, e.nbf, e.iat = claims.times()
 		// A copy, so that the cache holds no request memory.
 		e.token = strings.Clone(token)
 		if vd.Digest {

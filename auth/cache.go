@@ -42,6 +42,9 @@ type cacheEntry struct {
 	client [16]byte
 	// caller is the hash of the issuer and subject rates are kept by.
 	caller [16]byte
+	// clientID and jti are what revocations may name besides the issuer,
+	// the subject and iat.
+	clientID, jti string
 	// exp, nbf and iat are the time claims in Unix nanoseconds; nbf and
 	// iat are math.MinInt64 when the token has none.
 	exp, nbf, iat int64
@@ -68,7 +71,7 @@ func (e *cacheEntry) validAt(now time.Time, leeway time.Duration) bool {
 // the identity's strings and slices, each rounded up for the allocator.
 func entrySize(e *cacheEntry) int64 {
 	const strHeader = int64(unsafe.Sizeof(""))
-	n := int64(unsafe.Sizeof(*e)) + alloc(len(e.token)) + alloc(len(e.id.Subject)) + alloc(len(e.bound.jkt)) + alloc(len(e.bound.x5t)) + alloc(len(e.ath))
+	n := int64(unsafe.Sizeof(*e)) + alloc(len(e.token)) + alloc(len(e.id.Subject)) + alloc(len(e.bound.jkt)) + alloc(len(e.bound.x5t)) + alloc(len(e.ath)) + alloc(len(e.clientID)) + alloc(len(e.jti))
 	// The audited refusals: reasons are constants, the claim's path a
 	// string of the Config.
 	n += alloc(cap(e.id.audit.reasons) * int(strHeader))

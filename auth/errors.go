@@ -36,6 +36,7 @@ const (
 	ReasonClaims          Reason = "claims"           // a claim has the wrong type or range
 	ReasonTooManyGroups   Reason = "too_many_groups"  // more groups than -jwt-max-groups
 	ReasonScope           Reason = "insufficient_scope"
+	ReasonRevoked         Reason = "revoked" // revoked since it was issued: its jti, or a cutoff for its subject, client or issuer
 
 	// The refusals of RFC 9449 (DPoP).
 	ReasonDPoPMissing  Reason = "dpop_missing"  // a bound token with no DPoP proof, or several
@@ -81,6 +82,7 @@ func Reasons() []Reason {
 		ReasonCertBound, ReasonCertMissing, ReasonCertMismatch,
 		ReasonUnknownBinding,
 		ReasonInactive, ReasonIntrospectionUnavailable,
+		ReasonRevoked,
 	}
 }
 
@@ -174,6 +176,8 @@ func (r Reason) Description() string {
 		return "token not active"
 	case ReasonIntrospectionUnavailable:
 		return "token issuer unavailable, retry later"
+	case ReasonRevoked:
+		return "token revoked"
 	}
 	return "invalid token"
 }

@@ -90,6 +90,10 @@ type Options struct {
 	// and for a proof once its signature verified; they take over whenever
 	// it fails, and keep recording every proof meanwhile.
 	Shared SharedState
+	// Revocations, when set, are asked about every token that would be
+	// accepted, served from the cache or not: a token they name is
+	// refused with [ReasonRevoked].
+	Revocations Revocations
 }
 
 // Verifier checks credentials against its issuers. It is safe for

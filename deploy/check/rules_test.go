@@ -309,6 +309,10 @@ func TestPromtoolUnitTests(t *testing.T) {
 			a := alertRule(r, "PlantstoreMemoryNearLimit")
 			a.Expr = intstr.FromString(strings.Replace(a.Expr.String(), "> 0.9", "> 0.99", 1))
 		}, "PlantstoreMemoryNearLimit", ""},
+		{"revocations alert after an hour", func(r *monitoringv1.PrometheusRule) {
+			a := alertRule(r, "PlantstoreRevocationsStale")
+			a.Expr = intstr.FromString(strings.Replace(a.Expr.String(), "> 180", "> 3600", 1))
+		}, "PlantstoreRevocationsStale", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

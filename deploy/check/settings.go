@@ -23,6 +23,7 @@ var servedSettings = []string{
 	"jwt-introspection", "jwt-introspection-url", "jwt-introspection-client-id",
 	"jwt-introspection-secret-file", "jwt-introspection-key-file", "jwt-introspection-cache",
 	"jwt-introspection-jwt", "introspection-max-rate", "introspection-max-inflight", "introspection-timeout",
+	"revocations-file", "revocation-retention", "ssf-path",
 }
 
 // SettingVariable returns the environment variable of a serve flag:
