@@ -85,7 +85,6 @@ func TestRevocationsFile(t *testing.T) {
 	wantStatus(t, in, "a broken file", bob, http.StatusOK)
 }
 
-
 // TestRevokeCommandUsage: the flags of plantstore revoke that cannot
 // make one revocation are usage errors (exit 2), and -dry-run writes
 // nothing.
