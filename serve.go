@@ -196,18 +196,9 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 	if vf.nonces = opts.Nonces; vf.nonces != nil {
 		bg.wait(watchNonceKey(bg.ctx, cfg.NonceKeyFile, vf.nonces, log))
 	}
-	var secret func() []byte
-	switch {
-	case cfg.RedisKeyFile != "" && cfg.RedisURL != "":
-		if vf.redisKey, err = redisstate.LoadKeyFile(cfg.RedisKeyFile); err != nil {
-			return vf, cfg.refused(err)
-		}
-		secret = vf.redisKey.Secret
-		kf, path := vf.redisKey, cfg.RedisKeyFile
-		bg.wait(keys.WatchFile(bg.ctx, path, log.With(zap.String("source", path)), func() { kf.Reload(log) }))
-	case vf.nonces != nil:
-		n := vf.nonces
-		secret = func() []byte { return n.Derive(redisSecretLabel) }
+	secret, err := redisSecret(bg, cfg, &vf, log)
+	if err != nil {
+		return vf, err
 	}
 	if opts.Shared, err = openShared(bg, cfg, secret, reg, log); err != nil {
 		return vf, err
@@ -276,6 +267,27 @@ func watchNonceKey(ctx context.Context, path string, n *dpop.Nonces, log *zap.Lo
 // redisSecretLabel names the secret derived from the DPoP nonce key for
 // the keys in Redis, when there is no -redis-key-file.
 const redisSecretLabel = "plantstore redis keys"
+
+// redisSecret returns the secret the keys in Redis are hashed under: that
+// of -redis-key-file, followed as it changes, else one derived from the
+// DPoP nonce key; nil with neither.
+func redisSecret(bg *background, cfg serveConfig, vf *verification, log *zap.Logger) (func() []byte, error) {
+	switch {
+	case cfg.RedisKeyFile != "" && cfg.RedisURL != "":
+		kf, err := redisstate.LoadKeyFile(cfg.RedisKeyFile)
+		if err != nil {
+			return nil, cfg.refused(err)
+		}
+		vf.redisKey = kf
+		path := cfg.RedisKeyFile
+		bg.wait(keys.WatchFile(bg.ctx, path, log.With(zap.String("source", path)), func() { kf.Reload(log) }))
+		return kf.Secret, nil
+	case vf.nonces != nil:
+		n := vf.nonces
+		return func() []byte { return n.Derive(redisSecretLabel) }, nil
+	}
+	return nil, nil
+}
 
 // openRevocations reads the revocations of the database of -database-url,
 // or of -revocations-file, and follows their changes; nil without either. A cutoff is kept for its issuer's max lifetime, as
