@@ -64,6 +64,18 @@ func benchEngine(tb testing.TB, catalog *plants.Catalog, logTo io.Writer, algs .
 // benchTracedEngine is benchEngine with tracing's server spans.
 func benchTracedEngine(tb testing.TB, catalog *plants.Catalog, logTo io.Writer, tracing *observability.Tracing, algs ...string) (http.Handler, map[string]string) {
 	tb.Helper()
+	h, many := benchEngineTokens(tb, catalog, logTo, tracing, 1, algs...)
+	tokens := map[string]string{}
+	for alg, ts := range many {
+		tokens[alg] = ts[0]
+	}
+	return h, tokens
+}
+
+// benchEngineTokens is benchTracedEngine with n tokens per algorithm, each
+// for another subject of group gardeners.
+func benchEngineTokens(tb testing.TB, catalog *plants.Catalog, logTo io.Writer, tracing *observability.Tracing, n int, algs ...string) (http.Handler, map[string][]string) {
+	tb.Helper()
 	gin.SetMode(gin.ReleaseMode)
 	log, access, err := observability.NewLogger(logTo, "info", "json")
 	if err != nil {
@@ -74,7 +86,7 @@ func benchTracedEngine(tb testing.TB, catalog *plants.Catalog, logTo io.Writer, 
 	pm := plants.NewMetrics(reg)
 	var (
 		verify []keys.Key
-		tokens = map[string]string{}
+		tokens = map[string][]string{}
 	)
 	for _, alg := range algs {
 		priv, _, err := mint.GenerateKey(alg)
@@ -86,7 +98,10 @@ func benchTracedEngine(tb testing.TB, catalog *plants.Catalog, logTo io.Writer, 
 			tb.Fatal(err)
 		}
 		verify = append(verify, keys.Key{ID: kid, Algorithm: alg, Public: priv.Public()})
-		tokens[alg] = benchToken(tb, priv, alg, "alice", "gardeners")
+		tokens[alg] = append(tokens[alg], benchToken(tb, priv, alg, "alice", "gardeners"))
+		for i := 1; i < n; i++ {
+			tokens[alg] = append(tokens[alg], benchToken(tb, priv, alg, fmt.Sprintf("caller-%d", i), "gardeners"))
+		}
 	}
 	cfg := auth.Config{
 		Issuer:        "https://issuer.example",
@@ -277,4 +292,34 @@ func BenchmarkAPIParallel(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkAPIRotating is BenchmarkAPI for RS256 with each request
+// carrying the next of 1,000 tokens, all cached after the first round, as
+// .ci/bench's rotation row sends them; set beside BenchmarkAPI/alg=RS256
+// (one token) it is what rotating costs the service: a token cache hit on
+// an entry that is not in the CPU's caches.
+func BenchmarkAPIRotating(b *testing.B) {
+	h, tokens := benchEngineTokens(b, benchCatalog(b, 1_000), io.Discard, nil, 1_000, "RS256")
+	reqs := make([]*http.Request, len(tokens["RS256"]))
+	for i, token := range tokens["RS256"] {
+		reqs[i] = httptest.NewRequest(http.MethodGet, "/plants?limit=10", nil)
+		reqs[i].Header.Set("Authorization", "Bearer "+token)
+		reqs[i].Header.Set("User-Agent", "bench")
+	}
+	w := &discardWriter{h: http.Header{}}
+	for _, req := range reqs { // fill the token cache
+		h.ServeHTTP(w, req)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		clear(w.h)
+		w.status = 0
+		h.ServeHTTP(w, reqs[i])
+		if w.status != http.StatusOK {
+			b.Fatalf("status %d, want 200", w.status)
+		}
+		i = (i + 1) % len(reqs)
+	}
 }
