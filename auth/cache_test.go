@@ -223,7 +223,7 @@ func TestVerifierCacheConcurrentUsers(t *testing.T) {
 	v := newVerifierOpts(t, auth.Options{CacheBytes: 64 << 10}, auth.Config{}, authtest.KeySet(k))
 	e := gin.New()
 	e.GET("/", auth.Middleware(v, nil), func(c *gin.Context) {
-		id, ok := auth.FromContext(c.Request.Context())
+		id, ok := auth.FromGin(c)
 		if !ok {
 			c.String(http.StatusInternalServerError, "no identity")
 			return

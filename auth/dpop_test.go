@@ -59,7 +59,7 @@ func newDPoPIssuersServer(t testing.TB, o auth.Options, issuers ...auth.Issuer) 
 	r := gin.New()
 	r.Use(renderErrors)
 	r.GET("/plants", auth.Middleware(v, auth.NewMetrics(reg)), func(c *gin.Context) {
-		id, _ := auth.FromContext(c.Request.Context())
+		id, _ := auth.FromGin(c)
 		c.JSON(http.StatusOK, id)
 	})
 	srv := httptest.NewServer(r)

@@ -278,7 +278,7 @@ func FuzzMiddleware(f *testing.F) {
 	e := gin.New()
 	e.Use(observability.Middleware(nil, observability.NewHTTPMetrics(prometheus.NewRegistry()), nil, nil), renderErrors)
 	e.GET("/plants", auth.Middleware(v, nil), func(c *gin.Context) {
-		id, _ := auth.FromContext(c.Request.Context())
+		id, _ := auth.FromGin(c)
 		c.JSON(http.StatusOK, id)
 	})
 

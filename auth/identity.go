@@ -46,7 +46,8 @@ func NewContext(ctx context.Context, id *Identity) context.Context {
 }
 
 // FromContext returns the Identity stored in ctx by [NewContext] or
-// [Middleware] and reports whether there was one. Its slices are shared
+// [Middleware] (when no access log's middleware runs before it; see
+// [FromGin]) and reports whether there was one. Its slices are shared
 // with other requests and must not be modified.
 func FromContext(ctx context.Context) (Identity, bool) {
 	if id, ok := ctx.Value(contextKey{}).(*Identity); ok && id != nil {

@@ -62,7 +62,7 @@ func serveVerifier(t testing.TB, v *auth.Verifier) apiServer {
 	r := gin.New()
 	r.Use(observability.Middleware(access, observability.NewHTTPMetrics(reg), nil, nil), renderErrors)
 	r.GET("/plants", auth.Middleware(v, auth.NewMetrics(reg)), func(c *gin.Context) {
-		id, ok := auth.FromContext(c.Request.Context())
+		id, ok := auth.FromGin(c)
 		if !ok {
 			c.JSON(http.StatusInternalServerError, gin.H{"error": 500, "message": "no identity"})
 			return
@@ -265,5 +265,46 @@ func TestReasonDescriptions(t *testing.T) {
 			t.Errorf("Reason(%q) and Reason(%q) share the description %q", r, other, d)
 		}
 		seen[d] = r
+	}
+}
+
+// TestFromGin: behind the access log's middleware the identity reaches the
+// handler without the request being copied for a new context; without
+// that middleware it is in the request context. Both give the same
+// identity through FromGin.
+func TestFromGin(t *testing.T) {
+	k := authtest.NewKey(t, "ES256")
+	v := newVerifier(t, auth.Config{}, authtest.KeySet(k))
+	token := authtest.Token(t, k, nil, authtest.Claims(map[string]any{"sub": "alice", "groups": []string{"gardeners"}}))
+	_, access, err := observability.NewLogger(io.Discard, "info", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, logged := range []bool{true, false} {
+		t.Run(map[bool]string{true: "logged", false: "bare"}[logged], func(t *testing.T) {
+			r := gin.New()
+			if logged {
+				r.Use(observability.Middleware(access, observability.NewHTTPMetrics(prometheus.NewRegistry()), nil, nil))
+			}
+			var before *http.Request
+			r.GET("/plants", func(c *gin.Context) { before = c.Request }, auth.Middleware(v, auth.NewMetrics(prometheus.NewRegistry())), func(c *gin.Context) {
+				id, ok := auth.FromGin(c)
+				_, inContext := auth.FromContext(c.Request.Context())
+				if !ok || id.Subject != "alice" || !slices.Equal(id.Groups, []string{"gardeners"}) {
+					t.Errorf("FromGin = %+v, %t; want alice of gardeners", id, ok)
+				}
+				if copied := c.Request != before; copied != !logged || inContext != !logged {
+					t.Errorf("request copied %t, identity in its context %t; want %t for both", copied, inContext, !logged)
+				}
+				c.Status(http.StatusNoContent)
+			})
+			w := httptest.NewRecorder()
+			req := httptest.NewRequest(http.MethodGet, "/plants", nil)
+			req.Header.Set("Authorization", "Bearer "+token)
+			r.ServeHTTP(w, req)
+			if w.Code != http.StatusNoContent {
+				t.Fatalf("status %d, want 204", w.Code)
+			}
+		})
 	}
 }

@@ -14,7 +14,7 @@ import (
 
 // BenchmarkRevocations is a whole authentication of a cached bearer
 // token (the common request) with no revocations and with 10,000 in
-// force, none of them the token's: SPEC's "within 2 %" compares the two.
+// force, none of them the token's: the promise of a cost within 2 % compares the two.
 func BenchmarkRevocations(b *testing.B) {
 	k := authtest.NewKey(b, "ES256")
 	token := authtest.Token(b, k, nil, authtest.Claims(map[string]any{"exp": time.Now().Add(time.Hour).Unix(), "jti": "b9d4c0e6-5a1f-4f0e-9c3b-2d7e8a6f1b4c", "client_id": "plants-web"}))

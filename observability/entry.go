@@ -21,6 +21,28 @@ type Entry struct {
 	hasPlants   bool
 	// introspected: the issuer was asked about the token (RFC 7662).
 	introspected bool
+	// caller is what the auth middleware learned of the caller, for the
+	// handlers after it: held here, it spares a copy of the request made
+	// only to carry it in a new context.
+	caller any
+}
+
+// SetCaller keeps v, what authentication learned of the caller, with the
+// request for the handlers after it (see [Entry.Caller]); it is never
+// logged. v should be a pointer, which an interface holds without
+// allocating.
+func (e *Entry) SetCaller(v any) {
+	if e != nil {
+		e.caller = v
+	}
+}
+
+// Caller returns what [Entry.SetCaller] kept, or nil.
+func (e *Entry) Caller() any {
+	if e == nil {
+		return nil
+	}
+	return e.caller
 }
 
 // SetRoute records the route template of a request that gin matched to no

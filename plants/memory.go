@@ -209,8 +209,11 @@ func (s *MemoryStore) List(ctx context.Context, q Query) iter.Seq2[Plant, error]
 			return
 		}
 		var (
-			heads [8][]int32 // enough for most callers without allocating
-			m     = merger{lists: heads[:0], last: -1}
+			// Enough for most callers without allocating.
+			heads [8][]int32
+			at    [8]int32
+			order [8]int32
+			m     = merger{lists: heads[:0], at: at[:0], heap: order[:0], last: -1}
 			key   [128]byte
 		)
 		for i := 0; ; i++ {
@@ -220,11 +223,17 @@ func (s *MemoryStore) List(ctx context.Context, q Query) iter.Seq2[Plant, error]
 			}
 			if list := snap.postings[string(p)]; ok && len(list) > 0 {
 				m.lists = append(m.lists, list)
+				m.at = append(m.at, 0)
 			}
 		}
 		catalog := snap.catalog
 		if !q.After.IsZero() {
 			m.seek(int32(catalog.after(q.After)))
+		}
+		for j, list := range m.lists {
+			if int(m.at[j]) < len(list) {
+				m.heap = append(m.heap, int32(j))
+			}
 		}
 		m.init()
 		for n := 1; ; n++ {
@@ -244,44 +253,48 @@ func (s *MemoryStore) List(ctx context.Context, q Query) iter.Seq2[Plant, error]
 }
 
 // merger merges ascending lists of positions into one ascending sequence
-// without repeats. lists is a binary min-heap ordered by each list's first
-// element; no list in it is empty.
+// without repeats. lists are never written once added: the merge moves
+// the cursors in at and reorders the list numbers in heap, a binary
+// min-heap of the lists not exhausted, ordered by each one's position at
+// its cursor. Only integers are stored as it goes, so the arrays behind
+// the three slices can live on the caller's stack.
 type merger struct {
 	lists [][]int32
+	at    []int32 // at[j]: the cursor in lists[j]
+	heap  []int32 // numbers j of the lists with positions left
 	last  int32
 }
 
-// seek drops from every list the positions before pos, by a binary search
-// in each: a page deep in a long list costs what the first one does. A list
-// left empty leaves the heap. It is called before init.
+// seek moves every list's cursor past the positions before pos, by a
+// binary search in each: a page deep in a long list costs what the first
+// one does. It is called before init.
 func (m *merger) seek(pos int32) {
-	kept := m.lists[:0]
-	for _, list := range m.lists {
+	for j, list := range m.lists {
 		i, _ := slices.BinarySearch(list, pos)
-		if i < len(list) {
-			kept = append(kept, list[i:])
-		}
+		m.at[j] = int32(i)
 	}
-	m.lists = kept
 }
 
+// init orders the heap. The caller fills lists, at and heap itself: an
+// append through the receiver would make their arrays escape.
 func (m *merger) init() {
-	for i := len(m.lists)/2 - 1; i >= 0; i-- {
+	for i := len(m.heap)/2 - 1; i >= 0; i-- {
 		m.down(i)
 	}
 }
 
+// head returns the position at the cursor of list j.
+func (m *merger) head(j int32) int32 { return m.lists[j][m.at[j]] }
+
 // next returns the next position, and false when the lists are exhausted.
 func (m *merger) next() (int32, bool) {
-	for len(m.lists) > 0 {
-		top := m.lists[0]
-		pos := top[0]
-		if len(top) > 1 {
-			m.lists[0] = top[1:]
-		} else {
-			last := len(m.lists) - 1
-			m.lists[0] = m.lists[last]
-			m.lists = m.lists[:last]
+	for len(m.heap) > 0 {
+		top := m.heap[0]
+		pos := m.head(top)
+		if m.at[top]++; int(m.at[top]) == len(m.lists[top]) {
+			last := len(m.heap) - 1
+			m.heap[0] = m.heap[last]
+			m.heap = m.heap[:last]
 		}
 		m.down(0)
 		if pos != m.last { // a plant several principals read comes once
@@ -294,13 +307,13 @@ func (m *merger) next() (int32, bool) {
 
 // down restores the heap order below i.
 func (m *merger) down(i int) {
-	h := m.lists
+	h := m.heap
 	for {
 		least := i
-		if l := 2*i + 1; l < len(h) && h[l][0] < h[least][0] {
+		if l := 2*i + 1; l < len(h) && m.head(h[l]) < m.head(h[least]) {
 			least = l
 		}
-		if r := 2*i + 2; r < len(h) && h[r][0] < h[least][0] {
+		if r := 2*i + 2; r < len(h) && m.head(h[r]) < m.head(h[least]) {
 			least = r
 		}
 		if least == i {

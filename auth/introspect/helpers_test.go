@@ -196,7 +196,7 @@ func serve(t testing.TB, v *auth.Verifier, trust *introspect.Trust) service {
 		}
 		c.JSON(status, gin.H{"error": status, "message": http.StatusText(status)})
 	}, auth.Middleware(v, auth.NewMetrics(reg)), func(c *gin.Context) {
-		id, _ := auth.FromContext(c.Request.Context())
+		id, _ := auth.FromGin(c)
 		c.JSON(http.StatusOK, id)
 	})
 	srv := httptest.NewServer(r)

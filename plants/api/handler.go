@@ -97,7 +97,7 @@ func ListHandler(store plants.Store, m *Metrics, writeTimeout time.Duration, bas
 			c.Abort()
 			return
 		}
-		id, ok := auth.FromContext(c.Request.Context())
+		id, ok := auth.FromGin(c)
 		if !ok {
 			c.Error(errNoIdentity)
 			c.Abort()
