@@ -1,0 +1,111 @@
+package redisstate_test
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/redisstate"
+	"github.com/plantstore/plantstore/auth/redisstate/redistest"
+)
+
+// TestRateSharedConcurrent: three replicas, each sending one caller's
+// requests from 8 goroutines at once as fast as Redis answers (far past 3x
+// the rate), so that admissions share round trips: the caller still gets
+// the rate within 10 %, plus the burst, over the three together, and the
+// round trips are fewer than the admissions.
+func TestRateSharedConcurrent(t *testing.T) {
+	srv := redistest.Start(t)
+	const rate, burst = 200.0, 20
+	var states []*redisstate.State
+	for range 3 {
+		s, err := redisstate.New(redisstate.Options{URL: srv.URL(), Timeout: timeout, Rate: rate, Burst: burst})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		states = append(states, s)
+	}
+	caller := auth.CallerKey("", "alice")
+	// The burst first: the measure starts from an empty bucket.
+	for range burst + 5 {
+		if _, err := states[0].Admit(t.Context(), auth.Admission{Caller: caller}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var trips int64
+	for _, s := range states {
+		trips -= s.RoundTrips()
+	}
+	const period = 600 * time.Millisecond
+	var ok, tries atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for _, s := range states {
+		for range 8 {
+			wg.Go(func() {
+				for time.Since(start) < period {
+					v, err := s.Admit(t.Context(), auth.Admission{Caller: caller, Now: time.Now()})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					tries.Add(1)
+					if !v.Limited {
+						ok.Add(1)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	for _, s := range states {
+		trips += s.RoundTrips()
+	}
+	want := rate * elapsed.Seconds()
+	if tries.Load() < 3*int64(want) {
+		t.Fatalf("%d requests in %v; the test needs at least 3x the rate", tries.Load(), elapsed)
+	}
+	if got := float64(ok.Load()); got > want*1.1+burst || got < want*0.9 {
+		t.Errorf("%d of %d admitted in %v over three replicas after the burst; want %.0f within 10%% (plus the burst of %d)", ok.Load(), tries.Load(), elapsed, want, burst)
+	}
+	if trips >= tries.Load() {
+		t.Errorf("%d round trips for %d concurrent admissions; want fewer, several a round trip", trips, tries.Load())
+	}
+	t.Logf("%d of %d admitted in %v (rate %v), %d round trips", ok.Load(), tries.Load(), elapsed, rate, trips)
+}
+
+// TestScriptFlushed: admissions sharing a round trip after Redis lost
+// the script (SCRIPT FLUSH, as after a restart the probe did not see) are
+// all answered, the script sent again.
+func TestScriptFlushed(t *testing.T) {
+	srv := redistest.Start(t)
+	s, err := redisstate.New(redisstate.Options{URL: srv.URL(), Timeout: timeout, Rate: 1000, Burst: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer c.Close()
+	if err := c.ScriptFlush(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 32 {
+		wg.Go(func() {
+			v, err := s.Admit(t.Context(), auth.Admission{Caller: auth.CallerKey("", "alice")})
+			if err != nil || v.Limited {
+				t.Errorf("admission %d after SCRIPT FLUSH: %+v, %v; want admitted", i, v, err)
+			}
+		})
+	}
+	wg.Wait()
+	if !s.Up() {
+		t.Error("state down after SCRIPT FLUSH; want up")
+	}
+}
