@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/plantstore/plantstore/auth"
+	"github.com/plantstore/plantstore/auth/authtest"
 	"github.com/plantstore/plantstore/auth/redisstate"
 	"github.com/plantstore/plantstore/auth/redisstate/redistest"
 )
@@ -78,6 +79,49 @@ func TestRateSharedConcurrent(t *testing.T) {
 		t.Errorf("%d round trips for %d concurrent admissions; want fewer, several a round trip", trips, tries.Load())
 	}
 	t.Logf("%d of %d admitted in %v (rate %v), %d round trips", ok.Load(), tries.Load(), elapsed, rate, trips)
+}
+
+// TestReplayUnderLoad: 16 goroutines send each of 100 proofs, all at
+// once, to two replicas in turn: each proof is accepted exactly once in
+// all, and refused as a replay every other time.
+func TestReplayUnderLoad(t *testing.T) {
+	srv := redistest.Start(t)
+	issuer, client := authtest.NewKey(t, "ES256"), authtest.NewKey(t, "ES256")
+	replicas := []replica{newReplica(t, issuer, srv.URL(), 0, 0), newReplica(t, issuer, srv.URL(), 0, 0)}
+	token := bound(t, issuer, client, "alice")
+	proofs := make([]string, 100)
+	for i := range proofs {
+		proofs[i] = authtest.Proof(t, client, "GET", publicURL, token, nil, nil)
+	}
+	const senders = 16
+	accepted := make([]atomic.Int32, len(proofs))
+	var wg sync.WaitGroup
+	for g := range senders {
+		wg.Go(func() {
+			for i, proof := range proofs {
+				err := replicas[(g+i)%2].send(token, proof)
+				switch got := reason(err); got {
+				case "":
+					accepted[i].Add(1)
+				case string(auth.ReasonDPoPReplay):
+				default:
+					t.Errorf("proof %d from sender %d: %q; want accepted or %s", i, g, got, auth.ReasonDPoPReplay)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i := range accepted {
+		if n := accepted[i].Load(); n != 1 {
+			t.Errorf("proof %d accepted %d times over two replicas; want once", i, n)
+		}
+	}
+	for name, r := range map[string]replica{"a": replicas[0], "b": replicas[1]} {
+		t.Logf("replica %s: %v replay calls in %d round trips", name, r.requests(t, redisstate.OpReplay, redisstate.ResultOK), r.state.RoundTrips())
+		if e := r.requests(t, redisstate.OpReplay, redisstate.ResultError) + r.requests(t, redisstate.OpReplay, redisstate.ResultTimeout); e != 0 {
+			t.Errorf("replica %s: %v failed calls; the test needs Redis to answer every one", name, e)
+		}
+	}
 }
 
 // TestScriptFlushed: admissions sharing a round trip after Redis lost
