@@ -2,8 +2,9 @@
 // share in Redis or Valkey: the rate of each caller and the DPoP proofs
 // used anywhere (an [auth.SharedState]).
 //
-// Each admission is one round trip: one script takes a request from the
-// caller's rate (GCRA, by the server's clock, so the replicas' clocks do
+// Each admission is one call of a script, and the admissions waiting at
+// once share one round trip (a pipeline of their calls): one script takes
+// a request from the caller's rate (GCRA, by the server's clock, so the replicas' clocks do
 // not matter) and, for a caller within its rate, records the proof unless
 // it is there already, or the caller holds its share of the store
 // ([Options.CallerProofs]), with the proof's remaining life as expiry.
@@ -169,6 +170,11 @@ type State struct {
 
 	up atomic.Bool
 
+	// queue holds the admissions waiting for a round trip (see batcher);
+	// roundTrips counts the round trips made.
+	queue      chan *pending
+	roundTrips atomic.Int64
+
 	requests *prometheus.CounterVec
 	upGauge  prometheus.Gauge
 	// db is the Redis database number the keys are in.
@@ -254,6 +260,11 @@ func New(o Options) (*State, error) {
 		}
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.queue = make(chan *pending, maxBatch)
+	s.wg.Add(batchers)
+	for range batchers {
+		go s.batcher()
+	}
 	if err := s.try(s.ctx); err != nil {
 		s.fail(err)
 	} else {
@@ -385,7 +396,7 @@ func (s *State) Admit(ctx context.Context, a auth.Admission) (auth.SharedVerdict
 	}
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()
-	res, err := admitScript.Run(ctx, s.client, keys, s.interval, s.burst, ttl, s.callerProofs, which, life, wait, previous).Int64Slice()
+	res, err := s.call(ctx, keys, []any{s.interval, s.burst, ttl, s.callerProofs, which, life, wait, previous})
 	if err == nil && len(res) != 3 {
 		err = fmt.Errorf("unexpected answer %v", res)
 	}
@@ -406,6 +417,103 @@ func (s *State) Admit(ctx context.Context, a auth.Admission) (auth.SharedVerdict
 		Replay:     res[2] == 1,
 		Full:       res[2] == 2,
 	}, nil
+}
+
+// batchers is how many round trips may be under way at once.
+const batchers = 2
+
+// maxBatch is the most admissions one round trip carries.
+const maxBatch = 256
+
+// A pending is one admission waiting for its batch's round trip.
+type pending struct {
+	keys []string
+	args []any
+	res  []int64
+	err  error
+	done chan struct{}
+}
+
+// call runs the admission script with keys and args in the next round
+// trip to Redis, with whatever other admissions are waiting for one, and
+// returns its answer; it gives up when ctx ends.
+func (s *State) call(ctx context.Context, keys []string, args []any) ([]int64, error) {
+	p := &pending{keys: keys, args: args, done: make(chan struct{})}
+	select {
+	case s.queue <- p:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.ctx.Done():
+		return nil, errDown
+	}
+	select {
+	case <-p.done:
+		return p.res, p.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.ctx.Done():
+		return nil, errDown
+	}
+}
+
+// batcher sends the admissions waiting in the queue to Redis, all those
+// waiting in one pipeline (one write, one round trip), until the State is
+// closed. A batch goes as soon as there is one admission and this batcher
+// is free, so an admission alone waits for nothing but its own round
+// trip, and admissions that arrive during a round trip go together in
+// the next.
+func (s *State) batcher() {
+	defer s.wg.Done()
+	batch := make([]*pending, 0, maxBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case <-s.ctx.Done():
+			return
+		case p := <-s.queue:
+			batch = append(batch, p)
+		}
+	drain:
+		for len(batch) < maxBatch {
+			select {
+			case p := <-s.queue:
+				batch = append(batch, p)
+			default:
+				break drain
+			}
+		}
+		s.send(batch)
+	}
+}
+
+// send runs the script for each admission of batch in one pipeline,
+// bounded by the timeout, and answers each. A script Redis does not hold
+// (after a restart of Redis) is sent whole in a second round trip for the
+// admissions that needed it.
+func (s *State) send(batch []*pending) {
+	s.roundTrips.Add(1)
+	ctx, cancel := context.WithTimeout(s.ctx, s.timeout)
+	defer cancel()
+	cmds := make([]*redis.Cmd, len(batch))
+	pipe := s.client.Pipeline()
+	for i, p := range batch {
+		cmds[i] = admitScript.EvalSha(ctx, pipe, p.keys, p.args...)
+	}
+	_, err := pipe.Exec(ctx)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		s.roundTrips.Add(1)
+		pipe = s.client.Pipeline()
+		for i, p := range batch {
+			if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
+				cmds[i] = admitScript.Eval(ctx, pipe, p.keys, p.args...)
+			}
+		}
+		_, _ = pipe.Exec(ctx)
+	}
+	for i, p := range batch {
+		p.res, p.err = cmds[i].Int64Slice()
+		close(p.done)
+	}
 }
 
 // callContext bounds a call by the timeout alone: a request whose caller

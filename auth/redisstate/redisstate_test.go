@@ -54,13 +54,16 @@ func newReplica(t testing.TB, issuer authtest.Key, url string, rate float64, bur
 }
 
 // newReplicaOf returns a replica of issuer with the State of so (its
-// timeout, probe, log and registry set here) and a limiter of its own of
-// rate and burst (rate 0: none).
+// probe, log and registry set here, and its timeout unless so has one)
+// and a limiter of its own of rate and burst (rate 0: none).
 func newReplicaOf(t testing.TB, issuer authtest.Key, so redisstate.Options, rate float64, burst int) replica {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	core, logs := observer.New(zap.InfoLevel)
-	so.Timeout, so.Probe, so.Log, so.Registerer = timeout, 20*time.Millisecond, zap.New(core), reg
+	if so.Timeout == 0 {
+		so.Timeout = timeout
+	}
+	so.Probe, so.Log, so.Registerer = 20*time.Millisecond, zap.New(core), reg
 	state, err := redisstate.New(so)
 	if err != nil {
 		t.Fatal(err)
