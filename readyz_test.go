@@ -73,7 +73,7 @@ func TestServeReadyzVerbose(t *testing.T) {
 		{
 			name: "Redis down", args: []string{"-jwt-key-file", keyFile, "-redis-url", redisURL, "-redis-timeout", "100ms"},
 			status: http.StatusOK, plain: "ready", forbidden: "s3cret-pw",
-			lines: []string{"[+]keys ok", "[+]store ok", "[+]redis unavailable: this replica uses its own replay cache and rate limit (never fails readiness)", "[+]draining ok", "readyz check passed"},
+			lines: []string{"[+]keys ok", "[+]store ok", "[-]redis unavailable: this replica uses its own replay cache and rate limit", "[+]draining ok", "readyz check passed"},
 		},
 		{
 			name: "draining", args: []string{"-dev", "-shutdown-delay", "2s"}, drain: true, status: http.StatusServiceUnavailable, plain: "draining",

@@ -108,11 +108,16 @@ func newAPIHandler(o apiOptions) http.Handler {
 	e.HEAD(auth.ResourceMetadataPath, auth.MetadataHandler(o.verifier))
 	e.NoRoute(api.NotFound)
 	// gin reaches NoMethod only for a path that a route matched with
-	// another method: one of the two routes, named from the path.
+	// another method: one of the routes, named from the path. The
+	// security events' path takes POST only.
 	e.NoMethod(func(c *gin.Context) {
 		route := "/plants"
-		if c.Request.URL.Path == auth.ResourceMetadataPath {
+		switch p := c.Request.URL.Path; {
+		case p == auth.ResourceMetadataPath:
 			route = auth.ResourceMetadataPath
+		case o.events != nil && p == o.eventsPath:
+			route = o.eventsPath
+			c.Header("Allow", "POST")
 		}
 		observability.Annotate(c).SetRoute(route)
 	}, api.MethodNotAllowed)

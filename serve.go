@@ -215,6 +215,9 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 		built.Store(vf.verifier)
 		return err
 	}
+	if r, ok := opts.Revocations.(*revoke.Revocations); ok {
+		vf.revocations = r
+	}
 	if cfg.Dev {
 		var set *keys.KeySet
 		if vf.devKey, set, err = newDevKey(vf.metrics); err != nil {
@@ -242,11 +245,10 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 	if cfg.SSFPath != "" {
 		vf.events = newEventReceiver(cfg, reg, log, vf.verifier, watch)
 	}
-	if r, ok := opts.Revocations.(*revoke.Revocations); ok {
-		vf.revocations = r
+	if vf.revocations != nil {
 		// Kept now for the issuers' max lifetimes, which were not known
 		// when the file was read.
-		r.Prune(time.Now())
+		vf.revocations.Prune(time.Now())
 	}
 	done := make(chan struct{})
 	go func() { vf.issuers.Wait(); close(done) }()

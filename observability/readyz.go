@@ -17,13 +17,10 @@ type Check struct {
 	// admin listener, so it must carry no secret.
 	Run func(ctx context.Context) error
 	// Advisory marks a part that never fails readiness (a dependency the
-	// service works without): its line starts with [+] either way and
-	// says so.
+	// service works without): its line is [+] or [-] as for any check,
+	// and the status stays 200 when it alone fails.
 	Advisory bool
 }
-
-// advisoryNote ends the line of an advisory check.
-const advisoryNote = " (never fails readiness)"
 
 // writeVerbose runs checks in order, all within ctx, and writes one line
 // per check in the Kubernetes API server's format, "[+]name ok" or
@@ -35,17 +32,12 @@ func writeVerbose(ctx context.Context, w http.ResponseWriter, checks []Check) {
 	failed := false
 	for _, c := range checks {
 		err := c.Run(ctx)
-		switch {
-		case err == nil && c.Advisory:
-			b.WriteString("[+]" + c.Name + " ok" + advisoryNote + "\n")
-		case err == nil:
+		if err == nil {
 			b.WriteString("[+]" + c.Name + " ok\n")
-		case c.Advisory:
-			b.WriteString("[+]" + c.Name + " " + oneLine(err.Error()) + advisoryNote + "\n")
-		default:
-			failed = true
-			b.WriteString("[-]" + c.Name + " " + oneLine(err.Error()) + "\n")
+			continue
 		}
+		failed = failed || !c.Advisory
+		b.WriteString("[-]" + c.Name + " " + oneLine(err.Error()) + "\n")
 	}
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	if failed {

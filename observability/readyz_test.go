@@ -37,10 +37,10 @@ func TestReadyzVerbose(t *testing.T) {
 		{"an advisory failure passes and says so", observability.AdminOptions{Checks: checks(
 			observability.Check{Name: "store", Run: ok},
 			observability.Check{Name: "redis", Run: fail("unavailable"), Advisory: true})},
-			"verbose", 200, "[+]store ok\n[+]redis unavailable (never fails readiness)\nreadyz check passed\n"},
+			"verbose", 200, "[+]store ok\n[-]redis unavailable\nreadyz check passed\n"},
 		{"an advisory check that passes says so too", observability.AdminOptions{Checks: checks(
 			observability.Check{Name: "redis", Run: ok, Advisory: true})},
-			"verbose=1", 200, "[+]redis ok (never fails readiness)\nreadyz check passed\n"},
+			"verbose=1", 200, "[+]redis ok\nreadyz check passed\n"},
 		{"a reason of several lines stays on one", observability.AdminOptions{Checks: checks(
 			observability.Check{Name: "keys", Run: fail("issuer a: no keys\nissuer b: no keys")})},
 			"verbose", 503, "[-]keys issuer a: no keys; issuer b: no keys\nreadyz check failed\n"},

@@ -69,9 +69,12 @@ func NotFound(c *gin.Context) {
 }
 
 // MethodNotAllowed is the handler of other methods on /plants (gin's
-// NoMethod): it sets Allow: GET, HEAD and pushes a 405 for [RenderErrors].
+// NoMethod): it sets Allow: GET, HEAD, unless an earlier handler of the
+// route set its own, and pushes a 405 for [RenderErrors].
 func MethodNotAllowed(c *gin.Context) {
-	c.Header("Allow", "GET, HEAD")
+	if c.Writer.Header().Get("Allow") == "" {
+		c.Header("Allow", "GET, HEAD")
+	}
 	c.Error(errMethodNotAllowed)
 	c.Abort()
 }
