@@ -118,6 +118,28 @@ func TestOpaqueTrustOnce(t *testing.T) {
 	if _, err := auth.NewVerifier(auth.Options{}, both...); err == nil || !strings.Contains(err.Error(), "both take opaque tokens") {
 		t.Errorf("two issuers of opaque tokens: %v; want refused", err)
 	}
+	// An issuer that introspects always (its JWTs too) beside one of
+	// opaque tokens: both start, and opaque tokens go to the latter; two
+	// that introspect always start too, and an opaque token, of either,
+	// goes to neither.
+	always := func(name string, ask *askIssuer) auth.Issuer {
+		c := auth.Config{Issuer: name, Introspection: auth.Introspection{
+			Tokens: auth.IntrospectAlways, Endpoint: "https://" + name + ".example/introspect",
+			ClientID: "plantstore", ClientSecretFile: "secret",
+		}}
+		return auth.Issuer{Name: name, Config: c, Opaque: ask}
+	}
+	said, alw, alw2 := &askIssuer{known: map[string]auth.Claims{}}, &askIssuer{known: map[string]auth.Claims{}}, &askIssuer{known: map[string]auth.Claims{}}
+	if v, err := auth.NewVerifier(auth.Options{}, auth.Issuer{Name: "a", Config: auth.Config{Issuer: "a"}, Opaque: said}, always("b", alw)); err != nil {
+		t.Errorf("an issuer of opaque tokens and one that introspects always: %v; want both", err)
+	} else if _, _ = v.Verify(t.Context(), "opaque"); said.questions() != 1 || alw.questions() != 0 {
+		t.Errorf("an opaque token asked %d times of the issuer of opaque tokens, %d of the other; want 1, 0", said.questions(), alw.questions())
+	}
+	if v, err := auth.NewVerifier(auth.Options{}, always("b", alw), always("c", alw2)); err != nil {
+		t.Errorf("two issuers that introspect always: %v; want both", err)
+	} else if _, err := v.Verify(t.Context(), "opaque"); !errors.As(err, new(*auth.Error)) || alw.questions()+alw2.questions() != 0 {
+		t.Errorf("an opaque token with two issuers that introspect always: %v, %d questions; want refused, none", err, alw.questions()+alw2.questions())
+	}
 	jwsOnly := &askIssuer{known: map[string]auth.Claims{}}
 	v, err := auth.NewVerifier(auth.Options{}, auth.Issuer{Name: "a", Config: auth.Config{Issuer: "a"}, JWS: jwsOnly})
 	if err != nil {

@@ -225,6 +225,8 @@ func (v *Verifier) SetIssuers(issuers ...Issuer) error {
 	}
 	old := v.issuers.Load()
 	t := &issuerTable{byIss: make(map[string]*issuer, len(checked))}
+	var opaqueSaid *issuer
+	var always []*issuer
 	for _, is := range checked {
 		n, err := v.newIssuer(is, old)
 		if err != nil {
@@ -235,13 +237,29 @@ func (v *Verifier) SetIssuers(issuers ...Issuer) error {
 		} else {
 			t.byIss[is.Config.Issuer] = n
 		}
-		if n.opaque != nil {
-			if t.opaque != nil {
-				return issuerError(n.name, "introspection", "issuers %s and %s both take opaque tokens; at most one may", t.opaque.name, n.name)
+		switch {
+		case n.opaque == nil:
+		case is.Config.Introspection.Tokens != IntrospectAlways:
+			// An issuer whose opaque tokens are its only introspected
+			// ones: at most one may say so.
+			if opaqueSaid != nil {
+				return issuerError(n.name, "introspection", "issuers %s and %s both take opaque tokens; at most one may", opaqueSaid.name, n.name)
 			}
-			t.opaque = n
+			opaqueSaid = n
+		default:
+			always = append(always, n)
 		}
 		t.all = append(t.all, n)
+	}
+	// Opaque tokens go to the issuer that takes them; without one, to
+	// the one issuer that introspects always (its JWTs and the rest), and
+	// with several of those to none: which one an opaque token is of
+	// cannot be told.
+	switch {
+	case opaqueSaid != nil:
+		t.opaque = opaqueSaid
+	case len(always) == 1:
+		t.opaque = always[0]
 	}
 	v.issuers.Store(t)
 	if old != nil {
