@@ -5,15 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"regexp"
 	"time"
 
+	"github.com/plantstore/plantstore/auth"
 	"github.com/plantstore/plantstore/auth/revoke"
 	"github.com/plantstore/plantstore/plants/postgres"
 )
-
-// issuerName is what a configured issuer's name may be.
-var issuerName = regexp.MustCompile(`^[a-z0-9-]{1,32}$`)
 
 // revokeCommand implements "plantstore revoke": it adds one revocation to
 // the file of -revocations-file, which every replica that watches it
@@ -159,8 +156,8 @@ func listRevocations(path string, entries []revoke.Entry, set parsedFlags, stdou
 // read, and checked.
 func completeEntry(e revoke.Entry, before, until string, beforeSet bool) (revoke.Entry, error) {
 	var err error
-	if e.Issuer != "" && !issuerName.MatchString(e.Issuer) {
-		return e, usagef("revoke: invalid value %q for flag -issuer: want the configured name of an issuer, 1 to 32 of a-z, 0-9 and -", e.Issuer)
+	if e.Issuer != "" && auth.CheckIssuerName(e.Issuer) != nil {
+		return e, usagef("revoke: invalid value %q for flag -issuer: want the configured name of an issuer (1 to 32 of a-z, 0-9 and -, not default or unknown); omit it for the issuer of the -jwt-* flags", e.Issuer)
 	}
 	if e.JTI != "" {
 		if beforeSet {

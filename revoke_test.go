@@ -99,6 +99,7 @@ func TestRevokeCommandUsage(t *testing.T) {
 		{"-revocations-file", path, "-sub", "a", "-until", "2026-11-28T22:00:00Z"},
 		{"-revocations-file", path, "-sub", "a", "-before", "yesterday"},
 		{"-revocations-file", path, "-sub", "a", "-issuer", "Staff!"},
+		{"-revocations-file", path, "-sub", "a", "-issuer", "default"},
 		{"-revocations-file", path, "-list", "-sub", "a"},
 		{"-revocations-file", path, "-all", "extra"},
 	} {

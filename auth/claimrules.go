@@ -26,14 +26,14 @@ type ClaimRule struct {
 	Path string `yaml:"path" json:"path"`
 	// Equals is the JSON value the claim must equal: true is not "true",
 	// 1 is not "1".
-	Equals *any `yaml:"equals" json:"equals"`
+	Equals *any `yaml:"equals" json:"equals,omitempty"`
 	// OneOf are the JSON values of which the claim must equal one.
-	OneOf []any `yaml:"one_of" json:"one_of"`
+	OneOf []any `yaml:"one_of" json:"one_of,omitempty"`
 	// Exists says whether the claim must be there (not null) or absent.
-	Exists *bool `yaml:"exists" json:"exists"`
+	Exists *bool `yaml:"exists" json:"exists,omitempty"`
 	// Prefix is what the claim, a string, or at least one item of it, an
 	// array, must start with.
-	Prefix *string `yaml:"prefix" json:"prefix"`
+	Prefix *string `yaml:"prefix" json:"prefix,omitempty"`
 
 	path []string // Path, split
 }
@@ -149,7 +149,7 @@ func (c *Config) checkClaims() *setting.Error {
 			return bad("no operator: want one of equals, one_of, exists and prefix (equals null is none: say exists: false)")
 		case 1:
 		default:
-			return bad("two operators (%s): want one a rule; write one rule for each", strings.Join(ops, " and "))
+			return bad("two operators (%s): want one per rule: write a rule for each", strings.Join(ops, " and "))
 		}
 		n := ClaimRule{Path: r.Path, Exists: r.Exists, Prefix: r.Prefix, path: path}
 		if r.Equals != nil {
