@@ -208,6 +208,14 @@ func (c *Checker) check(line []byte) {
 	}
 }
 
+// DropPartial forgets the incomplete last line written so far, if any:
+// for a process killed while it wrote one.
+func (c *Checker) DropPartial() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.partial = nil
+}
+
 // Check fails t for every line at fault seen so far, and for a last line
 // left without its newline.
 func (c *Checker) Check(t testing.TB) {

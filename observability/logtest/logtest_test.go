@@ -67,3 +67,21 @@ func (r *recorder) Helper() {}
 func (r *recorder) Errorf(format string, args ...any) {
 	r.errors = append(r.errors, fmt.Sprintf(format, args...))
 }
+
+// TestCheckerDropPartial: a line cut off by a killed process is dropped,
+// not reported; the complete lines before it still count.
+func TestCheckerDropPartial(t *testing.T) {
+	c := &logtest.Checker{}
+	c.Write([]byte(`{"msg":"a"}` + "\n" + `{"msg":"request","sub":"aaaa`))
+	c.DropPartial()
+	rec := &recorder{TB: t}
+	c.Check(rec)
+	if n, _ := c.Lines(); len(rec.errors) != 0 || n != 1 {
+		t.Errorf("after DropPartial: %d lines, errors %q; want 1 line, none", n, rec.errors)
+	}
+	c.Write([]byte(`{"msg":"b"`))
+	c.Check(rec)
+	if len(rec.errors) != 1 {
+		t.Errorf("a cut line not dropped: errors %q; want it reported", rec.errors)
+	}
+}
