@@ -314,7 +314,7 @@ func serveSettings() settingRows {
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.RevocationRetention, positive: true} }},
 		{group: groupRules, flag: "revocations-file", key: "revocations_file", help: "YAML file of revocations (plantstore revoke writes it): cutoffs for a subject, a client or a whole issuer, and single tokens by jti, refused with 401 revoked; read again when it changes, a bad file keeping the last good revocations",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.RevocationsFile} }},
-		{group: groupRules, flag: "ssf-path", key: "ssf_path", help: "API path (such as /ssf/events) that takes the security events of the issuers (OpenID Shared Signals, RFC 8935 push): session-revoked, credential-change, account-disabled, account-purged and credential-compromise revoke the subject's tokens; needs -database-url, -public-url (the events' audience) and -jwt-issuer or -jwt-issuers-file (the iss they name)",
+		{group: groupRules, flag: "ssf-path", key: "ssf_path", help: "API path (such as /ssf/events) that takes the security events of the issuers (OpenID Shared Signals, RFC 8935 push): session-revoked, credential-change, account-disabled, account-purged and credential-compromise revoke the subject's tokens, recorded in the database (-database-url) or the revocations file (-revocations-file); needs one of them, -public-url (the events' audience) and -jwt-issuer or -jwt-issuers-file (the iss they name)",
 			value: func(c *serveConfig) flag.Value { return textFlag{&c.SSFPath} }},
 		{group: groupShared, flag: "redis-timeout", key: "redis_timeout", def: redisstate.DefaultTimeout.String(), help: "time a call to -redis-url may take; past it, and while Redis fails, each replica uses its own replay cache and rate limit",
 			value: func(c *serveConfig) flag.Value { return durationFlag{d: &c.RedisTimeout, positive: true} }},
@@ -436,8 +436,8 @@ func (c *serveConfig) stores() error {
 		switch {
 		case !strings.HasPrefix(c.SSFPath, "/") || c.SSFPath == "/plants" || strings.HasPrefix(c.SSFPath, "/.well-known/"):
 			return c.invalid(c.rows.row("ssf-path"), errors.New("want a path of its own, such as /ssf/events"))
-		case c.DatabaseURL == "":
-			return usagef("serve: -ssf-path needs -database-url: security events are applied on every replica through the database")
+		case c.DatabaseURL == "" && c.RevocationsFile == "":
+			return usagef("serve: -ssf-path needs -database-url or -revocations-file: security events are recorded as revocations there, which every replica reads")
 		case c.PublicURL == "":
 			return usagef("serve: -ssf-path needs -public-url, the audience security events must name")
 		case c.IssuersFile == "" && c.JWT.Issuer == "":

@@ -213,6 +213,65 @@ func TestSecurityEventsDatabase(t *testing.T) {
 	}
 }
 
+// TestSecurityEventsFile: without a database, -ssf-path records events in
+// -revocations-file: the replica that accepts a SET refuses the subject's
+// tokens from its next request on and writes the cutoff to the file, which
+// a replica sharing it reads again; a replay to the same replica is
+// refused, one to the other adds nothing to the file.
+func TestSecurityEventsFile(t *testing.T) {
+	const iss, public = "https://idp.example", "https://plants.example.com"
+	key := authtest.NewKey(t, "ES256")
+	jwks := authtest.WriteJWKS(t, key)
+	token := func(sub string) string {
+		return authtest.Token(t, key, nil, authtest.Claims(map[string]any{"iss": iss, "sub": sub, "iat": time.Now().Add(-time.Minute).Unix()}))
+	}
+	alice, bob := token("alice"), token("bob")
+	path := filepath.Join(t.TempDir(), "revocations.yaml")
+	args := []string{"-jwt-key-file", jwks, "-jwt-issuer", iss, "-revocations-file", path, "-ssf-path", "/ssf/events", "-public-url", public}
+	a, b := startServe(t, nil, args...), startServe(t, nil, args...)
+	for _, in := range []*instance{a, b} {
+		waitFor(t, patience, "/readyz 200", answers(in.admin+"/readyz", http.StatusOK))
+		wantStatus(t, in, "before", alice, http.StatusOK) // now in the cache
+	}
+	tr := authtest.Transmitter{Key: key, Iss: iss, Aud: public}
+	at := time.Now().Truncate(time.Second)
+	set := tr.SET(t, authtest.SessionRevoked, "alice", at, nil, nil)
+	if status, body := authtest.Push(t, a.api+"/ssf/events", set); status != http.StatusAccepted {
+		t.Fatalf("push to replica a: %d %s, want 202", status, body)
+	}
+	// At once on the replica that took it: no wait for the file's watch.
+	wantRevoked(t, a, "replica a, at once", alice)
+	wantStatus(t, a, "replica a", bob, http.StatusOK)
+	entries, err := revoke.ReadFile(path)
+	if err != nil || len(entries) != 1 || entries[0].Sub != "alice" || entries[0].Issuer != "" || !entries[0].Before.Equal(at) {
+		t.Fatalf("%s holds %v, %v; want alice's cutoff at %s", path, entries, err, at.UTC().Format(time.RFC3339))
+	}
+	b.stderr.WaitCount(t, "revocations reloaded", 1)
+	wantRevoked(t, b, "replica b, the file read again", alice)
+	wantStatus(t, b, "replica b", bob, http.StatusOK)
+
+	if status, body := authtest.Push(t, a.api+"/ssf/events", set); status != http.StatusBadRequest || !strings.Contains(body, `"err":"invalid_request"`) {
+		t.Errorf("the same SET to replica a again: %d %s, want 400 invalid_request (a replay)", status, body)
+	}
+	// Replicas without a database do not share the jtis they applied:
+	// the other one takes the SET, and the file is left as it was.
+	if status, body := authtest.Push(t, b.api+"/ssf/events", set); status != http.StatusAccepted {
+		t.Errorf("the same SET to replica b: %d %s, want 202", status, body)
+	}
+	if entries, err := revoke.ReadFile(path); err != nil || len(entries) != 1 {
+		t.Errorf("after the replays %s holds %v, %v; want alice's one cutoff", path, entries, err)
+	}
+	if status, body, _ := get(t, a.admin+"/metrics", ""); status != http.StatusOK ||
+		!strings.Contains(string(body), `plantstore_security_events_total{event="session-revoked",issuer="default",result="accepted"} 1`) ||
+		!strings.Contains(string(body), `plantstore_security_events_total{event="session-revoked",issuer="default",result="invalid_request"} 1`) {
+		t.Errorf("/metrics of replica a: want 1 accepted and 1 replay refused\n%s", grepLines(string(body), "plantstore_security_events_total"))
+	}
+	// A SET is no access token.
+	if status, _, _ := get(t, a.api+"/plants", set); status != http.StatusUnauthorized {
+		t.Errorf("a SET as a bearer token: %d, want 401", status)
+	}
+}
+
 // TestRevocationSettingsCombine: the settings of revocations that cannot
 // work together stop the start with a usage error.
 func TestRevocationSettingsCombine(t *testing.T) {
@@ -224,13 +283,20 @@ func TestRevocationSettingsCombine(t *testing.T) {
 		{"-jwt-key-file", "k", "-revocations-file", "r.yaml", "-database-url", "postgres://db/x"},
 		{"-jwt-key-file", "k", "-revocation-retention", "0s"},
 		{"-jwt-key-file", "k", "-ssf-path", "/ssf/events", "-database-url", "postgres://db/x", "-public-url", "https://p.example"}, // no iss to take events from
+		{"-jwt-key-file", "k", "-jwt-issuer", "https://idp.example", "-ssf-path", "/ssf/events", "-revocations-file", "r.yaml"},    // no -public-url
 	} {
 		if _, err := parseServeFlags(args, newEnv(nil), io.Discard); !isUsage(err) {
 			t.Errorf("serve %q: %v, want a usage error", args, err)
 		}
 	}
-	if _, err := parseServeFlags([]string{"-jwt-key-file", "k", "-jwt-issuer", "https://idp.example", "-ssf-path", "/ssf/events", "-database-url", "postgres://db/x", "-public-url", "https://p.example"}, newEnv(nil), io.Discard); err != nil {
-		t.Errorf("-ssf-path with -database-url and -public-url: %v", err)
+	noStore := []string{"-jwt-key-file", "k", "-jwt-issuer", "https://idp.example", "-ssf-path", "/ssf/events", "-public-url", "https://p.example"}
+	if _, err := parseServeFlags(noStore, newEnv(nil), io.Discard); !isUsage(err) || !strings.Contains(err.Error(), "-ssf-path needs -database-url or -revocations-file: ") {
+		t.Errorf("serve %q: %v, want a usage error naming both stores", noStore, err)
+	}
+	for _, store := range [][]string{{"-database-url", "postgres://db/x"}, {"-revocations-file", "r.yaml"}} {
+		if _, err := parseServeFlags(append(noStore, store...), newEnv(nil), io.Discard); err != nil {
+			t.Errorf("-ssf-path with %s and -public-url: %v", store[0], err)
+		}
 	}
 }
 

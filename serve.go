@@ -242,13 +242,13 @@ func openKeys(bg *background, cfg serveConfig, reg prometheus.Registerer, log *z
 	if err != nil {
 		return vf, keyFileHint(cfg.Keys.KeyFile, cfg.refused(err))
 	}
-	if cfg.SSFPath != "" {
-		vf.events = newEventReceiver(cfg, reg, log, vf.verifier, watch)
-	}
 	if vf.revocations != nil {
 		// Kept now for the issuers' max lifetimes, which were not known
 		// when the file was read.
 		vf.revocations.Prune(time.Now())
+	}
+	if cfg.SSFPath != "" {
+		vf.events = newEventReceiver(cfg, reg, log, vf.verifier, eventStoreOf(cfg, watch, vf.revocations))
 	}
 	done := make(chan struct{})
 	go func() { vf.issuers.Wait(); close(done) }()
@@ -343,10 +343,13 @@ func watchDatabaseRevocations(bg *background, cfg serveConfig, log *zap.Logger, 
 	return w, nil
 }
 
+// eventMaxAge is how old a security event may be by its iat.
+const eventMaxAge = ssf.DefaultMaxAge
+
 // newEventReceiver returns the receiver of the security events of
 // -ssf-path: SETs signed by the issuers of v, for -public-url, recorded in
-// the database w reads the revocations of.
-func newEventReceiver(cfg serveConfig, reg prometheus.Registerer, log *zap.Logger, v *auth.Verifier, w *postgres.RevocationWatch) http.Handler {
+// store.
+func newEventReceiver(cfg serveConfig, reg prometheus.Registerer, log *zap.Logger, v *auth.Verifier, store ssf.Store) http.Handler {
 	aud := []string{cfg.PublicURL}
 	if trimmed := strings.TrimSuffix(cfg.PublicURL, "/"); trimmed != cfg.PublicURL {
 		aud = append(aud, trimmed)
@@ -354,9 +357,21 @@ func newEventReceiver(cfg serveConfig, reg prometheus.Registerer, log *zap.Logge
 		aud = append(aud, cfg.PublicURL+"/")
 	}
 	return ssf.New(ssf.Options{
-		Issuers: v, Audiences: aud, Store: eventStore{w}, Leeway: cfg.Verify.Leeway,
+		Issuers: v, Audiences: aud, Store: store, MaxAge: eventMaxAge, Leeway: cfg.Verify.Leeway,
 		Registerer: reg, Log: log.With(zap.String("source", "ssf")),
 	})
+}
+
+// eventStoreOf returns where the security events are recorded: the
+// database w reads the revocations of, else the -revocations-file whose
+// revocations in force are r.
+func eventStoreOf(cfg serveConfig, w *postgres.RevocationWatch, r *revoke.Revocations) ssf.Store {
+	if w != nil {
+		return eventStore{w}
+	}
+	// An event is accepted while its iat is at most eventMaxAge old and
+	// at most the leeway ahead: its jti is remembered that long.
+	return fileEventStore{revoke.NewEventFile(cfg.RevocationsFile, r, revoke.EventFileOptions{Window: eventMaxAge + 2*cfg.Verify.Leeway + time.Second})}
 }
 
 // eventStore records security events in the revocations database.
@@ -364,6 +379,14 @@ type eventStore struct{ w *postgres.RevocationWatch }
 
 func (s eventStore) Record(ctx context.Context, issuer, jti string, c ssf.Cutoff) (bool, error) {
 	return s.w.RecordEvent(ctx, issuer, jti, postgres.Revocation{Issuer: c.Issuer, Sub: c.Subject, Before: c.Before})
+}
+
+// fileEventStore records security events in the revocations file, each
+// jti applied once by this replica.
+type fileEventStore struct{ f *revoke.EventFile }
+
+func (s fileEventStore) Record(_ context.Context, issuer, jti string, c ssf.Cutoff) (bool, error) {
+	return s.f.Record(issuer, jti, revoke.Entry{Issuer: c.Issuer, Sub: c.Subject, Before: c.Before.UTC()})
 }
 
 // openShared connects the shared state of -redis-url, nil without it; it

@@ -129,6 +129,16 @@ func (r *Revocations) Replace(entries []Entry, now time.Time) {
 	r.Confirm(now)
 }
 
+// Add puts e in force at once beside the entries in force, until the next
+// read of their source replaces them: for an entry just written to the
+// source, which that read brings back.
+func (r *Revocations) Add(e Entry, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.entries = append(slices.Clip(r.entries), e)
+	r.build(now)
+}
+
 // Prune drops from memory the entries expired at now.
 func (r *Revocations) Prune(now time.Time) {
 	r.mu.Lock()
