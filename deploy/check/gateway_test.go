@@ -954,7 +954,8 @@ func TestGatewayEndToEndIssuers(t *testing.T) {
 				r.body, public, staff.issuer, customers.issuer)
 		}
 		wantPolicy := fmt.Sprint([]map[string]any{{"authorization_server": staff.issuer, "token_types": []any{"at+jwt"},
-			"client_restricted": true, "max_lifetime": 600.0, "max_stale": 3600.0}})
+			"client_restricted": true, "max_lifetime": 600.0, "max_stale": 3600.0,
+			"enforced": []any{"token_types", "clients", "max_lifetime"}}})
 		if got := fmt.Sprint(md.TokenPolicies); got != wantPolicy {
 			t.Errorf("metadata plantstore_token_policies %s; want staff's alone, %s", got, wantPolicy)
 		}
