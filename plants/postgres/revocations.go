@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -337,32 +336,10 @@ func (w *RevocationWatch) listenLoop(ctx context.Context, listen *pgx.ConnConfig
 
 // listenOnce connects and listens, checks at once (notifications sent
 // before are lost), then on each notification of this schema.
-func (w *RevocationWatch) listenOnce(ctx context.Context, listen *pgx.ConnConfig, connected func()) error {
-	conn, err := pgx.ConnectConfig(ctx, listen)
-	if err != nil {
-		return fmt.Errorf("postgres: listen: %w", sanitize(err))
-	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		conn.Close(cctx)
-	}()
-	var schema string
-	if err := conn.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
-		return fmt.Errorf("postgres: listen: %w", sanitize(err))
-	}
-	if _, err := conn.Exec(ctx, "LISTEN "+RevocationsChannel); err != nil {
-		return fmt.Errorf("postgres: listen: %w", sanitize(err))
-	}
-	connected()
-	w.check()
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return fmt.Errorf("postgres: listen: %w", sanitize(err))
-		}
-		if n.Payload == schema {
+func (w *RevocationWatch) listenOnce(ctx context.Context, cfg *pgx.ConnConfig, connected func()) error {
+	return listen(ctx, cfg, RevocationsChannel, func() { connected(); w.check() }, func(payload, schema string) {
+		if payload == schema {
 			w.check()
 		}
-	}
+	})
 }

@@ -447,7 +447,27 @@ func (s *Snapshot) listenLoop(ctx context.Context) {
 // snapshot's, until the connection fails or ctx ends. connected is called
 // once it listens.
 func (s *Snapshot) listenOnce(ctx context.Context, connected func()) error {
-	conn, err := pgx.ConnectConfig(ctx, s.listen)
+	return listen(ctx, s.listen, NotifyChannel, func() { connected(); s.check() }, func(payload, schema string) {
+		version, from, ok := strings.Cut(payload, " ")
+		if !ok || from != schema {
+			return // another catalog of this database
+		}
+		if v, err := strconv.ParseInt(version, 10, 64); err == nil && v == s.version.Load() {
+			// Loaded already. The age is left alone: any login to the
+			// database may notify, so only the database's own answer
+			// confirms the snapshot current.
+			return
+		}
+		time.AfterFunc(s.notifyDelay(), s.check)
+	})
+}
+
+// listen connects with cfg and listens on channel; then it calls
+// listening (notifications sent before are lost: it checks at once), and
+// notified with each notification's payload and the connection's schema,
+// until the connection fails or ctx ends.
+func listen(ctx context.Context, cfg *pgx.ConnConfig, channel string, listening func(), notified func(payload, schema string)) error {
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("postgres: listen: %w", sanitize(err))
 	}
@@ -460,27 +480,16 @@ func (s *Snapshot) listenOnce(ctx context.Context, connected func()) error {
 	if err := conn.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
 		return fmt.Errorf("postgres: listen: %w", sanitize(err))
 	}
-	if _, err := conn.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
 		return fmt.Errorf("postgres: listen: %w", sanitize(err))
 	}
-	connected()
-	s.check()
+	listening()
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return fmt.Errorf("postgres: listen: %w", sanitize(err))
 		}
-		version, from, ok := strings.Cut(n.Payload, " ")
-		if !ok || from != schema {
-			continue // another catalog of this database
-		}
-		if v, err := strconv.ParseInt(version, 10, 64); err == nil && v == s.version.Load() {
-			// Loaded already. The age is left alone: any login to the
-			// database may notify, so only the database's own answer
-			// confirms the snapshot current.
-			continue
-		}
-		time.AfterFunc(s.notifyDelay(), s.check)
+		notified(n.Payload, schema)
 	}
 }
 
