@@ -2,6 +2,7 @@ package plants
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"iter"
 	"math"
@@ -31,6 +32,9 @@ var _ Store = (*MemoryStore)(nil)
 
 // memorySnapshot is one catalog with its index.
 type memorySnapshot struct {
+	// gen tells snapshots apart, in every store of the process: no two
+	// share one.
+	gen     uint64
 	catalog *Catalog
 	// postings maps a principal to the positions, ascending and without
 	// repeats, of the plants it reads.
@@ -65,7 +69,7 @@ func (s *MemoryStore) Replace(c *Catalog) {
 	if c.Len() > math.MaxInt32 {
 		panic("plants: catalog too large for the in-memory index")
 	}
-	old := s.snap.Swap(&memorySnapshot{catalog: c, postings: postingsOf(c)})
+	old := s.snap.Swap(&memorySnapshot{gen: generations.Add(1), catalog: c, postings: postingsOf(c)})
 	s.metrics.SetCatalogPlants(c.Len())
 	if old != nil && old.catalog.Len() >= collectAfter {
 		// The catalog just replaced is garbage, as big as the one serving.
@@ -77,6 +81,38 @@ func (s *MemoryStore) Replace(c *Catalog) {
 		runtime.GC()
 	}
 }
+
+// generations numbers the snapshots of every MemoryStore.
+var generations atomic.Uint64
+
+// PageKey appends the key of c's listings (see [PagedStore]): the
+// snapshot's generation, then each of c's principals that reads any plant
+// in it, NUL-terminated (a principal holds no NUL). Callers who differ
+// only by principals no plant names (most subjects, say) share a key.
+func (s *MemoryStore) PageKey(dst []byte, c Caller) ([]byte, bool) {
+	snap := s.snap.Load()
+	if snap == nil {
+		return dst, false
+	}
+	dst = binary.LittleEndian.AppendUint64(dst, snap.gen)
+	var key [128]byte
+	for i := 0; ; i++ {
+		p, ok, more := c.principal(i, key[:0])
+		if !more {
+			return dst, true
+		}
+		if list := snap.postings[string(p)]; ok && len(list) > 0 {
+			dst = append(append(dst, p...), 0)
+		}
+	}
+}
+
+// Served records a listing answered from a page of [MemoryStore.PageKey].
+func (s *MemoryStore) Served(d time.Duration) {
+	s.metrics.ObserveStore(s.store, ResultOK, d)
+}
+
+var _ PagedStore = (*MemoryStore)(nil)
 
 // collectAfter is the size of a replaced catalog, in plants, from which
 // Replace collects it at once: some tens of MiB. A smaller one is left to

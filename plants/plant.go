@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"time"
 )
 
 // Plant is one catalog entry. Only Name and Tag are ever shown to a caller;
@@ -49,6 +50,21 @@ type Store interface {
 	// after q.After, at most q.Limit of them. A non-nil error ends the sequence; it wraps
 	// [ErrUnavailable] when the store cannot answer.
 	List(ctx context.Context, q Query) iter.Seq2[Plant, error]
+}
+
+// A PagedStore is a [Store] whose listings depend on the caller only
+// through a key it gives, so that a page made for one caller can be served
+// again to any caller of the same key (see the api package's page cache).
+type PagedStore interface {
+	Store
+	// PageKey appends to dst the key of c's listings in what the store
+	// serves now: equal keys mean the same plants for every query until
+	// the key changes. ok is false when the store cannot give one (no
+	// catalog yet): the caller then lists.
+	PageKey(dst []byte, c Caller) (key []byte, ok bool)
+	// Served records a listing answered from such a page, which took d,
+	// as one of the store's own (plantstore_store_request_duration_seconds).
+	Served(d time.Duration)
 }
 
 // ErrUnavailable reports that the store cannot answer now (database down,

@@ -141,6 +141,20 @@ func (s *Snapshot) List(ctx context.Context, q plants.Query) iter.Seq2[plants.Pl
 	}
 }
 
+// PageKey is the key of the snapshot in use ([plants.MemoryStore.PageKey]),
+// none before the first.
+func (s *Snapshot) PageKey(dst []byte, c plants.Caller) ([]byte, bool) {
+	if s.version.Load() == 0 {
+		return dst, false
+	}
+	return s.mem.PageKey(dst, c)
+}
+
+// Served records a listing answered from a page of the snapshot.
+func (s *Snapshot) Served(d time.Duration) { s.mem.Served(d) }
+
+var _ plants.PagedStore = (*Snapshot)(nil)
+
 // Ready returns nil once a snapshot is loaded, even while the database
 // cannot be reached, and an error wrapping [plants.ErrUnavailable] with
 // the reason before. It is the store's readiness check.
