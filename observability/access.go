@@ -152,5 +152,35 @@ func appendLogFloat(dst []byte, f float64) []byte {
 	case math.IsInf(f, -1):
 		return append(dst, `"-Inf"`...)
 	}
+	// A duration under a second, as the middleware makes them: a whole
+	// number n of nanoseconds over 1e9. The shortest decimal that reads
+	// back as that float is n's nine digits after "0." with the trailing
+	// zeros dropped (any other decimal of at most nine places is at least
+	// 1e-9 away, and the float's spacing under 1 is below 2^-52), which is
+	// what AppendFloat finds, written here without its search.
+	if f >= 0 && f < 1 {
+		if n := int64(f*1e9 + 0.5); n < 1e9 && float64(n)/1e9 == f {
+			return appendNanos(dst, n)
+		}
+	}
 	return strconv.AppendFloat(dst, f, 'f', -1, 64)
+}
+
+// appendNanos appends n nanoseconds (0 <= n < 1e9) in seconds, as
+// strconv.AppendFloat(dst, float64(n)/1e9, 'f', -1, 64) does.
+func appendNanos(dst []byte, n int64) []byte {
+	if n == 0 {
+		return append(dst, '0')
+	}
+	var digits [11]byte
+	digits[0], digits[1] = '0', '.'
+	for i := 10; i >= 2; i-- {
+		digits[i] = byte('0' + n%10)
+		n /= 10
+	}
+	end := len(digits)
+	for digits[end-1] == '0' {
+		end--
+	}
+	return append(dst, digits[:end]...)
 }

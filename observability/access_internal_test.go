@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -176,4 +178,24 @@ func FuzzAccessLine(f *testing.F) {
 		at := time.Unix(0, unixNano)
 		checkLine(t, (&AccessLog{}).appendLine(nil, &a, zapcore.InfoLevel, at), &a, zapcore.InfoLevel, at)
 	})
+}
+
+// TestAppendLogFloatSeconds checks the short path of durations under a
+// second against strconv for every order of magnitude and random values,
+// and that other floats still go to strconv.
+func TestAppendLogFloatSeconds(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	fs := []float64{0, 1e-9, 0.5, 0.999999999, 1, 1.5, 12345.678, 0.1 + 0.2, 1e-10, 2.5e-7, math.Nextafter(1, 0)}
+	for range 200_000 {
+		n := rng.Int64N(1e9)
+		if rng.IntN(2) == 0 {
+			n = rng.Int64N(1e6)
+		}
+		fs = append(fs, time.Duration(n).Seconds(), rng.Float64())
+	}
+	for _, f := range fs {
+		if got, want := string(appendLogFloat(nil, f)), strconv.FormatFloat(f, 'f', -1, 64); got != want {
+			t.Fatalf("appendLogFloat(%v) = %s; want %s", f, got, want)
+		}
+	}
 }
