@@ -68,6 +68,7 @@ func WatchFile(ctx context.Context, path string, log *zap.Logger, reload func())
 		defer poll.Stop()
 		settle := time.NewTimer(watchSettle)
 		settle.Stop()
+		resolved := resolve(path)
 		for {
 			select {
 			case <-ctx.Done():
@@ -75,7 +76,7 @@ func WatchFile(ctx context.Context, path string, log *zap.Logger, reload func())
 			case ev, ok := <-events:
 				if !ok {
 					events = nil
-				} else if ev.Op != fsnotify.Chmod {
+				} else if counts(ev, path, resolved) {
 					settle.Reset(watchSettle)
 				}
 			case err, ok := <-errs:
@@ -89,12 +90,40 @@ func WatchFile(ctx context.Context, path string, log *zap.Logger, reload func())
 				if w != nil {
 					watchDirs(w, path, log)
 				}
+				resolved = resolve(path)
 			case <-poll.C:
 				reload()
 			}
 		}
 	}()
 	return done
+}
+
+// counts reports whether ev, an event in a directory watched for path,
+// can mean that path changed: a write to path or to resolved (where its
+// link led when last read), or a file created, removed or renamed in the
+// directory (an editor's save by rename, the link swap of a Kubernetes
+// volume). Writes to other files, such as a log written beside the file,
+// and changes of mode do not: every write of such a log would otherwise
+// hold the reload back and then read the file again.
+func counts(ev fsnotify.Event, path, resolved string) bool {
+	if ev.Op&(fsnotify.Create|fsnotify.Remove|fsnotify.Rename) != 0 {
+		return true
+	}
+	if !ev.Has(fsnotify.Write) {
+		return false
+	}
+	name := filepath.Clean(ev.Name)
+	return name == filepath.Clean(path) || name == resolved
+}
+
+// resolve returns where the links of path lead now, or path when they
+// cannot be followed.
+func resolve(path string) string {
+	if r, err := filepath.EvalSymlinks(path); err == nil {
+		return r
+	}
+	return filepath.Clean(path)
 }
 
 // watchDirs adds to w the directories whose events can mean that path
