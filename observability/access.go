@@ -22,6 +22,7 @@ const accessMsg = "request"
 // object. Get one from [NewLogger]. A nil *AccessLog writes nothing.
 type AccessLog struct {
 	out     zapcore.WriteSyncer
+	stamped *LogOutput // out, when it is one: written with the line's time
 	level   zapcore.Level
 	console bool
 }
@@ -47,7 +48,12 @@ func (l *AccessLog) enabled(lvl zapcore.Level) bool {
 // write writes a at lvl, stamped t, using buf; it returns buf for reuse.
 func (l *AccessLog) write(buf []byte, a *accessEntry, lvl zapcore.Level, t time.Time) []byte {
 	buf = l.appendLine(buf[:0], a, lvl, t)
-	_, _ = l.out.Write(buf) // nobody to tell: zap drops write errors too
+	// Nobody to tell of an error: zap drops write errors too.
+	if l.stamped != nil {
+		_, _ = l.stamped.WriteAt(buf, t)
+	} else {
+		_, _ = l.out.Write(buf)
+	}
 	return buf
 }
 

@@ -90,7 +90,8 @@ func NewLogger(w io.Writer, level, format string) (*zap.Logger, *AccessLog, erro
 		lines = ws
 	}
 	log := zap.New(zapcore.NewCore(enc, lines, lvl), zap.ErrorOutput(lines))
-	return log, &AccessLog{out: ws, level: lvl, console: format == "console"}, nil
+	stamped, _ := w.(*LogOutput)
+	return log, &AccessLog{out: ws, stamped: stamped, level: lvl, console: format == "console"}, nil
 }
 
 // writeThrough writes each line to a LogOutput and flushes it with what

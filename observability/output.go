@@ -50,8 +50,14 @@ func NewLogOutput(w io.Writer) *LogOutput {
 
 // Write adds p, one log line, to the output.
 func (o *LogOutput) Write(p []byte) (int, error) {
-	now := time.Now().UnixNano()
-	idle := now-o.last.Swap(now) > int64(idleGap)
+	return o.WriteAt(p, time.Now())
+}
+
+// WriteAt is Write for a line stamped now, which it takes as the time of
+// the write instead of reading the clock again.
+func (o *LogOutput) WriteAt(p []byte, now time.Time) (int, error) {
+	t := now.UnixNano()
+	idle := t-o.last.Swap(t) > int64(idleGap)
 	n, err := o.buf.Write(p)
 	if (idle || o.closed.Load()) && err == nil {
 		err = o.buf.Sync()

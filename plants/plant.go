@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"iter"
-	"time"
 )
 
 // Plant is one catalog entry. Only Name and Tag are ever shown to a caller;
@@ -62,9 +61,10 @@ type PagedStore interface {
 	// the key changes. ok is false when the store cannot give one (no
 	// catalog yet): the caller then lists.
 	PageKey(dst []byte, c Caller) (key []byte, ok bool)
-	// Served records a listing answered from such a page, which took d,
-	// as one of the store's own (plantstore_store_request_duration_seconds).
-	Served(d time.Duration)
+	// Served records a listing answered from such a page as one of the
+	// store's own (plantstore_store_request_duration_seconds), taking no
+	// time.
+	Served()
 }
 
 // ErrUnavailable reports that the store cannot answer now (database down,

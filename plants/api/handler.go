@@ -131,7 +131,6 @@ func ListHandler(store plants.Store, m *Metrics, writeTimeout time.Duration, bas
 		// gets that page's bytes.
 		var key []byte
 		if pages != nil && !s.head {
-			start := time.Now()
 			if k, ok := paged.PageKey(s.key[:0], caller); ok {
 				key = append(k, c.Request.URL.RawQuery...)
 				s.key = key
@@ -143,7 +142,7 @@ func ListHandler(store plants.Store, m *Metrics, writeTimeout time.Duration, bas
 					c.Writer.Write(p.body) // a failure means the client is gone
 					m.observeReturned(p.n)
 					observability.Annotate(c).SetPlants(p.n)
-					paged.Served(time.Since(start))
+					paged.Served()
 					return
 				}
 			}

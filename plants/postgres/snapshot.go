@@ -151,7 +151,7 @@ func (s *Snapshot) PageKey(dst []byte, c plants.Caller) ([]byte, bool) {
 }
 
 // Served records a listing answered from a page of the snapshot.
-func (s *Snapshot) Served(d time.Duration) { s.mem.Served(d) }
+func (s *Snapshot) Served() { s.mem.Served() }
 
 var _ plants.PagedStore = (*Snapshot)(nil)
 

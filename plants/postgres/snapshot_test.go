@@ -247,8 +247,10 @@ func TestSnapshotBadDataKeepsServing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 5*time.Second, "a refused reload", func() bool {
-		return metricstest.Sum(t, reg, "plantstore_catalog_reloads_total", map[string]string{"result": "failure"}) > 0
+	// The failure is counted, then logged: wait for both.
+	waitUntil(t, 5*time.Second, "a refused reload, counted and logged", func() bool {
+		return metricstest.Sum(t, reg, "plantstore_catalog_reloads_total", map[string]string{"result": "failure"}) > 0 &&
+			logs.FilterMessage("cannot refresh the catalog; the last snapshot keeps serving").Len() > 0
 	})
 	if e := logs.FilterMessage("cannot refresh the catalog; the last snapshot keeps serving").All(); len(e) == 0 || !strings.Contains(fmt.Sprint(e[0].ContextMap()["error"]), `plant "bad"`) {
 		t.Errorf("log of the refused reload = %v; want the error naming the plant", e)
