@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -145,4 +146,49 @@ func BenchmarkListHandlerCached(b *testing.B) {
 	for b.Loop() {
 		e.ServeHTTP(&discard{h: make(map[string][]string, 4)}, req)
 	}
+}
+
+// TestPageCacheConcurrent serves callers from many goroutines while the
+// catalog is replaced back and forth: every answer is one of the two
+// catalogs' pages for that caller, never another caller's (run it with
+// -race too).
+func TestPageCacheConcurrent(t *testing.T) {
+	v1, v2 := pagesCatalog(t, ""), pagesCatalog(t, "Basil 2")
+	want := map[string][2]string{}
+	callers := map[string][]string{"bob": as("bob"), "alice": as("alice"), "cooks": as("bob", "cooks")}
+	for name, who := range callers {
+		a := newTestAPI(t, listOnly{plants.NewMemoryStore(v1, nil)})
+		b := newTestAPI(t, listOnly{plants.NewMemoryStore(v2, nil)})
+		want[name] = [2]string{string(a.do(t, "GET", "/plants?limit=3", who...).body), string(b.do(t, "GET", "/plants?limit=3", who...).body)}
+	}
+	mem := plants.NewMemoryStore(v1, nil)
+	a := newTestAPI(t, mem)
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			mem.Replace([]*plants.Catalog{v1, v2}[i%2])
+		}
+	}()
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 100 {
+				name := []string{"bob", "alice", "cooks"}[(g+i)%3]
+				got := string(a.do(t, "GET", "/plants?limit=3", callers[name]...).body)
+				if got != want[name][0] && got != want[name][1] {
+					t.Errorf("%s: %s; want %s or %s", name, got, want[name][0], want[name][1])
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	<-done
 }
