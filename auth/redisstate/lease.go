@@ -9,10 +9,11 @@ import (
 // A caller far below its shared rate takes most of its requests from a
 // lease: tokens that the admission script took from the caller's bucket
 // in Redis for this replica, as many as this replica saw of the caller in
-// the last leaseLife (at most maxLease), granted only while the bucket
-// stays at least half full after the grant. A lease's tokens are used by
-// this replica alone, within leaseLife of the call that asked for them
-// being sent; those left then are dropped (admitting less, never more).
+// the last leaseLife less those its calls under way ask for already (at
+// most maxLease a call), granted only while the bucket stays at least
+// half full after the grant. A lease's tokens are used by this replica
+// alone, within leaseLife of the call that asked for them being sent;
+// those left then are dropped (admitting less, never more).
 //
 // Why the bound holds, with leases, on every replica together: take a
 // time s, and let Q be the caller's bucket in Redis (the requests it may
@@ -30,8 +31,9 @@ import (
 // tokens never outlive leaseLife after the grant. That a grant leaves
 // half the bucket is not needed for the bound: it keeps leases to callers
 // far below their rate, so that near the limit every request is decided
-// by Redis, one at a time, as without leases, and a lease left unused
-// (demand that stopped) costs the caller little.
+// by Redis, one at a time, as without leases, and so that tokens leased
+// and left unused (demand that stopped) come from the bucket's upper half
+// only: they can take half the burst from a caller, never its rate.
 
 // leaseLife is how long a lease's tokens may be used after the call that
 // asked for them was sent. It is the period the bound exceeds the rate
@@ -79,10 +81,10 @@ type lease struct {
 	// of the window before when it ended at most a lease life before
 	// this one began (0 otherwise).
 	window, seen, last int64
-	// asking is set while a call asking for a lease is under way: the
-	// caller's other calls meanwhile ask for one request each, so that
-	// one demand is never granted twice over.
-	asking bool
+	// asked is the requests that the calls under way ask for: a call
+	// meanwhile asks for the demand they leave (or one request), so that
+	// one demand is not granted twice over.
+	asked int64
 }
 
 func newLeases() *leases {
@@ -102,9 +104,9 @@ func (l *leases) shard(caller [16]byte) *leaseShard {
 
 // take counts one request of caller at now and takes a token of its
 // lease when one is left and unexpired (took). Otherwise want is the
-// requests the request's call asks for: 1, or, when the caller's recent
-// demand is more and no other call of it asks for a lease, that demand,
-// and then the caller must report the call's answer with granted.
+// requests the request's call asks for: the caller's recent demand less
+// what the calls under way ask for, at most maxLease, or 1; when it is
+// more than 1, the call's answer must be reported with granted.
 func (l *leases) take(caller [16]byte, now int64) (took bool, want int64) {
 	sh := l.shard(caller)
 	sh.mu.Lock()
@@ -132,19 +134,19 @@ func (l *leases) take(caller [16]byte, now int64) (took bool, want int64) {
 		}
 		e.tokens = 0
 	}
-	want = min(max(e.last, e.seen), maxLease)
-	if want <= 1 || e.asking {
+	want = min(max(e.last, e.seen)-e.asked, maxLease)
+	if want <= 1 {
 		return false, 1
 	}
-	e.asking = true
+	e.asked += want
 	return false, want
 }
 
 // granted reports the answer to the call of caller sent at sent that
-// asked for a lease: the tokens it left (granted less the request's own;
-// 0 when the call failed or was limited), usable until a lease life after
-// sent.
-func (l *leases) granted(caller [16]byte, tokens, sent, now int64) {
+// asked for want requests: the tokens it left (granted less the
+// request's own; 0 or less when the call failed or was limited), usable
+// until a lease life after sent.
+func (l *leases) granted(caller [16]byte, want, tokens, sent, now int64) {
 	sh := l.shard(caller)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -152,7 +154,7 @@ func (l *leases) granted(caller [16]byte, tokens, sent, now int64) {
 	if e == nil {
 		return
 	}
-	e.asking = false
+	e.asked -= want
 	if tokens <= 0 {
 		return
 	}
@@ -177,7 +179,7 @@ func (sh *leaseShard) prune(now int64) bool {
 	}
 	sh.pruned = now
 	for k, e := range sh.m {
-		if !e.asking && (e.tokens == 0 || now >= e.expires) && now-e.window >= 2*int64(leaseLife) {
+		if e.asked == 0 && (e.tokens == 0 || now >= e.expires) && now-e.window >= 2*int64(leaseLife) {
 			delete(sh.m, k)
 		}
 	}

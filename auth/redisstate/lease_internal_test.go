@@ -7,18 +7,20 @@ import (
 	"time"
 )
 
-// TestLeaseTable: a lease is asked for by one call at a time, sized by
-// the demand of the last lease life, taken until it expires a lease life
-// after its call was sent, and dropped then.
+// TestLeaseTable: a lease is asked for by the calls of a caller that
+// find none, sized by the demand of the last lease life less what the
+// calls under way ask for, taken until it expires a lease life after its
+// call was sent, and dropped then.
 func TestLeaseTable(t *testing.T) {
 	const ms = int64(time.Millisecond)
 	type step struct {
-		at     int64 // ms
-		grant  int64 // > 0: report this many tokens granted to the call sent at sent
-		sent   int64 // ms
-		took   bool
-		want   int64
-		leased int64 // tokens left after the step
+		at int64 // ms
+		// asked > 0: report the call sent at sent that asked for asked
+		// requests, and left grant tokens.
+		asked, grant, sent int64
+		took               bool
+		want               int64
+		leased             int64 // tokens left after the step
 	}
 	tests := []struct {
 		name  string
@@ -27,46 +29,48 @@ func TestLeaseTable(t *testing.T) {
 		{"a request every 120 ms asks for one", []step{
 			{at: 0, want: 1}, {at: 120, want: 1}, {at: 240, want: 1}, {at: 360, want: 1},
 		}},
-		{"demand asks once, the others one each meanwhile", []step{
-			{at: 0, want: 1}, {at: 10, want: 2}, {at: 20, want: 1}, {at: 30, want: 1},
-			{at: 35, grant: 3, sent: 10, leased: 3},
-			{at: 40, took: true, leased: 2}, {at: 50, took: true, leased: 1}, {at: 60, took: true},
-			// Empty: the demand of this window so far is asked for.
-			{at: 70, want: 8},
+		{"calls under way share the demand", []step{
+			{at: 0, want: 1}, {at: 10, want: 2}, {at: 20, want: 1}, {at: 30, want: 2},
+			{at: 35, asked: 2, grant: 1, sent: 10, leased: 1},
+			{at: 40, took: true},
+			{at: 50, want: 4},
+			{at: 55, asked: 2, grant: 1, sent: 30, leased: 1},
+			// The later lease's tokens end with the earlier's, at 130.
+			{at: 56, asked: 4, grant: 3, sent: 50, leased: 4},
+			{at: 60, took: true, leased: 3}, {at: 70, took: true, leased: 2},
+			{at: 129, took: true, leased: 1},
+			// Expired, and a new window: the last one's demand (8).
+			{at: 130, want: 8},
 		}},
 		{"the last window's demand asks at the start of the next", []step{
-			{at: 0, want: 1}, {at: 1, want: 2}, {at: 2, want: 1}, {at: 3, want: 1},
-			{at: 4, grant: -1, sent: 1},
+			{at: 0, want: 1}, {at: 1, want: 2}, {at: 2, want: 1}, {at: 3, want: 2},
+			{at: 4, asked: 2, grant: -1, sent: 1}, {at: 4, asked: 2, grant: -1, sent: 3},
 			{at: 150, want: 4},
 		}},
+		{"no demand left of a window that ended two lease lives ago", []step{
+			{at: 0, want: 1}, {at: 1, want: 2}, {at: 2, asked: 2, grant: -1, sent: 1},
+			{at: 200, want: 1},
+		}},
 		{"a lease expires a lease life after its call was sent", []step{
-			{at: 0, want: 1}, {at: 10, want: 2}, {at: 20, grant: 5, sent: 10, leased: 5},
+			{at: 0, want: 1}, {at: 10, want: 2}, {at: 20, asked: 2, grant: 5, sent: 10, leased: 5},
 			{at: 99, took: true, leased: 4},
 			{at: 110, want: 3},
 		}},
-		{"tokens granted to a lease still alive end with it", []step{
-			{at: 0, want: 1}, {at: 10, want: 2}, {at: 20, grant: 2, sent: 10, leased: 2},
-			{at: 30, took: true, leased: 1},
-			// A second ask cannot be made while tokens are left; granted
-			// merges all the same.
-			{at: 40, grant: 5, sent: 40, leased: 6},
-			{at: 99, took: true, leased: 5},
-			{at: 111, want: 4},
-		}},
-		{"a failed or limited ask leaves no lease and lets the next ask", []step{
-			{at: 0, want: 1}, {at: 10, want: 2}, {at: 20, want: 1}, {at: 30, grant: -1, sent: 10},
+		{"a failed or limited ask leaves no lease and frees its demand", []step{
+			{at: 0, want: 1}, {at: 10, want: 2}, {at: 20, want: 1}, {at: 30, asked: 2, grant: -1, sent: 10},
 			{at: 40, want: 4},
 		}},
-		{"demand stops at the cap", func() []step {
+		{"a call asks for at most the cap", func() []step {
 			var s []step
-			for i := range maxLease + 10 {
-				w := int64(1)
-				if i == 1 {
-					w = 2 // asks, and holds the ask
+			for i := range int64(maxLease + 10) {
+				// Each call fails: the whole demand is asked each time.
+				w := min(i+1, maxLease)
+				s = append(s, step{at: i / 10, want: w})
+				if w > 1 {
+					s = append(s, step{at: i / 10, asked: w, grant: -1})
 				}
-				s = append(s, step{at: int64(i) / 10, want: w})
 			}
-			return append(s, step{at: 8, grant: -1, sent: 0}, step{at: 9, want: maxLease})
+			return s
 		}()},
 	}
 	for _, tt := range tests {
@@ -74,8 +78,8 @@ func TestLeaseTable(t *testing.T) {
 			l := newLeases()
 			caller := [16]byte{1}
 			for i, s := range tt.steps {
-				if s.grant != 0 {
-					l.granted(caller, s.grant, s.sent*ms, s.at*ms)
+				if s.asked != 0 {
+					l.granted(caller, s.asked, s.grant, s.sent*ms, s.at*ms)
 				} else if took, want := l.take(caller, s.at*ms); took != s.took || want != s.want {
 					t.Fatalf("step %d, take at %d ms = %v, %d; want %v, %d", i, s.at, took, want, s.took, s.want)
 				}
@@ -133,7 +137,7 @@ func TestLeaseTableBounded(t *testing.T) {
 		t.Errorf("%d callers held after the asks' lease lives; want %d (none asking may go)", n, maxLeaseCallers)
 	}
 	for i := range 2 * maxLeaseCallers {
-		l.granted(caller(i), 0, 2, later)
+		l.granted(caller(i), 2, 0, 2, later)
 	}
 	// Idle now: the late caller's shard makes room for it, and it asks
 	// for a lease at its second request.
@@ -168,7 +172,7 @@ func BenchmarkLeaseTake(b *testing.B) {
 				for pb.Next() {
 					now := l.now()
 					if took, want := l.take(c, now); !took && want > 1 {
-						l.granted(c, 1<<40, now, now)
+						l.granted(c, want, 1<<40, now, now)
 					}
 				}
 			})

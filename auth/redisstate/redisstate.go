@@ -411,7 +411,7 @@ func (s *State) Admit(ctx context.Context, a auth.Admission) (auth.SharedVerdict
 			rate = false
 		case want > 1:
 			var taken int64
-			defer func() { s.leases.granted(a.Caller, taken-1, sent, s.leases.now()) }()
+			defer func() { s.leases.granted(a.Caller, want, taken-1, sent, s.leases.now()) }()
 			v, n, err := s.admit(ctx, a, rate, want)
 			if err == nil && !v.Limited {
 				taken = n
