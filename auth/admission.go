@@ -142,10 +142,10 @@ type SharedState interface {
 	// Admit takes one request from the caller's shared rate, when the
 	// state limits rates, and, for a proof (a.DPoP) whose signature
 	// verified, records it as used unless it was already or the caller
-	// holds its whole share of the shared store, all in one round trip; a
-	// caller over its rate records nothing. An error means the state could
-	// not answer: the Verifier then admits with this replica's state
-	// alone.
+	// holds its whole share of the shared store, all in one round trip at
+	// most; a caller over its rate records nothing. An error means the
+	// state could not answer: the Verifier then admits with this
+	// replica's state alone.
 	Admit(ctx context.Context, a Admission) (SharedVerdict, error)
 }
 

@@ -1,6 +1,8 @@
 package redisstate_test
 
 import (
+	"cmp"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,14 +18,34 @@ import (
 
 // TestRateSharedConcurrent: three replicas, each sending one caller's
 // requests from 8 goroutines at once as fast as Redis answers (far past 3x
-// the rate), so that admissions share round trips: the caller still gets
-// at most the rate within 10 %, plus the burst, over the three together,
-// and the round trips are fewer than the admissions.
+// the rate), so that admissions share round trips and replicas hold
+// leases: the caller still gets at most rate x (t + the lease life) +
+// burst over the three together, over the whole period and over any part
+// of it, and the round trips are fewer than the admissions. From an empty
+// bucket no lease can be granted; from a full one of 100, each replica
+// takes leases until the bucket is half empty.
 func TestRateSharedConcurrent(t *testing.T) {
+	tests := []struct {
+		name  string
+		rate  float64
+		burst int
+		full  bool // the burst is left in the bucket, and counted
+	}{
+		{"from an empty bucket", 200, 5, false},
+		{"from a full bucket, with leases", 1000, 100, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rateSharedConcurrent(t, tt.rate, tt.burst, tt.full)
+		})
+	}
+}
+
+func rateSharedConcurrent(t *testing.T, rate float64, burst int, full bool) {
 	srv := redistest.Start(t)
-	const rate, burst = 200.0, 5
+	const replicas, senders = 3, 8
 	var states []*redisstate.State
-	for range 3 {
+	for range replicas {
 		// A timeout longer still than the other tests': the flood loads
 		// this machine, and a call timing out would turn the state down.
 		s, err := redisstate.New(redisstate.Options{URL: srv.URL(), Timeout: 4 * timeout, Rate: rate, Burst: burst})
@@ -34,10 +56,12 @@ func TestRateSharedConcurrent(t *testing.T) {
 		states = append(states, s)
 	}
 	caller := auth.CallerKey("", "alice")
-	// The burst first: the measure starts from an empty bucket.
-	for range burst + 5 {
-		if _, err := states[0].Admit(t.Context(), auth.Admission{Caller: caller}); err != nil {
-			t.Fatal(err)
+	if !full {
+		// The burst first: the measure starts from an empty bucket.
+		for range burst + 5 {
+			if _, err := states[0].Admit(t.Context(), auth.Admission{Caller: caller}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	var trips int64
@@ -45,13 +69,17 @@ func TestRateSharedConcurrent(t *testing.T) {
 		trips -= s.RoundTrips()
 	}
 	const period = time.Second
-	var ok, tries atomic.Int64
+	var tries atomic.Int64
+	// admitted holds, for each sender, when each of its admitted
+	// requests was sent and answered: Redis or the lease decided between.
+	admitted := make([][]span, replicas*senders)
 	var wg sync.WaitGroup
 	start := time.Now()
-	for _, s := range states {
-		for range 8 {
+	for i, s := range states {
+		for j := range senders {
 			wg.Go(func() {
 				for time.Since(start) < period {
+					sent := time.Since(start)
 					v, err := s.Admit(t.Context(), auth.Admission{Caller: caller, Now: time.Now()})
 					if err != nil {
 						t.Error(err)
@@ -59,7 +87,7 @@ func TestRateSharedConcurrent(t *testing.T) {
 					}
 					tries.Add(1)
 					if !v.Limited {
-						ok.Add(1)
+						admitted[i*senders+j] = append(admitted[i*senders+j], span{sent, time.Since(start)})
 					}
 				}
 			})
@@ -70,6 +98,15 @@ func TestRateSharedConcurrent(t *testing.T) {
 	for _, s := range states {
 		trips += s.RoundTrips()
 	}
+	var at []span
+	for _, a := range admitted {
+		at = append(at, a...)
+	}
+	slices.SortFunc(at, func(a, b span) int { return cmp.Compare(a.sent, b.sent) })
+	ok := len(at)
+	most := func(t time.Duration) float64 {
+		return rate*(t+redisstate.LeaseLife).Seconds() + float64(burst)
+	}
 	want := rate * elapsed.Seconds()
 	if tries.Load() < 3*int64(want) {
 		t.Fatalf("%d requests in %v; the test needs at least 3x the rate", tries.Load(), elapsed)
@@ -77,13 +114,45 @@ func TestRateSharedConcurrent(t *testing.T) {
 	// The bound is the upper one; the lower only says the limiter still
 	// admits (a loaded machine can stall every sender for a while, which
 	// admits less).
-	if got := float64(ok.Load()); got > want*1.1+burst || got < want/2 {
-		t.Errorf("%d of %d admitted in %v over three replicas after the burst; want at most %.0f within 10%% (plus the burst of %d), at least half of it", ok.Load(), tries.Load(), elapsed, want, burst)
+	if got := float64(ok); got > most(elapsed) || got < want/2 {
+		t.Errorf("%d of %d admitted in %v over three replicas; want at most %.0f (the rate x (t + %v), plus the burst of %d), at least half the rate x t", ok, tries.Load(), elapsed, most(elapsed), redisstate.LeaseLife, burst)
+	}
+	// Any part of the period: a request counts in it when it was both
+	// sent and answered within it, and so admitted within it.
+	for _, part := range []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond} {
+		n, from := maxIn(at, part)
+		if float64(n) > most(part) {
+			t.Errorf("%d admitted in the %v from %v; want at most %.0f (the rate x (t + %v), plus the burst of %d)", n, part, from, most(part), redisstate.LeaseLife, burst)
+		}
 	}
 	if trips >= tries.Load() {
 		t.Errorf("%d round trips for %d concurrent admissions; want fewer, several a round trip", trips, tries.Load())
 	}
-	t.Logf("%d of %d admitted in %v (rate %v), %d round trips", ok.Load(), tries.Load(), elapsed, rate, trips)
+	n, _ := maxIn(at, 100*time.Millisecond)
+	t.Logf("%d of %d admitted in %v (rate %v, burst %d), at most %d in 100ms (bound %.0f), %d round trips", ok, tries.Load(), elapsed, rate, burst, n, most(100*time.Millisecond), trips)
+}
+
+// A span is when a request was sent and when it was answered.
+type span struct{ sent, answered time.Duration }
+
+// maxIn returns the most spans of at (sorted by when sent) within a
+// period of d, and where it starts.
+func maxIn(at []span, d time.Duration) (n int, from time.Duration) {
+	for i, a := range at {
+		c := 0
+		for _, b := range at[i:] {
+			if b.sent > a.sent+d {
+				break
+			}
+			if b.answered <= a.sent+d {
+				c++
+			}
+		}
+		if c > n {
+			n, from = c, a.sent
+		}
+	}
+	return n, from
 }
 
 // TestReplayUnderLoad: 16 goroutines send each of 100 proofs, all at

@@ -2,12 +2,20 @@
 // share in Redis or Valkey: the rate of each caller and the DPoP proofs
 // used anywhere (an [auth.SharedState]).
 //
-// Each admission is one call of a script, and the admissions waiting at
-// once share one round trip (a pipeline of their calls): one script takes
-// a request from the caller's rate (GCRA, by the server's clock, so the replicas' clocks do
-// not matter) and, for a caller within its rate, records the proof unless
-// it is there already, or the caller holds its share of the store
-// ([Options.CallerProofs]), with the proof's remaining life as expiry.
+// An admission is at most one call of a script, and the admissions
+// waiting at once share one round trip (a pipeline of their calls): one
+// script takes requests from the caller's rate (GCRA, by the server's
+// clock, so the replicas' clocks do not matter) and, for a caller within
+// its rate, records the proof unless it is there already, or the caller
+// holds its share of the store ([Options.CallerProofs]), with the proof's
+// remaining life as expiry. A caller far below its rate (its bucket at
+// least half full once they are taken) is granted a lease of as many
+// requests as this replica saw of it in the last 100 ms, up to 64, which
+// this replica admits for 100 ms without asking Redis: a bearer request
+// from a lease makes no call, a DPoP request sends its proof alone. A
+// caller then gets at most the rate x (t + 0.1 s) + the burst in any
+// period t, whatever the number of replicas, and one sending fewer than
+// about 10 requests a second to a replica makes one call a request.
 // Keys are fixed-size hashes under the prefix "plantstore:", each with an
 // expiry, keyed by the deployment's secret ([Options.Secret]); nothing in
 // Redis names a caller, a key or a proof readably, and without the secret
@@ -15,8 +23,9 @@
 //
 // A call that fails or outlasts the timeout turns the state down: calls
 // stop going to Redis at once (the Verifier's own limiter and replay cache
-// answer), a probe tries Redis every [Options.Probe], and the first answer
-// within the timeout turns it up again. Each change is logged once and
+// answer, and no lease is taken or granted), a probe tries Redis every
+// [Options.Probe], and the first answer within the timeout turns it up
+// again. Each change is logged once and
 // shown by the plantstore_shared_state_up gauge.
 package redisstate
 
@@ -167,6 +176,8 @@ type State struct {
 	// callerProofs is the most proofs a caller may hold.
 	callerProofs int64
 	keys         *keyer
+	// leases are this replica's leases of each caller's rate.
+	leases *leases
 
 	up atomic.Bool
 
@@ -231,6 +242,7 @@ func New(o Options) (*State, error) {
 		burst:        int64(o.Burst),
 		callerProofs: int64(o.CallerProofs),
 		keys:         newKeyer(o.Secret),
+		leases:       newLeases(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "plantstore_shared_state_requests_total",
 			Help: "Calls to the shared state (Redis), by what they served (replay, rate) and result (ok, error, timeout).",
@@ -289,7 +301,7 @@ func (s *State) Up() bool { return s.up.Load() }
 // errDown is the answer of every call while the state is down.
 var errDown = errors.New("shared state unavailable")
 
-// admitScript takes a request from a caller's rate and records a proof.
+// admitScript takes requests from a caller's rate and records a proof.
 // KEYS are the caller's rate key when ARGV[1] (the time one request
 // takes, in microseconds) is positive, then, when ARGV[3] (the proof's
 // life in milliseconds) is positive, the proof's key and the caller's two
@@ -299,12 +311,16 @@ var errDown = errors.New("shared state unavailable")
 // proof goes to (1 or 2), ARGV[6] how long that count must live in
 // milliseconds, and ARGV[7] the time until the first count expires, in
 // microseconds. When ARGV[8] is 1, the last key is the proof's key under
-// the previous secret, which makes it a replay too. The answer is {admitted, retry after in microseconds,
-// replay or full (1 replay, 2 the caller's share full)}: a caller over
-// its rate takes nothing and records nothing, and so does a caller whose
+// the previous secret, which makes it a replay too. ARGV[9] is the
+// requests wanted (a lease, see lease.go): as many of them as leave at
+// least half the burst's room are taken, else one, as GCRA does. The
+// answer is {admitted, retry after in microseconds, replay or full (1
+// replay, 2 the caller's share full), requests taken}: a caller over its
+// rate takes nothing and records nothing, and so does a caller whose
 // share is full.
 var admitScript = redis.NewScript(`
 local k = 1
+local taken = 0
 local interval = tonumber(ARGV[1])
 if interval > 0 then
   local t = redis.call('TIME')
@@ -312,21 +328,24 @@ if interval > 0 then
   local v = redis.call('GET', KEYS[1])
   local tat = now
   if v then tat = math.max(tonumber(v), now) end
-  local ahead = tat + interval - now
   local tolerance = interval * tonumber(ARGV[2])
+  local n = math.min(tonumber(ARGV[9]), math.floor((tolerance / 2 - (tat - now)) / interval))
+  if n < 2 then n = 1 end
+  local ahead = tat + n * interval - now
   if ahead > tolerance then
-    return {0, ahead - tolerance, 0}
+    return {0, ahead - tolerance, 0, 0}
   end
   redis.call('SET', KEYS[1], string.format('%.0f', now + ahead), 'PX', math.max(1, math.ceil(ahead / 1000)))
   k = 2
+  taken = n
 end
 if tonumber(ARGV[3]) > 0 then
   if redis.call('EXISTS', KEYS[k]) == 1 or ARGV[8] == '1' and redis.call('EXISTS', KEYS[k + 3]) == 1 then
-    return {1, 0, 1}
+    return {1, 0, 1, taken}
   end
   local held = tonumber(redis.call('GET', KEYS[k + 1]) or '0') + tonumber(redis.call('GET', KEYS[k + 2]) or '0')
   if held >= tonumber(ARGV[4]) then
-    return {1, tonumber(ARGV[7]), 2}
+    return {1, tonumber(ARGV[7]), 2, taken}
   end
   redis.call('SET', KEYS[k], '1', 'PX', ARGV[3])
   local c = KEYS[k + tonumber(ARGV[5])]
@@ -334,7 +353,7 @@ if tonumber(ARGV[3]) > 0 then
     redis.call('PEXPIRE', c, ARGV[6])
   end
 end
-return {1, 0, 0}
+return {1, 0, 0, taken}
 `)
 
 // countKey is the key of the count of the proofs of the caller whose key
@@ -366,8 +385,11 @@ func shareArgs(a auth.Admission, callerKey string) (keys []string, which, life, 
 
 // Admit takes a request from the caller's rate, when there is one, and
 // records a's proof, unless the caller holds its share of the store
-// ([Options.CallerProofs]), in one round trip. It returns an error
-// without calling Redis while the state is down, and when the call fails.
+// ([Options.CallerProofs]), in one round trip at most. A request that
+// finds a token of its caller's lease on this replica takes it instead of
+// the rate in Redis: a bearer request then makes no call. It returns an
+// error without calling Redis while the state is down, and when the call
+// fails.
 func (s *State) Admit(ctx context.Context, a auth.Admission) (auth.SharedVerdict, error) {
 	rate := s.interval > 0
 	if !rate && !a.DPoP {
@@ -376,11 +398,41 @@ func (s *State) Admit(ctx context.Context, a auth.Admission) (auth.SharedVerdict
 	if !s.up.Load() {
 		return auth.SharedVerdict{}, errDown
 	}
+	want := int64(1)
+	if rate {
+		sent := s.leases.now()
+		var leased bool
+		leased, want = s.leases.take(a.Caller, sent)
+		switch {
+		case leased && !a.DPoP:
+			return auth.SharedVerdict{}, nil
+		case leased:
+			// The proof still goes to Redis, without the rate.
+			rate = false
+		case want > 1:
+			var taken int64
+			defer func() { s.leases.granted(a.Caller, want, taken-1, sent, s.leases.now()) }()
+			v, n, err := s.admit(ctx, a, rate, want)
+			if err == nil && !v.Limited {
+				taken = n
+			}
+			return v, err
+		}
+	}
+	v, _, err := s.admit(ctx, a, rate, want)
+	return v, err
+}
+
+// admit makes a's call, with the rate part when rate is set, asking for
+// want requests of the rate, and returns the verdict and the requests
+// taken.
+func (s *State) admit(ctx context.Context, a auth.Admission, rate bool, want int64) (auth.SharedVerdict, int64, error) {
 	cur, prev := s.keys.secrets(a.Now, a.Life)
 	keys := make([]string, 0, 5)
-	var ttl, which, life, wait int64
+	var interval, ttl, which, life, wait int64
 	if rate {
 		keys = append(keys, key(cur, "r", a.Caller))
+		interval = s.interval
 	}
 	previous := 0
 	if a.DPoP {
@@ -396,8 +448,8 @@ func (s *State) Admit(ctx context.Context, a auth.Admission) (auth.SharedVerdict
 	}
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()
-	res, err := s.call(ctx, keys, []any{s.interval, s.burst, ttl, s.callerProofs, which, life, wait, previous})
-	if err == nil && len(res) != 3 {
+	res, err := s.call(ctx, keys, []any{interval, s.burst, ttl, s.callerProofs, which, life, wait, previous, want})
+	if err == nil && len(res) != 4 {
 		err = fmt.Errorf("unexpected answer %v", res)
 	}
 	result := s.result(err)
@@ -409,14 +461,14 @@ func (s *State) Admit(ctx context.Context, a auth.Admission) (auth.SharedVerdict
 	}
 	if err != nil {
 		s.down(err)
-		return auth.SharedVerdict{}, err
+		return auth.SharedVerdict{}, 0, err
 	}
 	return auth.SharedVerdict{
 		Limited:    res[0] == 0,
 		RetryAfter: time.Duration(res[1]) * time.Microsecond,
 		Replay:     res[2] == 1,
 		Full:       res[2] == 2,
-	}, nil
+	}, res[3], nil
 }
 
 // batchers is how many round trips may be under way at once.
