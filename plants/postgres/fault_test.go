@@ -199,6 +199,87 @@ func TestCallerCancel(t *testing.T) {
 	}
 }
 
+// TestStrayCancel cancels a listing's statement from outside, as the late
+// cancel request of an earlier listing on the same connection does when its
+// client left just as its statement ended: the listing is retried once and
+// answers, rather than failing for something its caller did not do.
+func TestStrayCancel(t *testing.T) {
+	t.Parallel()
+	const app = "plantstore_stray_cancel_test"
+	dsn := seeded(t)
+	s := openStore(t, pgtest.WithParam(t, dsn, "application_name", app), postgres.Options{MaxConns: 1})
+
+	locker, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Close(context.Background())
+	admin, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	tx, err := locker.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(t.Context(), "LOCK TABLE plant_readers IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+
+	var got []plants.Plant
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		got, err = collect(t, s, starQuery)
+		done <- err
+	}()
+	pid, started := waitLockWaiter(t, admin, app, time.Time{}, done)
+	var cancelled bool
+	if err := admin.QueryRow(t.Context(), "SELECT pg_cancel_backend($1)", pid).Scan(&cancelled); err != nil || !cancelled {
+		t.Fatalf("pg_cancel_backend: %v, %v", cancelled, err)
+	}
+	// The retry waits for the lock in its turn: a statement started later.
+	waitLockWaiter(t, admin, app, started, done)
+	if err := tx.Rollback(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil || len(got) != 1 {
+		t.Errorf("List whose statement a stray cancel ended: %d plants, %v; want 1, nil", len(got), err)
+	}
+}
+
+// waitLockWaiter waits until a session named app waits for a lock in a
+// statement started after after, and returns its backend and the start of
+// the statement. It fails the test if the listing ends first.
+func waitLockWaiter(t *testing.T, conn *pgx.Conn, app string, after time.Time, done <-chan error) (int32, time.Time) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	for {
+		var (
+			pid     int32
+			started time.Time
+		)
+		err := conn.QueryRow(ctx, `SELECT pid, query_start FROM pg_stat_activity
+			WHERE application_name = $1 AND wait_event_type = 'Lock' AND query_start > $2`, app, after).Scan(&pid, &started)
+		if err == nil {
+			return pid, started
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			t.Fatalf("find the listing's statement: %v", err)
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the listing ended (%v) before it waited for the lock again", err)
+		case <-ctx.Done():
+			t.Fatal("no statement of the listing waits for the lock")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
 // TestNoSecretsInErrors checks that no error shows the DSN's password or
 // SQL text, for malformed DSNs, for a server that is not there and for a
 // server that refuses the user; the refusal of a role names it.

@@ -54,18 +54,32 @@ func (s *Store) list(parent context.Context, principals []string, limit int, aft
 		if err == nil {
 			return nil
 		}
-		// A pooled connection may have died while idle (the database
-		// restarted), and then its idle neighbours have too: they are
-		// closed, and one retry on a new connection hides that from the
-		// caller. Only before the first row and for connection failures:
-		// an error from the server itself would repeat.
+		// Two failures are not this listing's and pass with one retry,
+		// before the first row only:
+		//   - A pooled connection may have died while idle (the database
+		//     restarted), and then its idle neighbours have too: they are
+		//     closed, and the retry runs on a new connection.
+		//   - A statement cancelled though neither this caller nor the
+		//     timeout asked: the cancel request of an earlier listing on the
+		//     same connection, whose client left just as its statement
+		//     ended, can reach the server after the connection went back to
+		//     the pool (the protocol gives no way to wait for it).
+		// Any other error from the server itself would repeat.
 		var pgErr *pgconn.PgError
-		if yielded || attempt > 0 || ctx.Err() != nil || errors.As(err, &pgErr) {
+		fromServer := errors.As(err, &pgErr)
+		strayCancel := fromServer && pgErr.Code == sqlstateQueryCanceled
+		if yielded || attempt > 0 || ctx.Err() != nil || (fromServer && !strayCancel) {
 			return queryError("list plants", parent, ctx, err)
 		}
-		s.pool.Reset()
+		if !strayCancel {
+			s.pool.Reset()
+		}
 	}
 }
+
+// sqlstateQueryCanceled is the SQLSTATE of a statement ended by a cancel
+// request (query_canceled).
+const sqlstateQueryCanceled = "57014"
 
 // listOnce runs the listing once and yields its rows. It reports whether
 // it yielded any.
