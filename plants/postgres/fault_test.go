@@ -113,19 +113,7 @@ func TestQueryTimeout(t *testing.T) {
 	wg.Wait()
 	opened := postgres.NewConnsCount(s)
 
-	locker, err := pgx.Connect(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer locker.Close(context.Background())
-	tx, err := locker.Begin(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(t.Context(), "LOCK TABLE plant_readers IN ACCESS EXCLUSIVE MODE"); err != nil {
-		t.Fatal(err)
-	}
+	tx := lockReaders(t, dsn)
 
 	errs := make([]error, 2*maxConns)
 	for i := range errs {
@@ -138,7 +126,7 @@ func TestQueryTimeout(t *testing.T) {
 			t.Errorf("List blocked by a lock: got %q, want a timeout", err)
 		}
 	}
-	waitNoLockWaiters(t, locker)
+	waitNoLockWaiters(t, tx.Conn())
 	if err := tx.Rollback(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -154,6 +142,27 @@ func TestQueryTimeout(t *testing.T) {
 	if n := postgres.NewConnsCount(s); n != opened {
 		t.Errorf("pool opened %d connections in all, want %d: timed-out connections were not reused", n, opened)
 	}
+}
+
+// lockReaders locks plant_readers in a transaction of its own, which
+// blocks every listing until it is rolled back (at the latest when the
+// test ends).
+func lockReaders(t *testing.T, dsn string) pgx.Tx {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	tx, err := conn.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(t.Context(), "LOCK TABLE plant_readers IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	return tx
 }
 
 // waitNoLockWaiters waits until no backend waits for a lock, that is until
@@ -209,24 +218,12 @@ func TestStrayCancel(t *testing.T) {
 	dsn := seeded(t)
 	s := openStore(t, pgtest.WithParam(t, dsn, "application_name", app), postgres.Options{MaxConns: 1})
 
-	locker, err := pgx.Connect(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer locker.Close(context.Background())
+	tx := lockReaders(t, dsn)
 	admin, err := pgx.Connect(t.Context(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer admin.Close(context.Background())
-	tx, err := locker.Begin(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(t.Context(), "LOCK TABLE plant_readers IN ACCESS EXCLUSIVE MODE"); err != nil {
-		t.Fatal(err)
-	}
 
 	var got []plants.Plant
 	done := make(chan error, 1)
