@@ -48,12 +48,7 @@ func rateSharedConcurrent(t *testing.T, rate float64, burst int, full bool) {
 	for range replicas {
 		// A timeout longer still than the other tests': the flood loads
 		// this machine, and a call timing out would turn the state down.
-		s, err := redisstate.New(redisstate.Options{URL: srv.URL(), Timeout: 4 * timeout, Rate: rate, Burst: burst})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		states = append(states, s)
+		states = append(states, newState(t, redisstate.Options{URL: srv.URL(), Timeout: 4 * timeout, Rate: rate, Burst: burst}))
 	}
 	caller := auth.CallerKey("", "alice")
 	if !full {
@@ -206,11 +201,7 @@ func TestReplayUnderLoad(t *testing.T) {
 // all answered, the script sent again.
 func TestScriptFlushed(t *testing.T) {
 	srv := redistest.Start(t)
-	s, err := redisstate.New(redisstate.Options{URL: srv.URL(), Timeout: timeout, Rate: 1000, Burst: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := newState(t, redisstate.Options{URL: srv.URL(), Rate: 1000, Burst: 1000})
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer c.Close()
 	if err := c.ScriptFlush(t.Context()).Err(); err != nil {

@@ -89,11 +89,7 @@ func TestLeaseRoundTrips(t *testing.T) {
 // on the replica; the same caller sending a few at once gets one.
 func TestLeaseSlowCaller(t *testing.T) {
 	srv := redistest.Start(t)
-	s, err := redisstate.New(redisstate.Options{URL: srv.URL(), Timeout: timeout, Rate: 100, Burst: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := newState(t, redisstate.Options{URL: srv.URL(), Rate: 100, Burst: 100})
 	caller := auth.CallerKey("", "alice")
 	before := redisCalls(t, srv.Addr(), true)
 	const requests = 6
@@ -125,11 +121,7 @@ func TestLeaseSlowCaller(t *testing.T) {
 // the request falls back to the replica's own state.
 func TestLeaseDown(t *testing.T) {
 	srv := redistest.Start(t)
-	s, err := redisstate.New(redisstate.Options{URL: srv.URL(), Timeout: timeout, Rate: 1000, Burst: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := newState(t, redisstate.Options{URL: srv.URL(), Rate: 1000, Burst: 1000})
 	caller := auth.CallerKey("", "alice")
 	start := time.Now()
 	for range 8 {
@@ -156,11 +148,7 @@ func TestLeaseDown(t *testing.T) {
 // and a caller over its rate none.
 func TestLeaseLimited(t *testing.T) {
 	srv := redistest.Start(t)
-	s, err := redisstate.New(redisstate.Options{URL: srv.URL(), Timeout: timeout, Rate: 1.0 / 3600, Burst: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := newState(t, redisstate.Options{URL: srv.URL(), Rate: 1.0 / 3600, Burst: 10})
 	caller := auth.CallerKey("", "alice")
 	before := redisCalls(t, srv.Addr(), true)
 	var admitted int

@@ -53,6 +53,21 @@ func newReplica(t testing.TB, issuer authtest.Key, url string, rate float64, bur
 	return newReplicaOf(t, issuer, redisstate.Options{URL: url, Rate: rate, Burst: burst}, rate, burst)
 }
 
+// newState returns the State of o (its timeout the tests' unless o has
+// one), closed when the test ends.
+func newState(t testing.TB, o redisstate.Options) *redisstate.State {
+	t.Helper()
+	if o.Timeout == 0 {
+		o.Timeout = timeout
+	}
+	s, err := redisstate.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // newReplicaOf returns a replica of issuer with the State of so (its
 // probe, log and registry set here, and its timeout unless so has one)
 // and a limiter of its own of rate and burst (rate 0: none).
@@ -60,17 +75,11 @@ func newReplicaOf(t testing.TB, issuer authtest.Key, so redisstate.Options, rate
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	core, logs := observer.New(zap.InfoLevel)
-	if so.Timeout == 0 {
-		so.Timeout = timeout
-	}
 	so.Probe, so.Log, so.Registerer = 20*time.Millisecond, zap.New(core), reg
-	state, err := redisstate.New(so)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { state.Close() })
+	state := newState(t, so)
 	o := auth.Options{Shared: state, PublicURL: mustURL(t, "https://plants.example.com")}
 	if rate > 0 {
+		var err error
 		if o.RateLimit, err = auth.NewRateLimit(rate, burst); err != nil {
 			t.Fatal(err)
 		}
@@ -440,11 +449,7 @@ func TestRateBeforeProof(t *testing.T) {
 // round trip to a loopback redis-server, from parallel callers.
 func BenchmarkAdmit(b *testing.B) {
 	srv := redistest.Start(b)
-	state, err := redisstate.New(redisstate.Options{URL: srv.URL(), Timeout: timeout, Rate: 1e6, Burst: 1e6})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer state.Close()
+	state := newState(b, redisstate.Options{URL: srv.URL(), Rate: 1e6, Burst: 1e6})
 	var n atomic.Uint64
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
