@@ -21,11 +21,21 @@ const accessMsg = "request"
 // lines are: ts, level and msg separated by tabs, then the fields as a JSON
 // object. Get one from [NewLogger]. A nil *AccessLog writes nothing.
 type AccessLog struct {
-	out     zapcore.WriteSyncer
-	stamped *LogOutput // out, when it is one: written with the line's time
+	out     lineWriter
 	level   zapcore.Level
 	console bool
 }
+
+// A lineWriter writes one line stamped t. A [LogOutput] takes t as the time
+// of the write, instead of reading the clock again.
+type lineWriter interface {
+	WriteAt(p []byte, t time.Time) (int, error)
+}
+
+// unstamped is the lineWriter of an output that keeps no time.
+type unstamped struct{ zapcore.WriteSyncer }
+
+func (u unstamped) WriteAt(p []byte, _ time.Time) (int, error) { return u.Write(p) }
 
 // accessEntry is one access log line: the fields [Middleware] logs, in the
 // order it logs them.
@@ -48,12 +58,7 @@ func (l *AccessLog) enabled(lvl zapcore.Level) bool {
 // write writes a at lvl, stamped t, using buf; it returns buf for reuse.
 func (l *AccessLog) write(buf []byte, a *accessEntry, lvl zapcore.Level, t time.Time) []byte {
 	buf = l.appendLine(buf[:0], a, lvl, t)
-	// Nobody to tell of an error: zap drops write errors too.
-	if l.stamped != nil {
-		_, _ = l.stamped.WriteAt(buf, t)
-	} else {
-		_, _ = l.out.Write(buf)
-	}
+	_, _ = l.out.WriteAt(buf, t) // nobody to tell: zap drops write errors too
 	return buf
 }
 

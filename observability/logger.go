@@ -80,18 +80,20 @@ func NewLogger(w io.Writer, level, format string) (*zap.Logger, *AccessLog, erro
 	if !ok {
 		ws = zapcore.AddSync(w)
 	}
-	lines := ws
+	var (
+		lines  zapcore.WriteSyncer
+		access lineWriter
+	)
 	if o, buffered := w.(*LogOutput); buffered {
 		// Only access lines wait for a batch; every other line (startup,
 		// key updates, errors) goes out with those before it at once.
-		lines = writeThrough{o}
+		lines, access = writeThrough{o}, o
 	} else {
 		ws = zapcore.Lock(ws) // a LogOutput serializes its writes itself
-		lines = ws
+		lines, access = ws, unstamped{ws}
 	}
 	log := zap.New(zapcore.NewCore(enc, lines, lvl), zap.ErrorOutput(lines))
-	stamped, _ := w.(*LogOutput)
-	return log, &AccessLog{out: ws, stamped: stamped, level: lvl, console: format == "console"}, nil
+	return log, &AccessLog{out: access, level: lvl, console: format == "console"}, nil
 }
 
 // writeThrough writes each line to a LogOutput and flushes it with what
